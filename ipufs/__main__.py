@@ -1,0 +1,5 @@
+import sys
+
+from ipufs.cli import main
+
+sys.exit(main())

@@ -1,0 +1,165 @@
+# `ipufs doctor`: can this machine serve IPUs with passthrough, and what is
+# mounted now? Each check is a Finding; a probe mount answers the question
+# no file in /proc or /sys can (does the kernel accept a backing file?).
+from __future__ import annotations
+
+import errno
+import os
+import platform
+import stat
+import tempfile
+import threading
+from dataclasses import asdict, dataclass
+
+import trio
+
+from ipufs.fuse import mount as fmount
+
+CAP_SYS_ADMIN = 21
+PASSTHROUGH_KERNEL = (6, 9)
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class MountStatus:
+    mountpoint: str
+    source: str
+    alive: bool
+    mode: str
+    detail: str
+
+
+def _kernel_version() -> tuple[int, int]:
+    parts = platform.release().split(".")
+    try:
+        return int(parts[0]), int("".join(c for c in parts[1] if c.isdigit()) or 0)
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+def _has_cap(cap: int) -> bool:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> cap & 1)
+    return False
+
+
+def check_device() -> Finding:
+    try:
+        st = os.stat("/dev/fuse")
+    except OSError as exc:
+        return Finding("/dev/fuse", False, f"missing: {exc.strerror} (modprobe fuse)")
+    if not stat.S_ISCHR(st.st_mode):
+        return Finding("/dev/fuse", False, "exists but is not a character device")
+    try:
+        os.close(os.open("/dev/fuse", os.O_RDWR))
+    except OSError as exc:
+        return Finding("/dev/fuse", False, f"cannot be opened: {exc.strerror}")
+    return Finding("/dev/fuse", True, "present and can be opened")
+
+
+def check_kernel() -> Finding:
+    version = _kernel_version()
+    ok = version >= PASSTHROUGH_KERNEL
+    want = ".".join(map(str, PASSTHROUGH_KERNEL))
+    detail = f"Linux {platform.release()}" + ("" if ok else f": passthrough needs {want} or newer")
+    return Finding("kernel", ok, detail)
+
+
+def check_privileges() -> Finding:
+    if _has_cap(CAP_SYS_ADMIN):
+        return Finding("privileges", True, "CAP_SYS_ADMIN (mount and passthrough allowed)")
+    return Finding("privileges", False, "no CAP_SYS_ADMIN: cannot mount or register backing files")
+
+
+def probe_passthrough() -> Finding:
+    """Mount a one-IPU ipufs in a temporary directory and register a
+    backing file with the kernel, as a real mount would."""
+    from ipufs.driver.daemon import Daemon, DaemonConfig
+
+    result: list[Finding] = []
+
+    async def probe() -> None:
+        with tempfile.TemporaryDirectory(prefix="ipufs-doctor-") as tmp:
+            daemon = Daemon(DaemonConfig(mountpoint=tmp, ipus=1, profile="ipu1"))
+            with trio.fail_after(10):
+                await _probe_mount(daemon, result)
+
+    async def _probe_mount(daemon: Daemon, result: list[Finding]) -> None:
+            async with trio.open_nursery() as nursery:
+                negotiated = await nursery.start(daemon.run)
+                if not negotiated.passthrough:
+                    result.append(Finding("passthrough", False, "the kernel did not offer FUSE_PASSTHROUGH"))
+                else:
+                    fd = os.memfd_create("ipufs-doctor")
+                    try:
+                        daemon.server.backing_open(fd)
+                        result.append(Finding("passthrough", True, "a backing file was registered"))
+                    except OSError as exc:
+                        result.append(Finding("passthrough", False, f"FUSE_DEV_IOC_BACKING_OPEN: {exc.strerror}"))
+                    finally:
+                        os.close(fd)
+                nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(probe)
+    except Exception as exc:  # the probe is advice, never a crash
+        return Finding("passthrough", False, f"probe mount failed: {exc}")
+    return result[0] if result else Finding("passthrough", False, "probe gave no answer")
+
+
+def _getxattr(path: str, name: str, timeout: float = 2.0) -> str | None:
+    """Read an ipufs xattr, giving up on a daemon that does not answer."""
+    box: list[str | None] = [None]
+
+    def get() -> None:
+        try:
+            box[0] = os.getxattr(path, name).decode()
+        except OSError as exc:
+            box[0] = f"!{errno.errorcode.get(exc.errno or 0, exc.errno)}"
+
+    t = threading.Thread(target=get, daemon=True)
+    t.start()
+    t.join(timeout)
+    return "!timeout" if t.is_alive() else box[0]
+
+
+def mount_status() -> list[MountStatus]:
+    found = []
+    for entry in fmount.mounts():
+        mode = _getxattr(entry.mountpoint, "user.ipufs.mode") or "!unknown"
+        if mode.startswith("!"):
+            alive = False
+            detail = {"!ENOTCONN": "daemon gone: dead mount, `ipufs umount` clears it",
+                      "!timeout": "daemon does not answer"}.get(mode, f"error {mode[1:]}")
+            mode = "unknown"
+        else:
+            alive = True
+            reason = _getxattr(entry.mountpoint, "user.ipufs.mode_reason") or ""
+            pid = _getxattr(entry.mountpoint, "user.ipufs.pid")
+            detail = f"daemon pid {pid}" + (f"; {reason}" if reason else "")
+        found.append(MountStatus(entry.mountpoint, entry.source, alive, mode, detail))
+    return found
+
+
+def run(*, probe: bool = True) -> tuple[list[Finding], list[MountStatus]]:
+    findings = [check_device(), check_kernel(), check_privileges()]
+    if probe and all(f.ok for f in findings if f.check in ("/dev/fuse", "privileges")):
+        findings.append(probe_passthrough())
+    return findings, mount_status()
+
+
+def as_dict(findings: list[Finding], mounts: list[MountStatus]) -> dict[str, object]:
+    passthrough = all(f.ok for f in findings)
+    return {
+        "passthrough_possible": passthrough,
+        "checks": [asdict(f) for f in findings],
+        "mounts": [asdict(m) for m in mounts],
+    }

@@ -1,0 +1,404 @@
+# The ipufs filesystem: the Operations that publish the node tree. Opens
+# hand BARs to the kernel for passthrough (so mmap maps the daemon's pages)
+# or, where passthrough is unavailable, serve them through the page cache.
+# The tree is fixed: anything that would create, remove, rename or resize a
+# node fails with EPERM (docs/filesystem.md has the whole table).
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import stat
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from ipufs import __version__
+from ipufs.driver.coherence import PageCachePublisher
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.nodes import ROOT_INO, Node, NodeTree
+from ipufs.fuse import abi
+from ipufs.fuse import replies as rp
+from ipufs.fuse import requests as rq
+from ipufs.fuse.errors import FUSEError
+from ipufs.fuse.operations import Negotiated, Operations
+from ipufs.model.profile import Region
+
+log = logging.getLogger(__name__)
+
+PASSTHROUGH = "passthrough"
+PAGE_CACHE = "page-cache"
+
+SEEK_DATA = 3
+SEEK_HOLE = 4
+_POLL_READY = select.POLLIN | select.POLLOUT | select.POLLRDNORM | select.POLLWRNORM
+
+
+class Kernel(Protocol):
+    """What the filesystem needs of the FUSE shell."""
+
+    def backing_open(self, fd: int) -> int: ...
+
+    def notify(self, message: bytes) -> None: ...
+
+
+@dataclass
+class Ownership:
+    """Owner, group and permission bits of the device nodes (the root
+    directory is root's, mode 0755)."""
+
+    uid: int = 0
+    gid: int = 0
+    mode: int = 0o660
+
+
+@dataclass
+class NodeState:
+    """Per-node attributes that chmod, chown and touch may change."""
+
+    mode: int
+    uid: int
+    gid: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+
+
+@dataclass(slots=True)
+class OpenFile:
+    node: Node
+    pid: int
+    flags: int
+
+
+@dataclass
+class Stats:
+    lookups: dict[int, int] = field(default_factory=dict)
+    opens: int = 0
+
+
+class IpuFilesystem(Operations):
+    def __init__(
+        self,
+        devices: DeviceSet,
+        *,
+        ownership: Ownership | None = None,
+        passthrough: bool = True,
+        clock: Callable[[], int] = time.time_ns,
+    ) -> None:
+        self.devices = devices
+        self.tree = NodeTree(len(devices))
+        self.ownership = ownership or Ownership()
+        self.want_passthrough = passthrough
+        self.kernel: Kernel | None = None
+        self.mode = PASSTHROUGH if passthrough else PAGE_CACHE
+        self.mode_reason = "" if passthrough else "passthrough switched off (--no-passthrough)"
+        self.negotiated: Negotiated | None = None
+        self.publisher: PageCachePublisher | None = None
+        self.files: dict[int, OpenFile] = {}
+        self.stats = Stats()
+        self._next_fh = 1
+        self._backing_ids: dict[int, int] = {}
+        now = clock()
+        self._root = NodeState(stat.S_IFDIR | 0o755, 0, 0, now, now, now)
+        o = self.ownership
+        self._states = [
+            NodeState(stat.S_IFREG | (o.mode & 0o7777), o.uid, o.gid, now, now, now)
+            for _ in range(len(self.tree))
+        ]
+        self.clock = clock
+
+    # --- connection -----------------------------------------------------
+    def attach_kernel(self, kernel: Kernel) -> None:
+        self.kernel = kernel
+
+    def init(self, negotiated: Negotiated) -> None:
+        self.negotiated = negotiated
+        if self.want_passthrough and not negotiated.passthrough:
+            self._fall_back("the kernel did not offer FUSE_PASSTHROUGH (Linux 6.9+ with "
+                            "CONFIG_FUSE_PASSTHROUGH is needed)")
+        elif self.mode == PAGE_CACHE:
+            self._fall_back(self.mode_reason)
+
+    def _fall_back(self, reason: str) -> None:
+        self.mode = PAGE_CACHE
+        self.mode_reason = reason
+        log.warning("serving BARs through the page cache: %s", reason)
+        self.devices.track_dirty(True)
+        if self.kernel is not None:
+            self.publisher = PageCachePublisher(self.devices, self.tree, self.kernel.notify)
+
+    def publish(self) -> None:
+        """Make model-side writes visible to clients (page-cache mode)."""
+        if self.publisher is not None:
+            self.publisher.publish()
+
+    # --- attributes -----------------------------------------------------
+    def _state(self, ino: int) -> NodeState:
+        if ino == ROOT_INO:
+            return self._root
+        node = self.tree.by_ino(ino)
+        if node is None:
+            raise FUSEError(errno.ENOENT)
+        return self._states[node.ino - ROOT_INO - 1]
+
+    def _node(self, ino: int) -> Node:
+        node = self.tree.by_ino(ino)
+        if node is None:
+            raise FUSEError(errno.EISDIR if ino == ROOT_INO else errno.ENOENT)
+        return node
+
+    def attr(self, ino: int) -> rp.Attr:
+        s = self._state(ino)
+        if ino == ROOT_INO:
+            return rp.Attr(ino=ino, mode=s.mode, nlink=2, uid=s.uid, gid=s.gid,
+                           atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns)
+        node = self._node(ino)
+        size = self.devices.profile.region_size(node.region)
+        return rp.Attr(ino=ino, mode=s.mode, size=size, uid=s.uid, gid=s.gid,
+                       atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns,
+                       blocks=(size + 511) // 512)
+
+    def lookup(self, req: rq.Lookup) -> rp.Reply:
+        if req.nodeid != ROOT_INO:
+            raise FUSEError(errno.ENOTDIR)
+        try:
+            name = req.name.decode("ascii")
+        except UnicodeDecodeError:
+            raise FUSEError(errno.ENOENT) from None
+        node = self.tree.by_name(name)
+        if node is None:
+            raise FUSEError(errno.ENOENT)
+        self.stats.lookups[node.ino] = self.stats.lookups.get(node.ino, 0) + 1
+        return rp.Entry(self.attr(node.ino))
+
+    def forget(self, nodeid: int, nlookup: int) -> None:
+        left = self.stats.lookups.get(nodeid, 0) - nlookup
+        if left > 0:
+            self.stats.lookups[nodeid] = left
+        else:
+            self.stats.lookups.pop(nodeid, None)
+
+    def getattr(self, req: rq.Getattr) -> rp.Reply:
+        return rp.AttrReply(self.attr(req.nodeid))
+
+    def setattr(self, req: rq.Setattr) -> rp.Reply:
+        # default_permissions: the kernel already refused callers without
+        # the right to chmod, chown or touch this node.
+        valid = abi.SetattrValid(req.valid)
+        s = self._state(req.nodeid)
+        if valid & abi.SetattrValid.SIZE:
+            if req.nodeid == ROOT_INO or req.size != self.attr(req.nodeid).size:
+                raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
+        now = self.clock()
+        if valid & abi.SetattrValid.MODE:
+            s.mode = stat.S_IFMT(s.mode) | (req.mode & 0o7777)
+        if valid & abi.SetattrValid.UID:
+            s.uid = req.uid
+        if valid & abi.SetattrValid.GID:
+            s.gid = req.gid
+        if valid & abi.SetattrValid.ATIME_NOW:
+            s.atime_ns = now
+        elif valid & abi.SetattrValid.ATIME:
+            s.atime_ns = req.atime_ns
+        if valid & abi.SetattrValid.MTIME_NOW:
+            s.mtime_ns = now
+        elif valid & abi.SetattrValid.MTIME:
+            s.mtime_ns = req.mtime_ns
+        s.ctime_ns = req.ctime_ns if valid & abi.SetattrValid.CTIME else now
+        return rp.AttrReply(self.attr(req.nodeid))
+
+    def statfs(self, req: rq.Statfs) -> rp.Reply:
+        total = sum(self.attr(n.ino).size for n in self.tree)
+        return rp.StatfsReply(blocks=total // 4096, files=len(self.tree) + 1)
+
+    def access(self, req: rq.Access) -> rp.Reply:
+        self._state(req.nodeid)
+        return rp.Empty()
+
+    # --- the fixed tree --------------------------------------------------
+    def _fixed(self, req: rq.Request) -> rp.Reply:
+        raise FUSEError(errno.EPERM, "the ipufs tree is fixed")
+
+    mknod = mkdir = symlink = unlink = rmdir = rename = link = create = _fixed  # type: ignore[assignment]
+
+    def readlink(self, req: rq.Readlink) -> rp.Reply:
+        raise FUSEError(errno.EINVAL)
+
+    def fallocate(self, req: rq.Fallocate) -> rp.Reply:
+        raise FUSEError(errno.EOPNOTSUPP, "BARs have fixed, fully allocated sizes")
+
+    # --- directory ----------------------------------------------------------
+    def opendir(self, req: rq.Opendir) -> rp.Reply:
+        if req.nodeid != ROOT_INO:
+            raise FUSEError(errno.ENOTDIR)
+        return rp.Opened(0, abi.OpenFlag.CACHE_DIR | abi.OpenFlag.KEEP_CACHE)
+
+    def _dirents(self) -> list[rp.DirEntry]:
+        entries = [rp.DirEntry(ROOT_INO, b".", stat.S_IFDIR, 1),
+                   rp.DirEntry(ROOT_INO, b"..", stat.S_IFDIR, 2)]
+        for i, node in enumerate(self.tree):
+            entries.append(rp.DirEntry(node.ino, node.name.encode(), stat.S_IFREG, i + 3))
+        return entries
+
+    def readdir(self, req: rq.Readdir) -> rp.Reply:
+        entries = self._dirents()[req.offset :]
+        if req.plus:
+            pairs = []
+            for e in entries:
+                if e.ino != ROOT_INO:
+                    self.stats.lookups[e.ino] = self.stats.lookups.get(e.ino, 0) + 1
+                    pairs.append((e, rp.Entry(self.attr(e.ino))))
+                else:
+                    pairs.append((e, rp.Entry(rp.Attr(ino=0, mode=0))))
+            return rp.Data(rp.encode_direntplus(pairs, req.size))
+        return rp.Data(rp.encode_dirents(entries, req.size))
+
+    def releasedir(self, req: rq.Releasedir) -> rp.Reply:
+        return rp.Empty()
+
+    def fsyncdir(self, req: rq.Fsyncdir) -> rp.Reply:
+        return rp.Empty()
+
+    # --- files -------------------------------------------------------------
+    def _open_flags(self, node: Node) -> tuple[int, int]:
+        """FOPEN_* flags and backing id for an open of ``node``."""
+        trapped = node.region in (Region.CONFIG, Region.MAILBOX) or self.devices.persistent
+        flags = abi.OpenFlag.DIRECT_IO if trapped else abi.OpenFlag(0)
+        if self.mode == PASSTHROUGH:
+            backing_id = self._backing_id(node)
+            if backing_id is not None:
+                return int(flags | abi.OpenFlag.PASSTHROUGH), backing_id
+        return int(flags), 0
+
+    def _backing_id(self, node: Node) -> int | None:
+        backing_id = self._backing_ids.get(node.ino)
+        if backing_id is not None:
+            return backing_id
+        if self.kernel is None:
+            self._fall_back("no kernel channel to register backing files")
+            return None
+        bf = self.devices.backing[node.ipu, node.region]
+        try:
+            backing_id = self.kernel.backing_open(bf.fd)
+        except OSError as exc:
+            self._fall_back(f"FUSE_DEV_IOC_BACKING_OPEN failed: {exc.strerror} "
+                            "(passthrough needs CAP_SYS_ADMIN)")
+            return None
+        self._backing_ids[node.ino] = backing_id
+        return backing_id
+
+    def open(self, req: rq.Open) -> rp.Reply:
+        node = self._node(req.nodeid)
+        if req.flags & os.O_TRUNC:
+            raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
+        flags, backing_id = self._open_flags(node)
+        fh = self._next_fh
+        self._next_fh += 1
+        self.files[fh] = OpenFile(node, req.ctx.pid, req.flags)
+        self.stats.opens += 1
+        return rp.Opened(fh, flags, backing_id)
+
+    def _file(self, fh: int) -> OpenFile:
+        f = self.files.get(fh)
+        if f is None:
+            raise FUSEError(errno.EBADF)
+        return f
+
+    def read(self, req: rq.Read) -> rp.Reply:
+        node = self._file(req.fh).node
+        ipu = self.devices.ipus[node.ipu]
+        if node.region is Region.CONFIG:
+            return rp.Data(ipu.read_config(req.offset, req.size))
+        return rp.Data(ipu.memory[node.region].read(req.offset, req.size))
+
+    def write(self, req: rq.Write) -> rp.Reply:
+        node = self._file(req.fh).node
+        ipu = self.devices.ipus[node.ipu]
+        memory = ipu.memory[node.region]
+        if req.offset >= memory.size and len(req.data):
+            # The same answer a sealed memfd gives: the BAR cannot grow.
+            raise FUSEError(errno.EPERM, "write past the end of a BAR")
+        if node.region is Region.CONFIG:
+            n = ipu.write_config(req.offset, req.data)
+        else:
+            n = memory.write(req.offset, req.data)
+        self.publish()
+        return rp.Written(n)
+
+    def flush(self, req: rq.Flush) -> rp.Reply:
+        self._file(req.fh)
+        return rp.Empty()
+
+    def fsync(self, req: rq.Fsync) -> rp.Reply:
+        self._file(req.fh)
+        return rp.Empty()
+
+    def release(self, req: rq.Release) -> rp.Reply:
+        self.files.pop(req.fh, None)
+        return rp.Empty()
+
+    def lseek(self, req: rq.Lseek) -> rp.Reply:
+        size = self.attr(self._file(req.fh).node.ino).size
+        if req.offset >= size or req.offset < 0:
+            raise FUSEError(errno.ENXIO)
+        if req.whence == SEEK_DATA:
+            return rp.LseekReply(req.offset)
+        if req.whence == SEEK_HOLE:
+            return rp.LseekReply(size)
+        raise FUSEError(errno.EINVAL)
+
+    def poll(self, req: rq.Poll) -> rp.Reply:
+        self._file(req.fh)
+        return rp.PollReply(req.events & _POLL_READY)
+
+    def ioctl(self, req: rq.Ioctl) -> rp.Reply:
+        self._file(req.fh)
+        raise FUSEError(errno.ENOTTY)
+
+    # --- extended attributes: read-only facts about the mount -------------
+    def xattrs(self, ino: int) -> dict[bytes, bytes]:
+        if ino == ROOT_INO:
+            p = self.devices.profile
+            return {
+                b"user.ipufs.version": __version__.encode(),
+                b"user.ipufs.mode": self.mode.encode(),
+                b"user.ipufs.mode_reason": self.mode_reason.encode(),
+                b"user.ipufs.profile": p.name.encode(),
+                b"user.ipufs.ipus": str(len(self.devices)).encode(),
+                b"user.ipufs.pid": str(os.getpid()).encode(),
+                b"user.ipufs.persistent": b"1" if self.devices.persistent else b"0",
+            }
+        node = self._node(ino)
+        return {
+            b"user.ipufs.ipu": str(node.ipu).encode(),
+            b"user.ipufs.region": node.region.value.encode(),
+        }
+
+    def getxattr(self, req: rq.Getxattr) -> rp.Reply:
+        value = self.xattrs(req.nodeid).get(req.name)
+        if value is None:
+            raise FUSEError(errno.ENODATA)
+        return _sized(value, req.size)
+
+    def listxattr(self, req: rq.Listxattr) -> rp.Reply:
+        names = b"".join(name + b"\0" for name in self.xattrs(req.nodeid))
+        return _sized(names, req.size)
+
+    def setxattr(self, req: rq.Setxattr) -> rp.Reply:
+        self._state(req.nodeid)
+        raise FUSEError(errno.EPERM, "ipufs attributes are read-only")
+
+    def removexattr(self, req: rq.Removexattr) -> rp.Reply:
+        self._state(req.nodeid)
+        raise FUSEError(errno.EPERM, "ipufs attributes are read-only")
+
+
+def _sized(value: bytes, size: int) -> rp.Reply:
+    if size == 0:
+        return rp.XattrSize(len(value))
+    if size < len(value):
+        raise FUSEError(errno.ERANGE)
+    return rp.Data(value)

@@ -1,0 +1,82 @@
+# The trio shell's owner of /dev/fuse, after trio's FdStream: a non-blocking
+# fd, reads retried after wait_readable, the fd number cleared on close.
+# OS errors of the device are translated here, once.
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+
+import trio
+
+from ipufs.fuse import abi
+
+DEVICE = "/dev/fuse"
+
+
+class ChannelClosed(Exception):
+    """Raised by :meth:`FuseChannel.receive` when the connection is gone:
+    the filesystem was unmounted or the connection aborted."""
+
+
+class FuseChannel:
+    """One open /dev/fuse file description."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        os.set_blocking(fd, False)
+
+    @classmethod
+    def open(cls, path: str = DEVICE) -> FuseChannel:
+        return cls(os.open(path, os.O_RDWR | os.O_CLOEXEC))
+
+    async def receive(self, buffer: bytearray) -> memoryview:
+        """Wait for and read one request into ``buffer``."""
+        while True:
+            if self.fd < 0:
+                raise ChannelClosed("channel closed")
+            try:
+                n = os.readv(self.fd, [buffer])
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.fd)
+                continue
+            except OSError as exc:
+                if exc.errno in (errno.EINTR, errno.ENOENT):
+                    continue  # interrupted, or the request was withdrawn
+                if exc.errno in (errno.ENODEV, errno.ECONNABORTED):
+                    raise ChannelClosed(f"/dev/fuse: {exc.strerror}") from exc
+                raise
+            return memoryview(buffer)[:n]
+
+    def send(self, message: bytes) -> None:
+        """Write one reply. A reply to a request the kernel no longer waits
+        for (its caller was interrupted and it was withdrawn) fails with
+        ENOENT, which is not an error of ours."""
+        try:
+            os.write(self.fd, message)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENODEV):
+                raise
+
+    def notify(self, message: bytes) -> None:
+        """Write one notification (blocking semantics are the caller's
+        concern: run it in a thread where it may wait on page locks)."""
+        try:
+            os.write(self.fd, message)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENODEV):
+                raise
+
+    def backing_open(self, fd: int) -> int:
+        """Register ``fd`` as a passthrough backing file; returns its id.
+        Needs CAP_SYS_ADMIN and a connection that negotiated passthrough."""
+        arg = bytearray(abi.BACKING_MAP.pack(fd, 0, 0))
+        return fcntl.ioctl(self.fd, abi.DEV_IOC_BACKING_OPEN, arg, True)
+
+    def backing_close(self, backing_id: int) -> None:
+        fcntl.ioctl(self.fd, abi.DEV_IOC_BACKING_CLOSE, backing_id.to_bytes(4, "little"))
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)

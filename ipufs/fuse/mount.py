@@ -1,0 +1,92 @@
+# Mounting and unmounting a FUSE filesystem with mount(2) (no fusermount:
+# ipufs runs as root), and finding ipufs mounts in /proc/self/mountinfo.
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from dataclasses import dataclass
+
+from ipufs import native
+
+FSTYPE = "fuse.ipufs"
+
+
+@dataclass(frozen=True, slots=True)
+class MountEntry:
+    mountpoint: str
+    fstype: str
+    source: str
+    options: str
+
+
+def mount(
+    fd: int,
+    mountpoint: str,
+    *,
+    source: str = "ipufs",
+    allow_other: bool = True,
+    default_permissions: bool = True,
+) -> None:
+    """Mount the FUSE connection open on ``fd`` at ``mountpoint``."""
+    st = os.stat(mountpoint)
+    options = [
+        f"fd={fd}",
+        f"rootmode={stat.S_IFMT(st.st_mode) | 0o755:o}",
+        f"user_id={os.getuid()}",
+        f"group_id={os.getgid()}",
+    ]
+    if allow_other:
+        options.append("allow_other")
+    if default_permissions:
+        options.append("default_permissions")
+    native.mount(source, mountpoint, FSTYPE, native.MS_NOSUID | native.MS_NODEV, ",".join(options))
+
+
+def unmount(mountpoint: str) -> None:
+    """Unmount; lazily when clients still hold files there, so that the
+    name is free at once and the connection ends with its last user."""
+    try:
+        native.umount(mountpoint)
+    except OSError as exc:
+        if exc.errno == errno.EBUSY:
+            native.umount(mountpoint, native.MNT_DETACH)
+        elif exc.errno not in (errno.EINVAL, errno.ENOENT):
+            raise
+
+
+def _unescape(field: str) -> str:
+    # mountinfo escapes space, tab, newline and backslash as \ooo.
+    out, i = [], 0
+    while i < len(field):
+        if field[i] == "\\" and len(field[i + 1 : i + 4]) == 3 and field[i + 1 : i + 4].isdigit():
+            out.append(chr(int(field[i + 1 : i + 4], 8)))
+            i += 4
+        else:
+            out.append(field[i])
+            i += 1
+    return "".join(out)
+
+
+def mounts(fstype: str = FSTYPE) -> list[MountEntry]:
+    """The mounts of ``fstype`` visible to this process."""
+    found = []
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, _, right = line.partition(" - ")
+            fields, rfields = left.split(), right.split()
+            if len(rfields) >= 3 and rfields[0] == fstype:
+                found.append(
+                    MountEntry(_unescape(fields[4]), rfields[0], _unescape(rfields[1]), rfields[2])
+                )
+    return found
+
+
+def is_dead(mountpoint: str) -> bool:
+    """True when ``mountpoint`` is a FUSE mount whose daemon is gone
+    (stat fails with ENOTCONN)."""
+    try:
+        os.stat(mountpoint)
+    except OSError as exc:
+        return exc.errno == errno.ENOTCONN
+    return False

@@ -1,0 +1,630 @@
+# FUSE requests as frozen, slotted records, and the table that decodes one
+# message read from /dev/fuse into one record (linux/fuse.h, protocol 7.40).
+# Pure: bytes in, records out; no I/O.
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ipufs.fuse import abi
+from ipufs.fuse.errors import ProtocolError
+
+
+@dataclass(frozen=True, slots=True)
+class Context:
+    """Who asked: the caller's ids, from the request header. The pid is as
+    seen from the PID namespace of the process that mounted."""
+
+    uid: int
+    gid: int
+    pid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    unique: int
+    nodeid: int
+    ctx: Context
+
+
+@dataclass(frozen=True, slots=True)
+class Init(Request):
+    major: int
+    minor: int
+    max_readahead: int
+    flags: int  # flags | flags2 << 32
+
+
+@dataclass(frozen=True, slots=True)
+class Destroy(Request):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Lookup(Request):
+    name: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Forget(Request):
+    nlookup: int
+
+
+@dataclass(frozen=True, slots=True)
+class BatchForget(Request):
+    forgets: tuple[tuple[int, int], ...]  # (nodeid, nlookup)
+
+
+@dataclass(frozen=True, slots=True)
+class Getattr(Request):
+    fh: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Setattr(Request):
+    valid: int
+    fh: int
+    size: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    mode: int
+    uid: int
+    gid: int
+
+
+@dataclass(frozen=True, slots=True)
+class Readlink(Request):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Symlink(Request):
+    name: bytes
+    target: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Mknod(Request):
+    name: bytes
+    mode: int
+    rdev: int
+    umask: int
+
+
+@dataclass(frozen=True, slots=True)
+class Mkdir(Request):
+    name: bytes
+    mode: int
+    umask: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unlink(Request):
+    name: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Rmdir(Request):
+    name: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Rename(Request):
+    name: bytes
+    newdir: int
+    newname: bytes
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Link(Request):
+    oldnodeid: int
+    name: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Open(Request):
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Create(Request):
+    name: bytes
+    flags: int
+    mode: int
+    umask: int
+
+
+@dataclass(frozen=True, slots=True)
+class Read(Request):
+    fh: int
+    offset: int
+    size: int
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Write(Request):
+    fh: int
+    offset: int
+    data: memoryview
+    write_flags: int
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Statfs(Request):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Release(Request):
+    fh: int
+    flags: int
+    release_flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Flush(Request):
+    fh: int
+    lock_owner: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fsync(Request):
+    fh: int
+    datasync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Setxattr(Request):
+    name: bytes
+    value: bytes
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Getxattr(Request):
+    name: bytes
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Listxattr(Request):
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Removexattr(Request):
+    name: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Opendir(Request):
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Readdir(Request):
+    fh: int
+    offset: int
+    size: int
+    plus: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Releasedir(Request):
+    fh: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fsyncdir(Request):
+    fh: int
+    datasync: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Lock(Request):
+    """GETLK, SETLK and SETLKW, told apart by ``opcode``."""
+
+    opcode: int
+    fh: int
+    owner: int
+    start: int
+    end: int
+    type: int
+    pid: int
+    lk_flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Access(Request):
+    mask: int
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt(Request):
+    target: int  # the unique id of the request to interrupt
+
+
+@dataclass(frozen=True, slots=True)
+class Bmap(Request):
+    block: int
+    blocksize: int
+
+
+@dataclass(frozen=True, slots=True)
+class Ioctl(Request):
+    fh: int
+    flags: int
+    cmd: int
+    arg: int
+    in_data: memoryview
+    out_size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Poll(Request):
+    fh: int
+    kh: int
+    flags: int
+    events: int
+
+
+@dataclass(frozen=True, slots=True)
+class Fallocate(Request):
+    fh: int
+    offset: int
+    length: int
+    mode: int
+
+
+@dataclass(frozen=True, slots=True)
+class Lseek(Request):
+    fh: int
+    offset: int
+    whence: int
+
+
+@dataclass(frozen=True, slots=True)
+class CopyFileRange(Request):
+    fh_in: int
+    off_in: int
+    nodeid_out: int
+    fh_out: int
+    off_out: int
+    length: int
+    flags: int
+
+
+@dataclass(frozen=True, slots=True)
+class Unsupported(Request):
+    """Any opcode ipufs does not decode (SETUPMAPPING, TMPFILE, STATX, an
+    opcode from a newer kernel...). The session answers it with ENOSYS."""
+
+    opcode: int
+
+
+# --- decoding ------------------------------------------------------------
+
+Decoder = Callable[[int, int, Context, memoryview], Request]
+
+
+def _unpack(st: struct.Struct, body: memoryview, unique: int) -> tuple[int, ...]:
+    if len(body) < st.size:
+        raise ProtocolError(
+            f"body of {len(body)} bytes, expected at least {st.size}", unique=unique
+        )
+    return st.unpack_from(body)
+
+
+def _names(body: memoryview, count: int, unique: int) -> list[bytes]:
+    """Split ``count`` NUL-terminated names off the front of ``body``."""
+    raw = bytes(body)
+    names: list[bytes] = []
+    start = 0
+    for _ in range(count):
+        end = raw.find(b"\0", start)
+        if end < 0:
+            raise ProtocolError("name without a terminating NUL", unique=unique)
+        names.append(raw[start:end])
+        start = end + 1
+    return names
+
+
+def _lookup(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Lookup(u, n, c, _names(b, 1, u)[0])
+
+
+def _forget(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Forget(u, n, c, _unpack(abi.FORGET_IN, b, u)[0])
+
+
+def _batch_forget(u: int, n: int, c: Context, b: memoryview) -> Request:
+    count, _ = _unpack(abi.BATCH_FORGET_IN, b, u)
+    items = b[abi.BATCH_FORGET_IN.size :]
+    if len(items) < count * abi.FORGET_ONE.size:
+        raise ProtocolError(f"BATCH_FORGET of {count} with a short body", unique=u)
+    forgets = tuple(abi.FORGET_ONE.iter_unpack(items[: count * abi.FORGET_ONE.size]))
+    return BatchForget(u, n, c, forgets)  # type: ignore[arg-type]
+
+
+def _getattr(u: int, n: int, c: Context, b: memoryview) -> Request:
+    flags, _, fh = _unpack(abi.GETATTR_IN, b, u)
+    return Getattr(u, n, c, fh if flags & abi.GETATTR_FH else None)
+
+
+def _setattr(u: int, n: int, c: Context, b: memoryview) -> Request:
+    (valid, _, fh, size, _owner, atime, mtime, ctime, atimensec, mtimensec, ctimensec,
+     mode, _, uid, gid, _) = _unpack(abi.SETATTR_IN, b, u)
+    ns = 1_000_000_000
+    return Setattr(u, n, c, valid, fh, size, atime * ns + atimensec, mtime * ns + mtimensec,
+                   ctime * ns + ctimensec, mode, uid, gid)
+
+
+def _empty(cls: type[Request]) -> Decoder:
+    def decode(u: int, n: int, c: Context, b: memoryview) -> Request:
+        return cls(u, n, c)
+
+    return decode
+
+
+def _symlink(u: int, n: int, c: Context, b: memoryview) -> Request:
+    name, target = _names(b, 2, u)
+    return Symlink(u, n, c, name, target)
+
+
+def _mknod(u: int, n: int, c: Context, b: memoryview) -> Request:
+    mode, rdev, umask, _ = _unpack(abi.MKNOD_IN, b, u)
+    return Mknod(u, n, c, _names(b[abi.MKNOD_IN.size :], 1, u)[0], mode, rdev, umask)
+
+
+def _mkdir(u: int, n: int, c: Context, b: memoryview) -> Request:
+    mode, umask = _unpack(abi.MKDIR_IN, b, u)
+    return Mkdir(u, n, c, _names(b[abi.MKDIR_IN.size :], 1, u)[0], mode, umask)
+
+
+def _unlink(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Unlink(u, n, c, _names(b, 1, u)[0])
+
+
+def _rmdir(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Rmdir(u, n, c, _names(b, 1, u)[0])
+
+
+def _rename(u: int, n: int, c: Context, b: memoryview) -> Request:
+    (newdir,) = _unpack(abi.RENAME_IN, b, u)
+    old, new = _names(b[abi.RENAME_IN.size :], 2, u)
+    return Rename(u, n, c, old, newdir, new, 0)
+
+
+def _rename2(u: int, n: int, c: Context, b: memoryview) -> Request:
+    newdir, flags, _ = _unpack(abi.RENAME2_IN, b, u)
+    old, new = _names(b[abi.RENAME2_IN.size :], 2, u)
+    return Rename(u, n, c, old, newdir, new, flags)
+
+
+def _link(u: int, n: int, c: Context, b: memoryview) -> Request:
+    (old,) = _unpack(abi.LINK_IN, b, u)
+    return Link(u, n, c, old, _names(b[abi.LINK_IN.size :], 1, u)[0])
+
+
+def _open(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Open(u, n, c, _unpack(abi.OPEN_IN, b, u)[0])
+
+
+def _opendir(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Opendir(u, n, c, _unpack(abi.OPEN_IN, b, u)[0])
+
+
+def _create(u: int, n: int, c: Context, b: memoryview) -> Request:
+    flags, mode, umask, _ = _unpack(abi.CREATE_IN, b, u)
+    return Create(u, n, c, _names(b[abi.CREATE_IN.size :], 1, u)[0], flags, mode, umask)
+
+
+def _read(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, offset, size, _, _, flags, _ = _unpack(abi.READ_IN, b, u)
+    return Read(u, n, c, fh, offset, size, flags)
+
+
+def _write(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, offset, size, write_flags, _, flags, _ = _unpack(abi.WRITE_IN, b, u)
+    data = b[abi.WRITE_IN.size :]
+    if len(data) != size:
+        raise ProtocolError(f"WRITE of {size} bytes carries {len(data)}", unique=u)
+    return Write(u, n, c, fh, offset, data, write_flags, flags)
+
+
+def _release(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, flags, release_flags, _ = _unpack(abi.RELEASE_IN, b, u)
+    return Release(u, n, c, fh, flags, release_flags)
+
+
+def _releasedir(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Releasedir(u, n, c, _unpack(abi.RELEASE_IN, b, u)[0])
+
+
+def _flush(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, _, _, owner = _unpack(abi.FLUSH_IN, b, u)
+    return Flush(u, n, c, fh, owner)
+
+
+def _fsync(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, flags, _ = _unpack(abi.FSYNC_IN, b, u)
+    return Fsync(u, n, c, fh, bool(flags & 1))
+
+
+def _fsyncdir(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, flags, _ = _unpack(abi.FSYNC_IN, b, u)
+    return Fsyncdir(u, n, c, fh, bool(flags & 1))
+
+
+def _setxattr(setxattr_ext: bool) -> Decoder:
+    st = abi.SETXATTR_IN_EXT if setxattr_ext else abi.SETXATTR_IN_COMPAT
+
+    def decode(u: int, n: int, c: Context, b: memoryview) -> Request:
+        size, flags = _unpack(st, b, u)[:2]
+        rest = b[st.size :]
+        (name,) = _names(rest, 1, u)
+        value = bytes(rest[len(name) + 1 : len(name) + 1 + size])
+        if len(value) != size:
+            raise ProtocolError(f"SETXATTR value of {size} bytes is short", unique=u)
+        return Setxattr(u, n, c, name, value, flags)
+
+    return decode
+
+
+def _getxattr(u: int, n: int, c: Context, b: memoryview) -> Request:
+    size, _ = _unpack(abi.GETXATTR_IN, b, u)
+    return Getxattr(u, n, c, _names(b[abi.GETXATTR_IN.size :], 1, u)[0], size)
+
+
+def _listxattr(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Listxattr(u, n, c, _unpack(abi.GETXATTR_IN, b, u)[0])
+
+
+def _removexattr(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Removexattr(u, n, c, _names(b, 1, u)[0])
+
+
+def _readdir(plus: bool) -> Decoder:
+    def decode(u: int, n: int, c: Context, b: memoryview) -> Request:
+        fh, offset, size, _, _, _, _ = _unpack(abi.READ_IN, b, u)
+        return Readdir(u, n, c, fh, offset, size, plus)
+
+    return decode
+
+
+def _lock(opcode: int) -> Decoder:
+    def decode(u: int, n: int, c: Context, b: memoryview) -> Request:
+        fh, owner, start, end, type_, pid, lk_flags, _ = _unpack(abi.LK_IN, b, u)
+        return Lock(u, n, c, opcode, fh, owner, start, end, type_, pid, lk_flags)
+
+    return decode
+
+
+def _access(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Access(u, n, c, _unpack(abi.ACCESS_IN, b, u)[0])
+
+
+def _interrupt(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return Interrupt(u, n, c, _unpack(abi.INTERRUPT_IN, b, u)[0])
+
+
+def _bmap(u: int, n: int, c: Context, b: memoryview) -> Request:
+    block, blocksize, _ = _unpack(abi.BMAP_IN, b, u)
+    return Bmap(u, n, c, block, blocksize)
+
+
+def _ioctl(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, flags, cmd, arg, in_size, out_size = _unpack(abi.IOCTL_IN, b, u)
+    data = b[abi.IOCTL_IN.size :]
+    if len(data) != in_size:
+        raise ProtocolError(f"IOCTL in_size {in_size} but {len(data)} bytes follow", unique=u)
+    return Ioctl(u, n, c, fh, flags, cmd, arg, data, out_size)
+
+
+def _poll(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, kh, flags, events = _unpack(abi.POLL_IN, b, u)
+    return Poll(u, n, c, fh, kh, flags, events)
+
+
+def _fallocate(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, offset, length, mode, _ = _unpack(abi.FALLOCATE_IN, b, u)
+    return Fallocate(u, n, c, fh, offset, length, mode)
+
+
+def _lseek(u: int, n: int, c: Context, b: memoryview) -> Request:
+    fh, offset, whence, _ = _unpack(abi.LSEEK_IN, b, u)
+    return Lseek(u, n, c, fh, offset, whence)
+
+
+def _copy_file_range(u: int, n: int, c: Context, b: memoryview) -> Request:
+    return CopyFileRange(u, n, c, *_unpack(abi.COPY_FILE_RANGE_IN, b, u))
+
+
+def _init(u: int, n: int, c: Context, b: memoryview) -> Request:
+    major, minor, readahead, flags = _unpack(abi.INIT_IN_COMPAT, b, u)
+    flags2 = 0
+    if flags & abi.InitFlag.INIT_EXT and len(b) >= abi.INIT_IN.size:
+        flags2 = abi.INIT_IN.unpack_from(b)[4]
+    return Init(u, n, c, major, minor, readahead, flags | flags2 << 32)
+
+
+O = abi.Opcode
+
+
+def decoders(*, setxattr_ext: bool = False) -> dict[int, Decoder]:
+    """The opcode -> decoder table. ``setxattr_ext`` says whether the session
+    negotiated FUSE_SETXATTR_EXT, which widens fuse_setxattr_in."""
+    return {
+        O.INIT: _init,
+        O.DESTROY: _empty(Destroy),
+        O.LOOKUP: _lookup,
+        O.FORGET: _forget,
+        O.BATCH_FORGET: _batch_forget,
+        O.GETATTR: _getattr,
+        O.SETATTR: _setattr,
+        O.READLINK: _empty(Readlink),
+        O.SYMLINK: _symlink,
+        O.MKNOD: _mknod,
+        O.MKDIR: _mkdir,
+        O.UNLINK: _unlink,
+        O.RMDIR: _rmdir,
+        O.RENAME: _rename,
+        O.RENAME2: _rename2,
+        O.LINK: _link,
+        O.OPEN: _open,
+        O.CREATE: _create,
+        O.READ: _read,
+        O.WRITE: _write,
+        O.STATFS: _empty(Statfs),
+        O.RELEASE: _release,
+        O.FLUSH: _flush,
+        O.FSYNC: _fsync,
+        O.SETXATTR: _setxattr(setxattr_ext),
+        O.GETXATTR: _getxattr,
+        O.LISTXATTR: _listxattr,
+        O.REMOVEXATTR: _removexattr,
+        O.OPENDIR: _opendir,
+        O.READDIR: _readdir(False),
+        O.READDIRPLUS: _readdir(True),
+        O.RELEASEDIR: _releasedir,
+        O.FSYNCDIR: _fsyncdir,
+        O.GETLK: _lock(O.GETLK),
+        O.SETLK: _lock(O.SETLK),
+        O.SETLKW: _lock(O.SETLKW),
+        O.ACCESS: _access,
+        O.INTERRUPT: _interrupt,
+        O.BMAP: _bmap,
+        O.IOCTL: _ioctl,
+        O.POLL: _poll,
+        O.FALLOCATE: _fallocate,
+        O.LSEEK: _lseek,
+        O.COPY_FILE_RANGE: _copy_file_range,
+    }
+
+
+_DEFAULT = decoders()
+
+
+def decode(data: bytes | bytearray | memoryview, table: dict[int, Decoder] = _DEFAULT) -> Request:
+    """Decode one message read from /dev/fuse. Raises ProtocolError when the
+    message is malformed; its ``unique`` is set when the header was readable."""
+    view = memoryview(data)
+    if len(view) < abi.IN_HEADER.size:
+        raise ProtocolError(f"message of {len(view)} bytes is shorter than a header")
+    length, opcode, unique, nodeid, uid, gid, pid, extlen, _ = abi.IN_HEADER.unpack_from(view)
+    if length != len(view):
+        raise ProtocolError(f"header says {length} bytes, read {len(view)}", unique=unique)
+    end = length - extlen * 8
+    if end < abi.IN_HEADER.size:
+        raise ProtocolError("extension area larger than the message", unique=unique)
+    body = view[abi.IN_HEADER.size : end]
+    ctx = Context(uid, gid, pid)
+    decoder = table.get(opcode)
+    if decoder is None:
+        return Unsupported(unique, nodeid, ctx, opcode)
+    return decoder(unique, nodeid, ctx, body)

@@ -1,0 +1,147 @@
+# The FUSE session, sans-IO: one message from the kernel in, at most one
+# reply message out. It negotiates INIT, dispatches every other request to
+# the Operations method named after it, and turns failures into errno
+# replies so that no request can stop the session.
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from ipufs.fuse import abi
+from ipufs.fuse import replies as rp
+from ipufs.fuse import requests as rq
+from ipufs.fuse.errors import FUSEError, ProtocolError
+from ipufs.fuse.operations import Negotiated, Operations
+
+log = logging.getLogger(__name__)
+
+F = abi.InitFlag
+#: What ipufs asks of every kernel. Never FUSE_WRITEBACK_CACHE: it switches
+#: passthrough off and would delay client writes to config space.
+WANTED_FLAGS = (
+    F.ASYNC_READ
+    | F.BIG_WRITES
+    | F.MAX_PAGES
+    | F.PARALLEL_DIROPS
+    | F.INIT_EXT
+    | F.DIRECT_IO_ALLOW_MMAP
+    | F.EXPLICIT_INVAL_DATA
+    | F.ABORT_ERROR
+)
+PAGE_SIZE = 4096
+
+# Request record type -> name of the Operations method that serves it.
+_METHODS: dict[type[rq.Request], str] = {
+    rq.Lookup: "lookup", rq.Getattr: "getattr", rq.Setattr: "setattr",
+    rq.Readlink: "readlink", rq.Symlink: "symlink", rq.Mknod: "mknod",
+    rq.Mkdir: "mkdir", rq.Unlink: "unlink", rq.Rmdir: "rmdir",
+    rq.Rename: "rename", rq.Link: "link", rq.Open: "open", rq.Create: "create",
+    rq.Read: "read", rq.Write: "write", rq.Statfs: "statfs",
+    rq.Release: "release", rq.Flush: "flush", rq.Fsync: "fsync",
+    rq.Setxattr: "setxattr", rq.Getxattr: "getxattr", rq.Listxattr: "listxattr",
+    rq.Removexattr: "removexattr", rq.Opendir: "opendir", rq.Readdir: "readdir",
+    rq.Releasedir: "releasedir", rq.Fsyncdir: "fsyncdir", rq.Lock: "lock",
+    rq.Access: "access", rq.Bmap: "bmap", rq.Ioctl: "ioctl", rq.Poll: "poll",
+    rq.Fallocate: "fallocate", rq.Lseek: "lseek",
+    rq.CopyFileRange: "copy_file_range",
+}
+
+
+class Session:
+    """Serves one FUSE connection for ``operations``.
+
+    ``handle(message)`` takes the bytes of one read from /dev/fuse and
+    returns the reply to write back, or None when the request takes none
+    (FORGET, BATCH_FORGET, INTERRUPT).
+    """
+
+    def __init__(
+        self,
+        operations: Operations,
+        *,
+        passthrough: bool = True,
+        max_write: int = 1 << 20,
+    ) -> None:
+        self.operations = operations
+        self.want = WANTED_FLAGS | (F.PASSTHROUGH if passthrough else 0)
+        self.max_write = max_write
+        self.negotiated: Negotiated | None = None
+        self.destroyed = False
+        self._table = rq.decoders()
+        self._handlers: dict[type[rq.Request], Callable[[Any], rp.Reply]] = {
+            cls: getattr(operations, name) for cls, name in _METHODS.items()
+        }
+
+    @property
+    def buffer_size(self) -> int:
+        """How large a buffer each read from /dev/fuse needs."""
+        return self.max_write + PAGE_SIZE
+
+    def handle(self, message: bytes | bytearray | memoryview) -> bytes | None:
+        try:
+            request = rq.decode(message, self._table)
+        except ProtocolError as exc:
+            log.warning("malformed request from the kernel: %s", exc)
+            return rp.frame(exc.unique, error=exc.errno) if exc.unique else None
+        return self.dispatch(request)
+
+    def dispatch(self, request: rq.Request) -> bytes | None:
+        unique = request.unique
+        try:
+            if isinstance(request, rq.Init):
+                return rp.frame(unique, self._init(request).encode())
+            if isinstance(request, rq.Forget):
+                self.operations.forget(request.nodeid, request.nlookup)
+                return None
+            if isinstance(request, rq.BatchForget):
+                for nodeid, nlookup in request.forgets:
+                    self.operations.forget(nodeid, nlookup)
+                return None
+            if isinstance(request, rq.Interrupt):
+                self.operations.interrupt(request.target)
+                return None
+            if isinstance(request, rq.Destroy):
+                self.destroyed = True
+                self.operations.destroy()
+                return rp.frame(unique)
+            if self.negotiated is None:
+                raise FUSEError(errno.EIO, "request before INIT")
+            handler = self._handlers.get(type(request))
+            if handler is None:
+                raise FUSEError(errno.ENOSYS)
+            return rp.frame(unique, handler(request).encode())
+        except FUSEError as exc:
+            return rp.frame(unique, error=exc.errno)
+        except Exception:
+            log.exception("handler failed on %r", request)
+            return rp.frame(unique, error=errno.EIO)
+
+    def _init(self, req: rq.Init) -> rp.InitReply:
+        if req.major > abi.KERNEL_VERSION:
+            # Tell the kernel our major; it sends INIT again with it.
+            return rp.InitReply(abi.KERNEL_VERSION, abi.KERNEL_MINOR_VERSION, 0, 0)
+        if req.major < abi.KERNEL_VERSION or req.minor < abi.MIN_KERNEL_MINOR_VERSION:
+            raise FUSEError(
+                errno.EPROTO,
+                f"kernel protocol {req.major}.{req.minor} is older than "
+                f"{abi.KERNEL_VERSION}.{abi.MIN_KERNEL_MINOR_VERSION}",
+            )
+        minor = min(req.minor, abi.KERNEL_MINOR_VERSION)
+        flags = req.flags & self.want
+        if minor < 40:
+            flags &= ~F.PASSTHROUGH
+        max_pages = self.max_write // PAGE_SIZE
+        self.negotiated = Negotiated(minor, int(flags), self.max_write, req.max_readahead)
+        self._table = rq.decoders(setxattr_ext=bool(flags & F.SETXATTR_EXT))
+        self.operations.init(self.negotiated)
+        return rp.InitReply(
+            major=abi.KERNEL_VERSION,
+            minor=minor,
+            max_readahead=req.max_readahead,
+            flags=int(flags),
+            max_write=self.max_write,
+            max_pages=max_pages,
+            max_stack_depth=1 if flags & F.PASSTHROUGH else 0,
+        )

@@ -1,0 +1,1 @@
+# The IPU as plain data and methods (numpy): no I/O, no clock reads.

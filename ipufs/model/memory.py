@@ -1,0 +1,52 @@
+# One BAR's bytes as the model sees them: a numpy view of memory that the
+# driver provides (the same pages a client maps). Writes made here are
+# recorded as dirty ranges when asked, so that the driver can publish them
+# to clients that see a copy (the page-cache mode); with passthrough the
+# client maps these very pages and nothing needs publishing.
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+
+class BarMemory:
+    """Bounds-checked byte access to one region."""
+
+    def __init__(self, buffer: memoryview | bytearray | NDArray[np.uint8], *, track_dirty: bool = False) -> None:
+        self.bytes: NDArray[np.uint8] = np.frombuffer(buffer, dtype=np.uint8)
+        self.track_dirty = track_dirty
+        self._dirty: list[tuple[int, int]] = []
+
+    @property
+    def size(self) -> int:
+        return int(self.bytes.size)
+
+    def clip(self, offset: int, length: int) -> int:
+        """How many of ``length`` bytes at ``offset`` lie inside the BAR."""
+        if offset < 0 or length < 0:
+            raise ValueError("negative offset or length")
+        return max(0, min(length, self.size - offset))
+
+    def read(self, offset: int, length: int) -> bytes:
+        n = self.clip(offset, length)
+        return self.bytes[offset : offset + n].tobytes()
+
+    def write(self, offset: int, data: bytes | bytearray | memoryview) -> int:
+        """Store ``data`` at ``offset``, clipped at the end; returns the
+        count stored."""
+        n = self.clip(offset, len(data))
+        if n:
+            self.bytes[offset : offset + n] = np.frombuffer(data, dtype=np.uint8, count=n)
+            if self.track_dirty:
+                self._dirty.append((offset, n))
+        return n
+
+    def fill(self, value: int = 0) -> None:
+        self.bytes[:] = value
+        if self.track_dirty:
+            self._dirty.append((0, self.size))
+
+    def take_dirty(self) -> list[tuple[int, int]]:
+        """The ranges written since the last call, and forget them."""
+        dirty, self._dirty = self._dirty, []
+        return dirty

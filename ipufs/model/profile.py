@@ -1,0 +1,89 @@
+# Device profiles: what kind of IPU is emulated, as data. Facts from
+# shared/reference/ipu-facts.md (tile counts, SRAM, workers, boards, PCI
+# ids); BAR sizes are ipufs's own choice (the real ones are not public) and
+# are documented in docs/profiles.md.
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+KiB = 1024
+MiB = 1024 * KiB
+
+
+class Region(enum.Enum):
+    """The four PCIe memory regions of an IPU, one device node each."""
+
+    CONFIG = "config"  # ipuN: config space BAR (registers, TDI, ICU doorbells)
+    EXCHANGE = "exchange"  # ipuN_ex: exchange space BAR (tile memory windows)
+    MAILBOX = "mailbox"  # ipuN_mailbox: ICU mailbox
+    HOST_MEMORY = "host_memory"  # ipuN_mem: host exchange ("continuous") memory
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << (n - 1).bit_length()
+
+
+@dataclass(frozen=True, slots=True)
+class Profile:
+    name: str
+    arch: str  # ipu1, ipu2, ipu21
+    chip: str
+    pci_vendor: int
+    pci_device: int
+    board_type: str
+    ipus_per_board: int
+    tiles: int
+    sram_per_tile: int
+    workers_per_tile: int
+    link_speed: str
+    link_width: int
+    config_size: int = 1 * MiB
+    mailbox_size: int = 64 * KiB
+    host_memory_size: int = 64 * MiB
+
+    @property
+    def tile_window(self) -> int:
+        """Stride of one tile's window in the exchange BAR: the SRAM size
+        rounded up to a power of two, so tile = offset >> log2(window)."""
+        return _pow2_at_least(self.sram_per_tile)
+
+    @property
+    def exchange_size(self) -> int:
+        return self.tiles * self.tile_window
+
+    def region_size(self, region: Region) -> int:
+        return {
+            Region.CONFIG: self.config_size,
+            Region.EXCHANGE: self.exchange_size,
+            Region.MAILBOX: self.mailbox_size,
+            Region.HOST_MEMORY: self.host_memory_size,
+        }[region]
+
+
+GRAPHCORE = 0x1D95
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile(
+            name="ipu1", arch="ipu1", chip="Colossus GC2", pci_vendor=GRAPHCORE,
+            pci_device=0x0001, board_type="C2", ipus_per_board=2, tiles=1216,
+            sram_per_tile=256 * KiB, workers_per_tile=6, link_speed="8 GT/s", link_width=16,
+        ),
+        Profile(
+            # The IPU-M2000 reaches its host over RDMA, not PCIe, so no PCI
+            # device id is public: 0x0004 is ipufs's own.
+            name="ipu2", arch="ipu2", chip="Colossus GC200", pci_vendor=GRAPHCORE,
+            pci_device=0x0004, board_type="M2000", ipus_per_board=4, tiles=1472,
+            sram_per_tile=624 * KiB, workers_per_tile=6, link_speed="16.0 GT/s", link_width=16,
+        ),
+        Profile(
+            name="ipu21", arch="ipu21", chip="Colossus GC200 (C600)", pci_vendor=GRAPHCORE,
+            pci_device=0x0003, board_type="C600", ipus_per_board=1, tiles=1472,
+            sram_per_tile=624 * KiB, workers_per_tile=6, link_speed="16.0 GT/s", link_width=16,
+        ),
+    )
+}
+
+DEFAULT_PROFILE = "ipu2"

@@ -1,0 +1,52 @@
+# Typed wrapper over the cffi module ipufs._native (built from native/).
+# OS errors are translated here, once, into OSError with the right errno.
+from __future__ import annotations
+
+import os
+
+from ipufs import _native
+
+_lib = _native.lib
+_ffi = _native.ffi
+
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+MNT_FORCE = 0x1
+MNT_DETACH = 0x2
+
+
+def _check(result: int, what: str) -> int:
+    if result < 0:
+        raise OSError(-result, f"{what}: {os.strerror(-result)}")
+    return result
+
+
+def mount(source: str, target: str, fstype: str, flags: int, data: str) -> None:
+    """mount(2)."""
+    _check(
+        _lib.ipufs_mount(source.encode(), target.encode(), fstype.encode(), flags, data.encode()),
+        f"mount {target}",
+    )
+
+
+def umount(target: str, flags: int = 0) -> None:
+    """umount2(2)."""
+    _check(_lib.ipufs_umount(target.encode(), flags), f"umount {target}")
+
+
+def pidfd_send_value(pidfd: int, signo: int, value: int) -> None:
+    """Queue signal `signo` with `si_code` SI_QUEUE and `si_int` = value to the
+    process behind `pidfd` (pidfd_send_signal(2) with a siginfo)."""
+    _check(_lib.ipufs_pidfd_send_value(pidfd, signo, value), "pidfd_send_signal")
+
+
+def vm_read(pid: int, address: int, length: int) -> bytes:
+    """Read `length` bytes at `address` in process `pid` (process_vm_readv)."""
+    buf = _ffi.new("char[]", length)
+    n = _check(_lib.ipufs_vm_read(pid, address, buf, length), "process_vm_readv")
+    return bytes(_ffi.buffer(buf, n))
+
+
+def vm_write(pid: int, address: int, data: bytes) -> int:
+    """Write `data` at `address` in process `pid` (process_vm_writev)."""
+    return _check(_lib.ipufs_vm_write(pid, address, data, len(data)), "process_vm_writev")

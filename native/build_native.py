@@ -1,0 +1,32 @@
+# cffi build script for ipufs._native: the few system calls Python lacks.
+#
+# mount(2)/umount2(2) for the FUSE mount, pidfd_send_signal(2) with a
+# siginfo carrying a value (the real driver's si_int), and
+# process_vm_readv/writev(2) for device DMA into attached buffers.
+from __future__ import annotations
+
+import pathlib
+
+from cffi import FFI
+
+HERE = pathlib.Path(__file__).resolve().parent
+
+ffibuilder = FFI()
+ffibuilder.cdef(
+    """
+    int ipufs_mount(const char *source, const char *target, const char *fstype,
+                    unsigned long flags, const char *data);
+    int ipufs_umount(const char *target, int flags);
+    int ipufs_pidfd_send_value(int pidfd, int sig, int value);
+    long ipufs_vm_read(int pid, unsigned long remote, void *local, size_t len);
+    long ipufs_vm_write(int pid, unsigned long remote, const void *local, size_t len);
+    """
+)
+ffibuilder.set_source(
+    "ipufs._native",
+    (HERE / "src" / "ipufs_native.c").read_text(),
+    extra_compile_args=["-O2", "-Wall", "-Wextra"],
+)
+
+if __name__ == "__main__":
+    ffibuilder.compile(verbose=True)
