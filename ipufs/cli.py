@@ -48,6 +48,7 @@ def _sd_notify(message: str) -> None:
 def cmd_mount(args: argparse.Namespace) -> int:
     from ipufs.driver.daemon import Daemon, DaemonConfig
     from ipufs.driver.filesystem import Ownership
+    from ipufs.fuse.operations import Negotiated
 
     config = DaemonConfig(
         mountpoint=os.path.abspath(args.mountpoint),
@@ -63,7 +64,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
 
-                async def serve(task_status: trio.TaskStatus[None]) -> None:
+                async def serve(task_status: trio.TaskStatus[Negotiated]) -> None:
                     await daemon.run(task_status=task_status)
                     nursery.cancel_scope.cancel()  # unmounted from outside
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from ipufs import _native
+from ipufs import _native  # type: ignore[attr-defined]
 
 _lib = _native.lib
 _ffi = _native.ffi

@@ -87,3 +87,9 @@ class Daemon:
         result = action()
         self.filesystem.publish()
         return result
+
+    async def call_and_wait(self, action: Callable[[], T]) -> T:
+        """call(action), then wait until clients can see what it wrote."""
+        result = self.call(action)
+        await self.server.drain()
+        return result

@@ -222,7 +222,7 @@ class IpuFilesystem(Operations):
     def _fixed(self, req: rq.Request) -> rp.Reply:
         raise FUSEError(errno.EPERM, "the ipufs tree is fixed")
 
-    mknod = mkdir = symlink = unlink = rmdir = rename = link = create = _fixed  # type: ignore[assignment]
+    mknod = mkdir = symlink = unlink = rmdir = rename = link = create = _fixed
 
     def readlink(self, req: rq.Readlink) -> rp.Reply:
         raise FUSEError(errno.EINVAL)

@@ -71,7 +71,7 @@ class FuseChannel:
         """Register ``fd`` as a passthrough backing file; returns its id.
         Needs CAP_SYS_ADMIN and a connection that negotiated passthrough."""
         arg = bytearray(abi.BACKING_MAP.pack(fd, 0, 0))
-        return fcntl.ioctl(self.fd, abi.DEV_IOC_BACKING_OPEN, arg, True)
+        return int(fcntl.ioctl(self.fd, abi.DEV_IOC_BACKING_OPEN, arg, True))
 
     def backing_close(self, backing_id: int) -> None:
         fcntl.ioctl(self.fd, abi.DEV_IOC_BACKING_CLOSE, backing_id.to_bytes(4, "little"))

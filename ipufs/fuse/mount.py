@@ -83,10 +83,11 @@ def mounts(fstype: str = FSTYPE) -> list[MountEntry]:
 
 
 def is_dead(mountpoint: str) -> bool:
-    """True when ``mountpoint`` is a FUSE mount whose daemon is gone
-    (stat fails with ENOTCONN)."""
+    """True when ``mountpoint`` is a FUSE mount whose daemon is gone.
+    statfs always asks the daemon (stat may be answered from the attribute
+    cache), and on a dead connection fails with ENOTCONN."""
     try:
-        os.stat(mountpoint)
+        os.statvfs(mountpoint)
     except OSError as exc:
         return exc.errno == errno.ENOTCONN
     return False

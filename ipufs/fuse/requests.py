@@ -348,7 +348,7 @@ def _batch_forget(u: int, n: int, c: Context, b: memoryview) -> Request:
     if len(items) < count * abi.FORGET_ONE.size:
         raise ProtocolError(f"BATCH_FORGET of {count} with a short body", unique=u)
     forgets = tuple(abi.FORGET_ONE.iter_unpack(items[: count * abi.FORGET_ONE.size]))
-    return BatchForget(u, n, c, forgets)  # type: ignore[arg-type]
+    return BatchForget(u, n, c, forgets)
 
 
 def _getattr(u: int, n: int, c: Context, b: memoryview) -> Request:

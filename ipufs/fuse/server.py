@@ -34,6 +34,8 @@ class FuseServer:
         self.session = Session(operations, passthrough=passthrough)
         self.channel: FuseChannel | None = None
         self._notify_send: trio.MemorySendChannel[bytes] | None = None
+        self._pending = 0
+        self._drained = trio.Event()
 
     def backing_open(self, fd: int) -> int:
         """Register ``fd`` as a passthrough backing file of this connection."""
@@ -46,8 +48,14 @@ class FuseServer:
         if self._notify_send is not None:
             try:
                 self._notify_send.send_nowait(message)
+                self._pending += 1
             except (trio.WouldBlock, trio.ClosedResourceError):
                 log.warning("notification dropped")
+
+    async def drain(self) -> None:
+        """Wait until every queued notification has reached the kernel."""
+        while self._pending:
+            await self._drained.wait()
 
     async def run(self, *, task_status: trio.TaskStatus[Negotiated] = trio.TASK_STATUS_IGNORED) -> None:
         """Mount, call ``task_status.started(negotiated)`` once INIT is
@@ -88,4 +96,12 @@ class FuseServer:
 
     async def _notifier(self, channel: FuseChannel, receive: trio.MemoryReceiveChannel[bytes]) -> None:
         async for message in receive:
-            await trio.to_thread.run_sync(channel.notify, message)
+            try:
+                await trio.to_thread.run_sync(channel.notify, message)
+            except OSError as exc:
+                log.warning("notification refused by the kernel: %s", exc)
+            finally:
+                self._pending -= 1
+                if not self._pending:
+                    self._drained.set()
+                    self._drained = trio.Event()

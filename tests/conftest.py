@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.geteuid() == 0 and os.path.exists("/dev/fuse"):
+        return
+    skip = pytest.mark.skip(reason="mount tests need root and /dev/fuse")
+    for item in items:
+        if "mount" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def c_bar_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from tests.integration.harness import ROOT, compile_c
+
+    return compile_c(ROOT / "tests" / "c" / "bar_client.c", tmp_path_factory.mktemp("c"))

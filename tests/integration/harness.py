@@ -1,0 +1,163 @@
+# Running a real ipufs mount inside the test process: the daemon's trio loop
+# in a thread (so tests reach its model directly), clients in subprocesses
+# (so a page fault that waits on the daemon never waits on our GIL). Every
+# mount is unmounted in a finally, with timeouts, whatever happens.
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TypeVar
+
+import trio
+
+from ipufs.driver.daemon import Daemon, DaemonConfig
+from ipufs.fuse import mount as fmount
+
+T = TypeVar("T")
+TIMEOUT = 10.0
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class RunningDaemon:
+    def __init__(self, daemon: Daemon, token: trio.lowlevel.TrioToken) -> None:
+        self.daemon = daemon
+        self.token = token
+        self.mountpoint = Path(daemon.config.mountpoint)
+
+    def call(self, action: Callable[[], T]) -> T:
+        """Run a model-side action in the daemon's loop, then publish."""
+        return trio.from_thread.run(self.daemon.call_and_wait, action, trio_token=self.token)
+
+    def path(self, name: str) -> str:
+        return str(self.mountpoint / name)
+
+
+def force_unmount(mountpoint: str) -> None:
+    if any(m.mountpoint == mountpoint for m in fmount.mounts()):
+        fmount.unmount(mountpoint)
+
+
+@contextmanager
+def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemon]:
+    config = DaemonConfig(mountpoint=str(mountpoint), **options)  # type: ignore[arg-type]
+    daemon = Daemon(config)
+    ready = threading.Event()
+    box: dict[str, object] = {}
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            box["scope"] = nursery.cancel_scope
+            box["token"] = trio.lowlevel.current_trio_token()
+            await nursery.start(daemon.run)
+            ready.set()
+
+    def thread() -> None:
+        try:
+            trio.run(main)
+        except BaseException as exc:  # reported to the test below
+            box["error"] = exc
+        finally:
+            ready.set()
+
+    t = threading.Thread(target=thread, name="ipufs-daemon", daemon=True)
+    t.start()
+    try:
+        if not ready.wait(TIMEOUT) or "error" in box:
+            raise RuntimeError(f"daemon did not start: {box.get('error')!r}")
+        yield RunningDaemon(daemon, box["token"])  # type: ignore[arg-type]
+    finally:
+        if t.is_alive() and "token" in box:
+            try:
+                trio.from_thread.run_sync(box["scope"].cancel, trio_token=box["token"])  # type: ignore[attr-defined]
+            except trio.RunFinishedError:
+                pass
+        t.join(TIMEOUT)
+        force_unmount(str(mountpoint))
+        if "error" in box and not isinstance(box["error"], trio.Cancelled):
+            raise RuntimeError("daemon failed") from box["error"]  # type: ignore[arg-type]
+
+
+class BarClient:
+    """A client process mapping one node (Python or C, same protocol)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)
+        first = self._line()
+        if not first.startswith("size "):
+            raise RuntimeError(f"client failed: {first!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
+        self.size = int(first.split()[1])
+
+    def _line(self) -> str:
+        assert self.proc.stdout is not None
+        box: list[str] = []
+        t = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()))  # type: ignore[union-attr]
+        t.start()
+        t.join(TIMEOUT)
+        if not box:
+            self.proc.kill()
+            raise TimeoutError("client did not answer")
+        return box[0].strip()
+
+    def _ask(self, line: str) -> str:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self._line()
+
+    def store(self, offset: int, data: bytes) -> None:
+        assert self._ask(f"w {offset} {data.hex()}") == "ok"
+
+    def load(self, offset: int, length: int) -> bytes:
+        return bytes.fromhex(self._ask(f"r {offset} {length}"))
+
+    def close(self) -> None:
+        try:
+            self._ask("q")
+        except (OSError, TimeoutError, ValueError):
+            pass
+        try:
+            self.proc.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
+
+
+def python_client(path: str) -> BarClient:
+    return BarClient([sys.executable, str(Path(__file__).with_name("bar_client.py")), path])
+
+
+def compile_c(source: Path, out_dir: Path) -> Path:
+    binary = out_dir / source.stem
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", str(binary), str(source)], check=True)
+    return binary
+
+
+def ipufs_command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "ipufs", *args]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = TIMEOUT) -> bool:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def is_mounted(mountpoint: Path | str) -> bool:
+    return any(m.mountpoint == str(mountpoint) for m in fmount.mounts())
+
+
+__all__ = ["ROOT", "os"]

@@ -1,0 +1,216 @@
+# A real ipufs mount, talked to with real system calls from this process
+# and from client processes in Python and C: the listing, sizes and modes,
+# whole-file mmap, coherence both ways in both modes, config space reaching
+# the model, errors of the fixed tree, and clean unmounts.
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import stat
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from ipufs.model.profile import PROFILES, Region
+from tests.integration.harness import (
+    BarClient,
+    RunningDaemon,
+    ipufs_command,
+    is_mounted,
+    python_client,
+    running_daemon,
+    wait_for,
+)
+
+pytestmark = pytest.mark.mount
+
+MODES = {"passthrough": True, "page-cache": False}
+
+
+@pytest.fixture(params=list(MODES))
+def ipufs(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningDaemon]:
+    with running_daemon(tmp_path / "mnt", ipus=2, profile="ipu1", passthrough=MODES[request.param]) as d:
+        assert d.daemon.filesystem.mode == request.param
+        yield d
+
+
+@pytest.fixture(params=["python", "c"])
+def client(request: pytest.FixtureRequest, c_bar_client: Path) -> Iterator[Callable[[str], BarClient]]:
+    started: list[BarClient] = []
+
+    def start(path: str) -> BarClient:
+        c = python_client(path) if request.param == "python" else BarClient([str(c_bar_client), path])
+        started.append(c)
+        return c
+
+    yield start
+    for c in started:
+        c.close()
+
+
+def test_listing_sizes_and_modes(ipufs: RunningDaemon) -> None:
+    names = sorted(os.listdir(ipufs.mountpoint))
+    expected = [f"ipu{i}{s}" for i in range(2) for s in ("", "_ex", "_mailbox", "_mem")]
+    assert names == sorted(expected)
+    p = PROFILES["ipu1"]
+    sizes = {"": p.config_size, "_ex": p.exchange_size, "_mailbox": p.mailbox_size, "_mem": p.host_memory_size}
+    for name in expected:
+        st = os.stat(ipufs.path(name))
+        assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o660
+        assert st.st_size == sizes[name.removeprefix("ipu0").removeprefix("ipu1")]
+        assert (st.st_uid, st.st_gid) == (0, 0)
+
+
+@pytest.mark.parametrize("region", list(Region))
+def test_client_mapping_and_model_share_memory(
+    ipufs: RunningDaemon, client: Callable[[str], BarClient], region: Region
+) -> None:
+    node = ipufs.daemon.filesystem.tree.node(1, region)
+    bar = client(ipufs.path(node.name))
+    memory = ipufs.daemon.devices.ipus[1].memory[region]
+    assert bar.size == memory.size
+    last = bar.size - 8
+    # Client -> model: a store through the mapping is what the model reads.
+    bar.store(4096, b"\x11\x22\x33\x44")
+    bar.store(last, b"tail-end")
+    assert ipufs.call(lambda: memory.read(4096, 4)) == b"\x11\x22\x33\x44"
+    assert ipufs.call(lambda: memory.read(last, 8)) == b"tail-end"
+    # Model -> client: what the model writes, the mapping shows at once.
+    ipufs.call(lambda: memory.write(8192, b"from-the-model"))
+    assert bar.load(8192, 14) == b"from-the-model"
+
+
+def test_config_space_pread_pwrite_reach_the_model(ipufs: RunningDaemon) -> None:
+    ipu = ipufs.daemon.devices.ipus[0]
+    fd = os.open(ipufs.path("ipu0"), os.O_RDWR)
+    try:
+        assert os.pwrite(fd, b"\x01\x00\x00\x80", 0x100) == 4
+        assert ipufs.call(lambda: ipu.read_config(0x100, 4)) == b"\x01\x00\x00\x80"
+        ipufs.call(lambda: ipu.write_config(0x200, b"\xaa\xbb"))
+        assert os.pread(fd, 2, 0x200) == b"\xaa\xbb"
+    finally:
+        os.close(fd)
+
+
+def test_a_second_mapping_sees_a_pwrite(ipufs: RunningDaemon, client: Callable[[str], BarClient]) -> None:
+    bar = client(ipufs.path("ipu0_mem"))
+    fd = os.open(ipufs.path("ipu0_mem"), os.O_RDWR)
+    try:
+        os.pwrite(fd, b"written", 12288)
+    finally:
+        os.close(fd)
+    assert bar.load(12288, 7) == b"written"
+
+
+def test_bounds_and_the_fixed_tree_through_system_calls(ipufs: RunningDaemon) -> None:
+    size = PROFILES["ipu1"].config_size
+    for name in ("ipu0", "ipu0_mem"):
+        fd = os.open(ipufs.path(name), os.O_RDWR)
+        end = os.fstat(fd).st_size
+        try:
+            assert os.pread(fd, 16, end) == b""
+            with pytest.raises(OSError) as info:
+                os.pwrite(fd, b"x", end)
+            assert info.value.errno == errno.EPERM
+            assert os.pwrite(fd, b"abcd", end - 2) == 2
+            assert os.fstat(fd).st_size == end
+        finally:
+            os.close(fd)
+    assert os.stat(ipufs.path("ipu0")).st_size == size
+    refused = [
+        lambda: os.open(ipufs.path("new"), os.O_CREAT | os.O_RDWR),
+        lambda: os.mkdir(ipufs.path("dir")),
+        lambda: os.unlink(ipufs.path("ipu0")),
+        lambda: os.rename(ipufs.path("ipu0"), ipufs.path("ipu9")),
+        lambda: os.truncate(ipufs.path("ipu0_ex"), 0),
+        lambda: os.open(ipufs.path("ipu0"), os.O_RDWR | os.O_TRUNC),
+        lambda: os.symlink("ipu0", ipufs.path("link")),
+        lambda: os.setxattr(ipufs.path("ipu0"), "user.x", b"1"),
+    ]
+    for action in refused:
+        with pytest.raises(OSError) as info:
+            action()
+        assert info.value.errno == errno.EPERM
+    with pytest.raises(FileNotFoundError):
+        os.open(ipufs.path("ipu7"), os.O_RDWR)
+    assert os.getxattr(str(ipufs.mountpoint), "user.ipufs.profile") == b"ipu1"
+
+
+def test_chmod_and_chown_by_the_owner(ipufs: RunningDaemon) -> None:
+    os.chmod(ipufs.path("ipu1"), 0o600)
+    os.chown(ipufs.path("ipu1"), 1234, 1234)
+    st = os.stat(ipufs.path("ipu1"))
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o600, 1234, 1234)
+
+
+def test_idle_ipus_cost_no_memory(tmp_path: Path) -> None:
+    def rss_kib() -> int:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
+
+    before = rss_kib()
+    with running_daemon(tmp_path / "mnt", ipus=64, profile="ipu2") as d:
+        assert len(os.listdir(d.mountpoint)) == 256
+        assert rss_kib() - before < 64 * 1024  # 64 IPUs of 1.5 GiB BARs: under 64 MiB
+
+
+def daemon_process(mountpoint: Path, *extra: str) -> subprocess.Popen[str]:
+    proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), "--ipus", "1", "--profile", "ipu1", *extra),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def serving() -> bool:
+        try:
+            return os.getxattr(mountpoint, "user.ipufs.pid") == str(proc.pid).encode()
+        except OSError:
+            return False
+
+    if not wait_for(serving):
+        proc.kill()
+        raise AssertionError(f"daemon did not mount: {proc.communicate()[0]}")
+    return proc
+
+
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "umount"])
+def test_daemon_unmounts_cleanly(tmp_path: Path, how: str) -> None:
+    mnt = tmp_path / "mnt"
+    proc = daemon_process(mnt)
+    try:
+        if how == "umount":
+            subprocess.run(ipufs_command("umount", str(mnt)), check=True, timeout=10)
+        else:
+            proc.send_signal(getattr(signal, how))
+        assert proc.wait(10) == 0
+        assert not is_mounted(mnt)
+    finally:
+        proc.kill()
+        proc.communicate()
+        if is_mounted(mnt):
+            subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    proc = daemon_process(mnt)
+    restarted = None
+    try:
+        proc.kill()
+        proc.wait(10)
+        # Callers of a dead daemon fail at once with ENOTCONN; they never hang.
+        for action in (lambda: os.open(mnt / "ipu0", os.O_RDWR), lambda: os.statvfs(mnt)):
+            with pytest.raises(OSError) as info:
+                action()
+            assert info.value.errno == errno.ENOTCONN
+        restarted = daemon_process(mnt)
+        assert os.stat(mnt / "ipu0").st_size == PROFILES["ipu1"].config_size
+        restarted.send_signal(signal.SIGTERM)
+        assert restarted.wait(10) == 0
+        assert not is_mounted(mnt)
+    finally:
+        for p in (proc, restarted):
+            if p is not None:
+                p.kill()
+                p.communicate()
+        if is_mounted(mnt):
+            subprocess.run(["umount", "-l", str(mnt)])
