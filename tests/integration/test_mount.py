@@ -214,3 +214,16 @@ def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path) 
                 p.communicate()
         if is_mounted(mnt):
             subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_a_failed_start_leaves_no_mount(tmp_path: Path) -> None:
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    with pytest.raises(Exception):
+        with running_daemon(not_a_dir, ipus=1, profile="ipu1"):
+            pass
+    assert not is_mounted(not_a_dir)
+    with pytest.raises(ValueError):
+        with running_daemon(tmp_path / "mnt", ipus=1, profile="no-such-profile"):
+            pass
+    assert not is_mounted(tmp_path / "mnt")

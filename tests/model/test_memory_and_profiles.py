@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ipufs.driver.nodes import NodeTree
+from ipufs.model.memory import BarMemory
+from ipufs.model.profile import PROFILES, Region
+
+
+@given(st.integers(0, 300), st.binary(max_size=80))
+def test_writes_are_clipped_at_the_end_and_reads_agree(offset: int, data: bytes) -> None:
+    mem = BarMemory(bytearray(256))
+    n = mem.write(offset, data)
+    assert n == max(0, min(len(data), 256 - offset))
+    assert mem.read(offset, len(data)) == data[:n]
+    assert mem.size == 256
+
+
+def test_negative_offsets_are_refused() -> None:
+    with pytest.raises(ValueError):
+        BarMemory(bytearray(16)).read(-1, 4)
+
+
+def test_dirty_ranges_are_recorded_only_when_tracking() -> None:
+    mem = BarMemory(bytearray(64))
+    mem.write(0, b"ab")
+    assert mem.take_dirty() == []
+    mem.track_dirty = True
+    mem.write(8, b"cd")
+    mem.write(60, b"toolong")
+    assert mem.take_dirty() == [(8, 2), (60, 4)]
+    assert mem.take_dirty() == []
+
+
+@pytest.mark.parametrize("profile", list(PROFILES.values()), ids=list(PROFILES))
+def test_exchange_bar_holds_every_tile_in_power_of_two_windows(profile) -> None:  # type: ignore[no-untyped-def]
+    window = profile.tile_window
+    assert window & (window - 1) == 0 and window >= profile.sram_per_tile
+    assert profile.region_size(Region.EXCHANGE) == profile.tiles * window
+    assert profile.pci_vendor == 0x1D95
+    assert all(profile.region_size(r) % 4096 == 0 for r in Region)
+
+
+def test_profile_facts() -> None:
+    assert (PROFILES["ipu1"].tiles, PROFILES["ipu1"].sram_per_tile) == (1216, 256 * 1024)
+    assert (PROFILES["ipu2"].tiles, PROFILES["ipu2"].ipus_per_board) == (1472, 4)
+    assert PROFILES["ipu21"].board_type == "C600" and PROFILES["ipu1"].pci_device == 1
+
+
+@given(st.integers(1, 64), st.data())
+def test_node_names_and_inodes_are_one_to_one(count: int, data: st.DataObject) -> None:
+    tree = NodeTree(count)
+    nodes = list(tree)
+    assert len(nodes) == 4 * count == len({n.ino for n in nodes}) == len({n.name for n in nodes})
+    node = data.draw(st.sampled_from(nodes))
+    assert tree.by_name(node.name) == node == tree.by_ino(node.ino)
+    assert tree.node(node.ipu, node.region) == node
+    assert tree.by_ino(1) is None and tree.by_ino(2 + 4 * count) is None
