@@ -227,3 +227,28 @@ def test_a_failed_start_leaves_no_mount(tmp_path: Path) -> None:
         with running_daemon(tmp_path / "mnt", ipus=1, profile="no-such-profile"):
             pass
     assert not is_mounted(tmp_path / "mnt")
+
+
+def test_state_dir_keeps_bar_contents_across_mounts(tmp_path: Path, c_bar_client: Path) -> None:
+    state = tmp_path / "state"
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", state_dir=state) as d:
+        assert os.getxattr(d.mountpoint, "user.ipufs.persistent") == b"1"
+        bar = BarClient([str(c_bar_client), d.path("ipu0_ex")])
+        try:
+            bar.store(65536, b"persist")
+        finally:
+            bar.close()
+        fd = os.open(d.path("ipu0_mem"), os.O_RDWR)
+        try:
+            assert os.pwrite(fd, b"kept", 100) == 4
+            with pytest.raises(OSError) as info:
+                os.pwrite(fd, b"x", os.fstat(fd).st_size)
+            assert info.value.errno == errno.EPERM
+        finally:
+            os.close(fd)
+    assert sorted(p.name for p in state.iterdir())[:2] == ["ipu0.config", "ipu0.exchange"]
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", state_dir=state) as d:
+        memory = d.daemon.devices.ipus[0].memory
+        assert d.call(lambda: memory[Region.EXCHANGE].read(65536, 7)) == b"persist"
+        assert d.call(lambda: memory[Region.HOST_MEMORY].read(100, 4)) == b"kept"
+        assert os.stat(d.path("ipu0_mem")).st_size == PROFILES["ipu1"].host_memory_size
