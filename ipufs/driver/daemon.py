@@ -13,7 +13,9 @@ from typing import TypeVar
 import trio
 
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver.driver import IpuDriver
 from ipufs.driver.filesystem import IpuFilesystem, Ownership
+from ipufs.driver.watch import PidfdWatcher
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.operations import Negotiated
 from ipufs.fuse.server import FuseServer
@@ -52,8 +54,10 @@ class Daemon:
         if config.state_dir is not None:
             config.state_dir.mkdir(parents=True, exist_ok=True)
         self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir)
+        self.driver = IpuDriver(self.devices)
         self.filesystem = IpuFilesystem(
-            self.devices, ownership=config.ownership, passthrough=config.passthrough
+            self.devices, driver=self.driver, ownership=config.ownership,
+            passthrough=config.passthrough,
         )
         self.server = FuseServer(
             self.filesystem,
@@ -77,15 +81,24 @@ class Daemon:
     async def run(self, *, task_status: trio.TaskStatus[Negotiated] = trio.TASK_STATUS_IGNORED) -> None:
         self.prepare_mountpoint(self.config.mountpoint)
         try:
-            await self.server.run(task_status=task_status)
+            async with trio.open_nursery() as nursery:
+                self.driver.watcher = PidfdWatcher(nursery)
+
+                async def serve(task_status: trio.TaskStatus[Negotiated]) -> None:
+                    await self.server.run(task_status=task_status)
+                    nursery.cancel_scope.cancel()  # unmounted: stop the watchers
+
+                task_status.started(await nursery.start(serve))
         finally:
+            self.driver.watcher = None
+            self.driver.close()
             self.devices.close()
 
     def call(self, action: Callable[[], T]) -> T:
         """Run a model-side action in the daemon's loop (called from within
         it), then publish what it wrote to clients that see copies."""
         result = action()
-        self.filesystem.publish()
+        self.filesystem.settle()
         return result
 
     async def call_and_wait(self, action: Callable[[], T]) -> T:

@@ -17,7 +17,9 @@ from typing import Protocol
 
 from ipufs import __version__
 from ipufs.driver.coherence import PageCachePublisher
+from ipufs.driver import procs
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver.driver import IpuDriver
 from ipufs.driver.nodes import ROOT_INO, Node, NodeTree
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
@@ -84,11 +86,13 @@ class IpuFilesystem(Operations):
         self,
         devices: DeviceSet,
         *,
+        driver: IpuDriver | None = None,
         ownership: Ownership | None = None,
         passthrough: bool = True,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.devices = devices
+        self.driver = driver or IpuDriver(devices)
         self.tree = NodeTree(len(devices))
         self.ownership = ownership or Ownership()
         self.want_passthrough = passthrough
@@ -134,6 +138,12 @@ class IpuFilesystem(Operations):
         """Make model-side writes visible to clients (page-cache mode)."""
         if self.publisher is not None:
             self.publisher.publish()
+
+    def settle(self) -> None:
+        """After a device-side action: publish what the model wrote and
+        send the signals of the interrupts it raised."""
+        self.publish()
+        self.driver.deliver()
 
     # --- attributes -----------------------------------------------------
     def _state(self, ino: int) -> NodeState:
@@ -298,6 +308,7 @@ class IpuFilesystem(Operations):
         fh = self._next_fh
         self._next_fh += 1
         self.files[fh] = OpenFile(node, req.ctx.pid, req.flags)
+        self.driver.opened(fh, node.ipu, procs.tgid_of(req.ctx.pid))
         self.stats.opens += 1
         return rp.Opened(fh, flags, backing_id)
 
@@ -337,7 +348,8 @@ class IpuFilesystem(Operations):
         return rp.Empty()
 
     def release(self, req: rq.Release) -> rp.Reply:
-        self.files.pop(req.fh, None)
+        if self.files.pop(req.fh, None) is not None:
+            self.driver.released(req.fh)
         return rp.Empty()
 
     def lseek(self, req: rq.Lseek) -> rp.Reply:
@@ -355,8 +367,10 @@ class IpuFilesystem(Operations):
         return rp.PollReply(req.events & _POLL_READY)
 
     def ioctl(self, req: rq.Ioctl) -> rp.Reply:
-        self._file(req.fh)
-        raise FUSEError(errno.ENOTTY)
+        node = self._file(req.fh).node
+        result, data = self.driver.ioctl(node.ipu, req.fh, req.ctx.pid, req.cmd, req.arg, bytes(req.in_data))
+        self.publish()
+        return rp.IoctlReply(result, data[: req.out_size])
 
     # --- extended attributes: read-only facts about the mount -------------
     def xattrs(self, ino: int) -> dict[bytes, bytes]:

@@ -1,0 +1,107 @@
+# The device ABI of the emulated Graphcore PCIe driver, as one table: ioctl
+# numbers and the encodings accepted for each, the signals, the argument
+# structs. native/include/ipufs/ipu.h and the tables of docs/abi.md are
+# generated from here (ipufs/driver/header.py) and checked by tests.
+#
+# Facts (shared/reference/ipu-facts.md): type byte 0xED, the numbers, the
+# signals 44..49 and their names. The reverse engineers' direction and size
+# guesses are only guesses, so requests are matched on (type, nr) and each
+# number accepts the encodings listed here; anything else is ipufs's own.
+from __future__ import annotations
+
+import enum
+import struct
+from dataclasses import dataclass
+
+from ipufs.model.interrupts import Interrupt
+
+IOCTL_TYPE = 0xED
+
+
+class Dir(enum.IntFlag):
+    """_IOC_DIR bits, from the caller's point of view."""
+
+    NONE = 0
+    WRITE = 1  # caller -> driver (_IOW)
+    READ = 2  # driver -> caller (_IOR)
+    READ_WRITE = 3  # _IOWR
+
+
+def ioc(direction: int, nr: int, size: int, type_: int = IOCTL_TYPE) -> int:
+    return (direction << 30) | (size << 16) | (type_ << 8) | nr
+
+
+def ioc_fields(cmd: int) -> tuple[int, int, int, int]:
+    """(direction, type, nr, size) of an ioctl command number."""
+    return (cmd >> 30) & 3, (cmd >> 8) & 0xFF, cmd & 0xFF, (cmd >> 16) & 0x3FFF
+
+
+@dataclass(frozen=True, slots=True)
+class Encoding:
+    direction: Dir
+    size: int
+
+    def cmd(self, nr: int) -> int:
+        return ioc(self.direction, nr, self.size)
+
+
+@dataclass(frozen=True, slots=True)
+class IoctlSpec:
+    name: str
+    nr: int
+    #: Accepted encodings; the first is the one ipu.h defines.
+    encodings: tuple[Encoding, ...]
+    argument: str
+    summary: str
+
+    @property
+    def cmd(self) -> int:
+        return self.encodings[0].cmd(self.nr)
+
+
+# struct ipufs_buffer: the argument of ATTACH_BUFFER (ipufs's own layout).
+BUFFER = struct.Struct("<QQQQ")  # address length id(out) flags
+BUFFER_FIELDS = (("uint64_t", "address", "start of the buffer in the caller's memory"),
+                 ("uint64_t", "length", "its length in bytes"),
+                 ("uint64_t", "id", "out: the buffer's id, for DETACH_BUFFER"),
+                 ("uint64_t", "flags", "IPUFS_BUFFER_* (0: device may read and write)"))
+BUFFER_DEVICE_READS = 1
+BUFFER_DEVICE_WRITES = 2
+MAX_BUFFERS = 64
+MAX_BUFFER_LENGTH = 1 << 30
+
+W, R, RW, NONE = Dir.WRITE, Dir.READ, Dir.READ_WRITE, Dir.NONE
+
+IOCTLS: tuple[IoctlSpec, ...] = (
+    IoctlSpec("ATTACH", 10, (Encoding(NONE, 0), Encoding(RW, 8)),
+              "none (with the u64 encoding: a u64, ignored, written back as 0)",
+              "attach the calling process to the IPU"),
+    IoctlSpec("ATTACH_BUFFER", 11, (Encoding(RW, BUFFER.size),),
+              "struct ipufs_buffer", "let the device read and write a buffer of the caller"),
+    IoctlSpec("DETACH_BUFFER", 12, (Encoding(W, 8), Encoding(RW, 8)),
+              "u64: a buffer id from ATTACH_BUFFER", "withdraw a buffer"),
+    IoctlSpec("SET_IPU_ID", 14, (Encoding(RW, 0), Encoding(NONE, 0)),
+              "the argument value itself: the id (an int)",
+              "set the id sent back in si_int of every signal"),
+    IoctlSpec("MASK_INTERRUPT", 22, (Encoding(RW, 8), Encoding(W, 8)),
+              "u64: IPUFS_INT_* bits to mask; written back: the mask in force",
+              "mask interrupt sources (raised ones stay pending)"),
+    IoctlSpec("UNMASK_INTERRUPT", 23, (Encoding(RW, 8), Encoding(W, 8)),
+              "u64: IPUFS_INT_* bits to unmask; written back: the mask in force",
+              "unmask interrupt sources, delivering what is pending"),
+    IoctlSpec("RESET", 45, (Encoding(W, 4), Encoding(NONE, 0)),
+              "int, ignored", "reset the IPU's device state; attachments stay"),
+)
+
+BY_NR: dict[int, IoctlSpec] = {s.nr: s for s in IOCTLS}
+BY_NAME: dict[str, IoctlSpec] = {s.name: s for s in IOCTLS}
+
+#: Signal names of the real driver, in source order (44..49).
+SIGNAL_NAMES: dict[Interrupt, str] = {
+    Interrupt.EXCEPTION: "PCIE_IPU_EXCEPTION_SIG",
+    Interrupt.ICU_DOORBELL: "PCIE_ICU_DR_SIG",
+    Interrupt.GS1_E0: "PCIE_HSPGS1E0_SIG",
+    Interrupt.GS1_E1: "PCIE_HSPGS1E1_SIG",
+    Interrupt.GS2_E0: "PCIE_HSPGS2E0_SIG",
+    Interrupt.GS2_E1: "PCIE_HSPGS2E1_SIG",
+}

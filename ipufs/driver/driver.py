@@ -1,0 +1,275 @@
+# The PCIe driver personality: the 0xED ioctls, attachments, interrupts as
+# real-time signals through pidfds, and DMA into attached buffers with
+# process_vm_readv/writev. docs/abi.md has every ioctl and errno.
+from __future__ import annotations
+
+import errno
+import logging
+import os
+import select
+import struct
+from collections.abc import Callable, Iterable
+from typing import Protocol
+
+from ipufs import native
+from ipufs.driver import abi, procs
+from ipufs.driver.abi import Dir, Encoding
+from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
+from ipufs.driver.devices import DeviceSet
+from ipufs.fuse.errors import FUSEError
+from ipufs.model.interrupts import ALL_SOURCES, Interrupt
+
+log = logging.getLogger(__name__)
+
+U64 = 8
+
+
+class Watcher(Protocol):
+    def watch(self, pidfd: int, on_exit: Callable[[], None]) -> None: ...
+
+    def unwatch(self, pidfd: int) -> None: ...
+
+
+class DmaError(Exception):
+    """Raised by the device-side DMA calls: no attachment, an unknown
+    buffer, a range outside it, or an address the process does not map."""
+
+
+def _alive(pidfd: int) -> bool:
+    return not select.select([pidfd], [], [], 0)[0]
+
+
+def _as_int32(value: int) -> int:
+    """An ioctl argument as a C int: a 32-bit value, signed or unsigned, or
+    a negative int sign-extended to 64 bits."""
+    if value >= 1 << 63:
+        value -= 1 << 64
+    if -(1 << 31) <= value < 1 << 32:
+        return value - (1 << 32) if value >= 1 << 31 else value
+    raise FUSEError(errno.EINVAL, "SET_IPU_ID takes an int")
+
+
+class IpuDriver:
+    def __init__(
+        self,
+        devices: DeviceSet,
+        *,
+        send_signal: Callable[[int, int, int], None] = native.pidfd_send_value,
+    ) -> None:
+        self.devices = devices
+        self.attachments = AttachmentTable()
+        self.watcher: Watcher | None = None
+        self.send_signal = send_signal
+        self.signals_sent = [dict.fromkeys(Interrupt, 0) for _ in devices.ipus]
+        self.signals_dropped = [dict.fromkeys(Interrupt, 0) for _ in devices.ipus]
+        self._handlers = {
+            "ATTACH": self._attach,
+            "ATTACH_BUFFER": self._attach_buffer,
+            "DETACH_BUFFER": self._detach_buffer,
+            "SET_IPU_ID": self._set_ipu_id,
+            "MASK_INTERRUPT": self._mask,
+            "UNMASK_INTERRUPT": self._unmask,
+            "RESET": self._reset,
+        }
+        self._open: dict[int, tuple[int, int | None]] = {}  # fh -> (ipu, tgid)
+
+    # --- files ---------------------------------------------------------------
+    def opened(self, fh: int, ipu: int, tgid: int | None) -> None:
+        self._open[fh] = (ipu, tgid)
+        att = self.attachments.get(ipu)
+        if att is not None and tgid == att.pid:
+            att.handles.add(fh)
+
+    def released(self, fh: int) -> None:
+        ipu, _ = self._open.pop(fh, (None, None))
+        att = self.attachments.get(ipu) if ipu is not None else None
+        if att is not None and fh in att.handles:
+            att.handles.discard(fh)
+            if not att.handles:
+                self.detach(att.ipu, "its last file was closed")
+
+    # --- ioctls ----------------------------------------------------------------
+    def ioctl(self, ipu: int, fh: int, pid: int, cmd: int, arg: int, data: bytes) -> tuple[int, bytes]:
+        """Serve one ioctl of thread ``pid`` on IPU ``ipu``: returns the
+        ioctl's result and the bytes to copy back to the caller."""
+        direction, type_, nr, size = abi.ioc_fields(cmd)
+        spec = abi.BY_NR.get(nr) if type_ == abi.IOCTL_TYPE else None
+        if spec is None:
+            raise FUSEError(errno.ENOTTY)
+        encoding = Encoding(Dir(direction), size)
+        if encoding not in spec.encodings:
+            raise FUSEError(errno.EINVAL, f"{spec.name} does not take {encoding}")
+        if direction & Dir.WRITE and len(data) != size:
+            raise FUSEError(errno.EINVAL, "argument shorter than its encoding")
+        tgid = procs.tgid_of(pid)
+        if tgid is None:
+            raise FUSEError(errno.ESRCH, "the caller is gone")
+        result, out = self._handlers[spec.name](ipu, fh, tgid, arg, data)
+        if direction & Dir.READ:
+            out = out.ljust(size, b"\0")[:size]
+        else:
+            out = b""
+        self.deliver([ipu])
+        return result, out
+
+    def _caller_attachment(self, ipu: int, tgid: int) -> Attachment:
+        att = self.attachments.get(ipu)
+        if att is None or att.pid != tgid:
+            raise FUSEError(errno.EPERM, "only the attached process may do this")
+        return att
+
+    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+        att = self.attachments.get(ipu)
+        if att is not None and not _alive(att.pidfd):
+            self.detach(ipu, "its process exited")
+            att = None
+        if att is not None:
+            if att.pid != tgid:
+                raise FUSEError(errno.EBUSY, f"IPU {ipu} is attached to process {att.pid}")
+            att.handles.add(fh)
+            return 0, b""
+        try:
+            pidfd = os.pidfd_open(tgid)
+        except OSError as exc:
+            raise FUSEError(errno.ESRCH, "the caller is gone") from exc
+        handles = {h for h, (i, t) in self._open.items() if i == ipu and t == tgid} | {fh}
+        att = Attachment(ipu=ipu, pid=tgid, pidfd=pidfd, ipu_id=ipu, handles=handles)
+        self.attachments.add(att)
+        self.devices.ipus[ipu].interrupts.clear()
+        if self.watcher is not None:
+            self.watcher.watch(pidfd, lambda: self.detach(ipu, "its process exited", pidfd))
+        log.info("IPU %d attached to process %d", ipu, tgid)
+        return 0, b""
+
+    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+        att = self._caller_attachment(ipu, tgid)
+        att.ipu_id = _as_int32(arg)
+        return 0, b""
+
+    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+        att = self._caller_attachment(ipu, tgid)
+        address, length, _, flags = abi.BUFFER.unpack(data)
+        if flags & ~(abi.BUFFER_DEVICE_READS | abi.BUFFER_DEVICE_WRITES):
+            raise FUSEError(errno.EINVAL, "unknown buffer flags")
+        if not 0 < length <= abi.MAX_BUFFER_LENGTH or address + length > 1 << 64:
+            raise FUSEError(errno.EINVAL, f"buffer length must be 1..{abi.MAX_BUFFER_LENGTH}")
+        if len(att.buffers) >= abi.MAX_BUFFERS:
+            raise FUSEError(errno.ENOSPC, f"at most {abi.MAX_BUFFERS} buffers per attachment")
+        for probe in (address, address + length - 1):
+            try:
+                native.vm_read(att.pid, probe, 1)
+            except OSError as exc:
+                raise FUSEError(errno.EFAULT, "the buffer is not mapped by the caller") from exc
+        buffer = Buffer(att.next_buffer_id, address, length, flags or 3)
+        att.next_buffer_id += 1
+        att.buffers[buffer.id] = buffer
+        return 0, abi.BUFFER.pack(address, length, buffer.id, flags)
+
+    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+        att = self._caller_attachment(ipu, tgid)
+        (buffer_id,) = struct.unpack("<Q", data)
+        if att.buffers.pop(buffer_id, None) is None:
+            raise FUSEError(errno.EINVAL, f"no buffer {buffer_id}")
+        return 0, b""
+
+    def _mask_bits(self, data: bytes) -> int:
+        (bits,) = struct.unpack("<Q", data)
+        if bits & ~ALL_SOURCES:
+            raise FUSEError(errno.EINVAL, "unknown interrupt source bits")
+        return int(bits)
+
+    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+        self._caller_attachment(ipu, tgid)
+        controller = self.devices.ipus[ipu].interrupts
+        controller.mask_sources(self._mask_bits(data))
+        return 0, controller.mask.to_bytes(U64, "little")
+
+    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+        self._caller_attachment(ipu, tgid)
+        controller = self.devices.ipus[ipu].interrupts
+        controller.unmask_sources(self._mask_bits(data))
+        return 0, controller.mask.to_bytes(U64, "little")
+
+    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+        self.devices.ipus[ipu].reset()
+        log.info("IPU %d reset by process %d", ipu, tgid)
+        return 0, b""
+
+    # --- attachments and signals -------------------------------------------
+    def detach(self, ipu: int, reason: str, pidfd: int | None = None) -> None:
+        att = self.attachments.get(ipu)
+        if att is None or (pidfd is not None and att.pidfd != pidfd):
+            return
+        self.attachments.remove(ipu)
+        if self.watcher is not None:
+            self.watcher.unwatch(att.pidfd)
+        att.close()
+        self.devices.ipus[ipu].interrupts.clear()
+        log.info("IPU %d detached from process %d: %s", ipu, att.pid, reason)
+
+    def deliver(self, ipus: Iterable[int] | None = None) -> None:
+        """Send the signals of every interrupt the model made deliverable."""
+        for index in range(len(self.devices.ipus)) if ipus is None else ipus:
+            controller = self.devices.ipus[index].interrupts
+            if not controller.ready:
+                continue
+            for source in controller.take():
+                att = self.attachments.get(index)
+                if att is None:
+                    self.signals_dropped[index][source] += 1
+                    continue
+                try:
+                    self.send_signal(att.pidfd, source.signal, att.ipu_id)
+                except OSError as exc:
+                    self.signals_dropped[index][source] += 1
+                    if exc.errno == errno.ESRCH:
+                        self.detach(index, "its process exited")
+                    else:
+                        log.warning("signal %d to process %d failed: %s", source.signal, att.pid, exc)
+                    continue
+                att.signals_sent += 1
+                self.signals_sent[index][source] += 1
+
+    # --- device side -----------------------------------------------------------
+    def raise_interrupt(self, ipu: int, source: Interrupt) -> None:
+        """The device raises ``source`` on IPU ``ipu`` (the fault and test
+        API; the model raises interrupts the same way)."""
+        self.devices.ipus[ipu].raise_interrupt(source)
+
+    def _dma_target(self, ipu: int, buffer_id: int, offset: int, length: int, need: int) -> tuple[Attachment, Buffer]:
+        att = self.attachments.get(ipu)
+        if att is None:
+            raise DmaError(f"IPU {ipu} has no attached process")
+        buffer = att.buffers.get(buffer_id)
+        if buffer is None:
+            raise DmaError(f"IPU {ipu} has no buffer {buffer_id}")
+        if not buffer.flags & need:
+            raise DmaError(f"buffer {buffer_id} does not allow that direction")
+        if offset < 0 or length < 0 or offset + length > buffer.length:
+            raise DmaError(f"range {offset}+{length} is outside buffer {buffer_id} of {buffer.length} bytes")
+        return att, buffer
+
+    def dma_write(self, ipu: int, buffer_id: int, offset: int, data: bytes) -> None:
+        """Device to host: store ``data`` into an attached buffer."""
+        att, buffer = self._dma_target(ipu, buffer_id, offset, len(data), abi.BUFFER_DEVICE_WRITES)
+        try:
+            n = native.vm_write(att.pid, buffer.address + offset, data)
+        except OSError as exc:
+            raise DmaError(f"process {att.pid} does not map the buffer: {exc.strerror}") from exc
+        if n != len(data):
+            raise DmaError(f"short DMA write: {n} of {len(data)} bytes")
+
+    def dma_read(self, ipu: int, buffer_id: int, offset: int, length: int) -> bytes:
+        """Host to device: load ``length`` bytes from an attached buffer."""
+        att, buffer = self._dma_target(ipu, buffer_id, offset, length, abi.BUFFER_DEVICE_READS)
+        try:
+            data = native.vm_read(att.pid, buffer.address + offset, length)
+        except OSError as exc:
+            raise DmaError(f"process {att.pid} does not map the buffer: {exc.strerror}") from exc
+        if len(data) != length:
+            raise DmaError(f"short DMA read: {len(data)} of {length} bytes")
+        return data
+
+    def close(self) -> None:
+        for att in self.attachments:
+            self.detach(att.ipu, "the daemon stopped")

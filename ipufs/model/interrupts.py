@@ -1,0 +1,82 @@
+# The IPU's interrupt sources and the controller that masks and latches
+# them. The six sources are the chip's first MSI-X vectors (IPUEX,
+# MCUDRVALID, HSPGS1E0, HSPGS1E1, HSPGS2E0, HSPGS2E1), which the real driver
+# turns into signals 44..49 (shared/reference/ipu-facts.md). Latching is
+# ipufs's own definition, as an interrupt controller does it: a source
+# raised while masked sets one pending bit and is delivered once on unmask.
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+
+class Interrupt(enum.IntEnum):
+    """Interrupt sources; the value is the source's bit number."""
+
+    EXCEPTION = 0  # IPUEX: an IPU exception
+    ICU_DOORBELL = 1  # MCUDRVALID: the ICU queued a message for the host
+    GS1_E0 = 2  # HSPGS1E0: GS1 sync, slave zone
+    GS1_E1 = 3  # HSPGS1E1: GS1 sync, master zone
+    GS2_E0 = 4  # HSPGS2E0: GS2 sync, slave zone
+    GS2_E1 = 5  # HSPGS2E1: GS2 sync, master zone
+
+    @property
+    def bit(self) -> int:
+        return 1 << self.value
+
+    @property
+    def signal(self) -> int:
+        """The POSIX real-time signal the driver sends for this source."""
+        return FIRST_SIGNAL + self.value
+
+
+FIRST_SIGNAL = 44
+ALL_SOURCES = (1 << len(Interrupt)) - 1
+
+
+@dataclass
+class InterruptController:
+    """Mask, pending latch and counters of one IPU's interrupt sources."""
+
+    mask: int = 0  # bit set: source masked
+    pending: int = 0  # bit set: raised while masked, not yet delivered
+    raised: dict[Interrupt, int] = field(default_factory=lambda: dict.fromkeys(Interrupt, 0))
+    _out: list[Interrupt] = field(default_factory=list)
+
+    def raise_(self, source: Interrupt) -> None:
+        """The device raises ``source``: deliverable now, or latched."""
+        self.raised[source] += 1
+        if self.mask & source.bit:
+            self.pending |= source.bit
+        else:
+            self._out.append(source)
+
+    def set_mask(self, mask: int) -> None:
+        """Replace the mask; pending sources it unmasks become deliverable,
+        in source order."""
+        self.mask = mask & ALL_SOURCES
+        released = self.pending & ~self.mask
+        self.pending &= self.mask
+        self._out.extend(s for s in Interrupt if released & s.bit)
+
+    def mask_sources(self, bits: int) -> None:
+        self.set_mask(self.mask | bits)
+
+    def unmask_sources(self, bits: int) -> None:
+        self.set_mask(self.mask & ~bits)
+
+    @property
+    def ready(self) -> bool:
+        """Whether take() has anything to give."""
+        return bool(self._out)
+
+    def take(self) -> list[Interrupt]:
+        """The sources to deliver now, in order."""
+        out, self._out = self._out, []
+        return out
+
+    def clear(self) -> None:
+        """Back to all unmasked with nothing pending (a new attachment)."""
+        self.mask = 0
+        self.pending = 0
+        self._out.clear()
