@@ -88,7 +88,11 @@ def cmd_mount(args: argparse.Namespace) -> int:
 def cmd_umount(args: argparse.Namespace) -> int:
     from ipufs.fuse import mount as fmount
 
-    fmount.unmount(os.path.abspath(args.mountpoint))
+    mountpoint = os.path.abspath(args.mountpoint)
+    if args.abort:
+        fmount.abort(mountpoint)
+    else:
+        fmount.unmount(mountpoint)
     return 0
 
 
@@ -131,6 +135,8 @@ def parser() -> argparse.ArgumentParser:
 
     u = sub.add_parser("umount", help="unmount an ipufs mount (the daemon then exits)")
     u.add_argument("mountpoint")
+    u.add_argument("--abort", action="store_true",
+                   help="abort the connection first (for a daemon that hangs): callers get ENOTCONN")
     u.set_defaults(func=cmd_umount)
 
     d = sub.add_parser("doctor", help="check passthrough support and list ipufs mounts")

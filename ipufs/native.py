@@ -40,6 +40,12 @@ def pidfd_send_value(pidfd: int, signo: int, value: int) -> None:
     _check(_lib.ipufs_pidfd_send_value(pidfd, signo, value), "pidfd_send_signal")
 
 
+def signalfd(first: int, last: int) -> int:
+    """A non-blocking signalfd for signals ``first``..``last`` (block them
+    first with signal.pthread_sigmask)."""
+    return _check(_lib.ipufs_signalfd(first, last), "signalfd")
+
+
 def vm_read(pid: int, address: int, length: int) -> bytes:
     """Read `length` bytes at `address` in process `pid` (process_vm_readv)."""
     buf = _ffi.new("char[]", length)

@@ -1,8 +1,9 @@
 # cffi build script for ipufs._native: the few system calls Python lacks.
 #
 # mount(2)/umount2(2) for the FUSE mount, pidfd_send_signal(2) with a
-# siginfo carrying a value (the real driver's si_int), and
-# process_vm_readv/writev(2) for device DMA into attached buffers.
+# siginfo carrying a value (the real driver's si_int),
+# process_vm_readv/writev(2) for device DMA into attached buffers, and
+# signalfd(2), through which a Python client can read si_int.
 from __future__ import annotations
 
 import pathlib
@@ -20,6 +21,7 @@ ffibuilder.cdef(
     int ipufs_pidfd_send_value(int pidfd, int sig, int value);
     long ipufs_vm_read(int pid, unsigned long remote, void *local, size_t len);
     long ipufs_vm_write(int pid, unsigned long remote, const void *local, size_t len);
+    int ipufs_signalfd(int first, int last);
     """
 )
 ffibuilder.set_source(

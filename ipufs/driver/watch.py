@@ -21,6 +21,8 @@ class PidfdWatcher:
         self.nursery.start_soon(self._wait, pidfd, on_exit, scope)
 
     async def _wait(self, pidfd: int, on_exit: Callable[[], None], scope: trio.CancelScope) -> None:
+        if scope.cancel_called:
+            return  # unwatched before this task first ran: the pidfd is closed
         with scope:
             try:
                 await trio.lowlevel.wait_readable(pidfd)

@@ -55,6 +55,32 @@ def unmount(mountpoint: str) -> None:
             raise
 
 
+CONTROL = "/sys/fs/fuse/connections"
+
+
+def abort(mountpoint: str) -> None:
+    """Abort the FUSE connection behind ``mountpoint`` (through the fusectl
+    filesystem) and detach the mount: every waiting caller gets ENOTCONN.
+    The remedy for a daemon that hangs instead of dying."""
+    minor = None
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if _unescape(fields[4]) == mountpoint:
+                minor = fields[2].split(":")[1]
+    if minor is None:
+        raise OSError(errno.EINVAL, f"{mountpoint} is not a mount point")
+    if not os.path.exists(f"{CONTROL}/{minor}"):
+        try:
+            native.mount("fusectl", CONTROL, "fusectl", 0, "")
+        except OSError as exc:
+            if exc.errno != errno.EBUSY:
+                raise
+    with open(f"{CONTROL}/{minor}/abort", "w") as f:
+        f.write("1")
+    native.umount(mountpoint, native.MNT_DETACH)
+
+
 def _unescape(field: str) -> str:
     # mountinfo escapes space, tab, newline and backslash as \ooo.
     out, i = [], 0

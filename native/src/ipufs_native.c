@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
@@ -58,4 +59,15 @@ static long ipufs_vm_write(int pid, unsigned long remote, const void *local, siz
     struct iovec r = { (void *)remote, len };
     ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
     return n < 0 ? -errno : (long)n;
+}
+
+/* A signalfd for the signals first..last, which must already be blocked. */
+static int ipufs_signalfd(int first, int last)
+{
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig = first; sig <= last; sig++)
+        sigaddset(&set, sig);
+    int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    return fd < 0 ? -errno : fd;
 }

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -57,6 +58,9 @@ def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemo
             ready.set()
 
     def thread() -> None:
+        # The driver signals attached processes; should this test process
+        # attach, the daemon's threads must never take 44..49 themselves.
+        signal.pthread_sigmask(signal.SIG_BLOCK, range(44, 50))
         try:
             trio.run(main)
         except BaseException as exc:  # reported to the test below
@@ -82,16 +86,18 @@ def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemo
             raise RuntimeError("daemon failed") from box["error"]  # type: ignore[arg-type]
 
 
-class BarClient:
-    """A client process mapping one node (Python or C, same protocol)."""
+class LineClient:
+    """A client process obeying one command per line on stdin and answering
+    one line each (tests/c/bar_client.c, native/src/ipu_client.c...)."""
 
-    def __init__(self, argv: list[str]) -> None:
+    def __init__(self, argv: list[str], greeting: str, **popen: object) -> None:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, text=True)
-        first = self._line()
-        if not first.startswith("size "):
-            raise RuntimeError(f"client failed: {first!r} {self.proc.stderr.read() if self.proc.stderr else ''}")
-        self.size = int(first.split()[1])
+                                     stderr=subprocess.PIPE, text=True, **popen)  # type: ignore[call-overload]
+        self.greeting = self._line()
+        if not self.greeting.startswith(greeting):
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            self.close()
+            raise RuntimeError(f"client failed: {self.greeting!r} {err}")
 
     def _line(self) -> str:
         assert self.proc.stdout is not None
@@ -104,21 +110,18 @@ class BarClient:
             raise TimeoutError("client did not answer")
         return box[0].strip()
 
-    def _ask(self, line: str) -> str:
+    def ask(self, line: str) -> str:
         assert self.proc.stdin is not None
         self.proc.stdin.write(line + "\n")
         self.proc.stdin.flush()
         return self._line()
 
-    def store(self, offset: int, data: bytes) -> None:
-        assert self._ask(f"w {offset} {data.hex()}") == "ok"
-
-    def load(self, offset: int, length: int) -> bytes:
-        return bytes.fromhex(self._ask(f"r {offset} {length}"))
-
-    def close(self) -> None:
+    def close(self, quit: str = "q") -> None:
+        if self.proc.poll() is not None:
+            quit = ""
         try:
-            self._ask("q")
+            if quit:
+                self.ask(quit)
         except (OSError, TimeoutError, ValueError):
             pass
         try:
@@ -128,7 +131,24 @@ class BarClient:
             self.proc.wait()
         for pipe in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             if pipe is not None:
-                pipe.close()
+                try:
+                    pipe.close()
+                except OSError:
+                    pass  # the process died with data in the pipe
+
+
+class BarClient(LineClient):
+    """A client process mapping one node (Python or C, same protocol)."""
+
+    def __init__(self, argv: list[str]) -> None:
+        super().__init__(argv, "size ")
+        self.size = int(self.greeting.split()[1])
+
+    def store(self, offset: int, data: bytes) -> None:
+        assert self.ask(f"w {offset} {data.hex()}") == "ok"
+
+    def load(self, offset: int, length: int) -> bytes:
+        return bytes.fromhex(self.ask(f"r {offset} {length}"))
 
 
 def python_client(path: str) -> BarClient:

@@ -1,0 +1,7 @@
+"""A small client library for tool authors: what libipu_user is to the
+real driver. Open an IPU's nodes, map its BARs, attach, receive signals."""
+
+from ipufs.client.device import Device, IoctlError
+from ipufs.client.signals import SignalInfo, SignalReceiver
+
+__all__ = ["Device", "IoctlError", "SignalInfo", "SignalReceiver"]

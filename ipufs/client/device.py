@@ -1,0 +1,98 @@
+# One IPU as a host program sees it, through its device nodes: the whole of
+# ipuN and ipuN_ex mapped, and the driver's ioctls (docs/abi.md).
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import mmap
+import os
+import struct
+from pathlib import Path
+
+from ipufs.driver import abi
+
+_U64 = struct.Struct("<Q")
+
+
+class IoctlError(OSError):
+    """An ioctl of the device failed; ``errno`` says why (docs/abi.md)."""
+
+
+def _ioctl(fd: int, name: str, arg: bytes | int = 0, encoding: int = 0) -> bytes | int:
+    spec = abi.BY_NAME[name]
+    cmd = spec.encodings[encoding].cmd(spec.nr)
+    try:
+        if isinstance(arg, bytes):
+            buf = bytearray(arg)
+            fcntl.ioctl(fd, cmd, buf, True)
+            return bytes(buf)
+        return fcntl.ioctl(fd, cmd, arg)
+    except OSError as exc:
+        raise IoctlError(exc.errno, f"{name}: {os.strerror(exc.errno or 0)}") from exc
+
+
+class Device:
+    """Open ``root/ipuN`` and ``root/ipuN_ex`` and map the whole of each."""
+
+    def __init__(self, index: int = 0, root: str | os.PathLike[str] = "/dev") -> None:
+        self.index = index
+        base = Path(root)
+        self.fd = os.open(base / f"ipu{index}", os.O_RDWR | os.O_CLOEXEC)
+        try:
+            self.ex_fd = os.open(base / f"ipu{index}_ex", os.O_RDWR | os.O_CLOEXEC)
+        except OSError:
+            os.close(self.fd)
+            raise
+        self.config = mmap.mmap(self.fd, os.fstat(self.fd).st_size, mmap.MAP_SHARED)
+        self.exchange = mmap.mmap(self.ex_fd, os.fstat(self.ex_fd).st_size, mmap.MAP_SHARED)
+        self._buffers: dict[int, object] = {}
+
+    def attach(self) -> None:
+        """Attach this process to the IPU (EBUSY: another process has it)."""
+        _ioctl(self.fd, "ATTACH")
+
+    def set_ipu_id(self, ipu_id: int) -> None:
+        """The id sent back in si_int of every signal."""
+        _ioctl(self.fd, "SET_IPU_ID", ipu_id)
+
+    def mask(self, bits: int) -> int:
+        """Mask interrupt sources; returns the mask in force."""
+        return int(_U64.unpack(_ioctl(self.fd, "MASK_INTERRUPT", _U64.pack(bits)))[0])  # type: ignore[arg-type]
+
+    def unmask(self, bits: int) -> int:
+        """Unmask interrupt sources; returns the mask in force."""
+        return int(_U64.unpack(_ioctl(self.fd, "UNMASK_INTERRUPT", _U64.pack(bits)))[0])  # type: ignore[arg-type]
+
+    def reset(self) -> None:
+        _ioctl(self.fd, "RESET", struct.pack("<i", 0))
+
+    def attach_buffer(self, buffer: bytearray | memoryview, flags: int = 0) -> int:
+        """Let the device read and write ``buffer`` (kept alive until
+        detached); returns its id."""
+        view = memoryview(buffer)
+        if view.readonly or not view.contiguous or view.nbytes == 0:
+            raise IoctlError(errno.EINVAL, "ATTACH_BUFFER needs a writable, contiguous, non-empty buffer")
+        address = ctypes.addressof(ctypes.c_char.from_buffer(view))
+        out = _ioctl(self.fd, "ATTACH_BUFFER", abi.BUFFER.pack(address, view.nbytes, 0, flags))
+        buffer_id = int(abi.BUFFER.unpack(out)[2])  # type: ignore[arg-type]
+        self._buffers[buffer_id] = view
+        return buffer_id
+
+    def detach_buffer(self, buffer_id: int) -> None:
+        _ioctl(self.fd, "DETACH_BUFFER", _U64.pack(buffer_id))
+        self._buffers.pop(buffer_id, None)
+
+    def close(self) -> None:
+        """Unmap and close: the last close of the IPU's files detaches."""
+        self._buffers.clear()
+        for m in (self.config, self.exchange):
+            m.close()
+        for fd in (self.fd, self.ex_fd):
+            os.close(fd)
+
+    def __enter__(self) -> Device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

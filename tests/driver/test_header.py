@@ -1,0 +1,52 @@
+# native/include/ipufs/ipu.h and docs/abi.md are generated from the ABI
+# table; they must match it, and the C compiler must agree on the values.
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ipufs.driver import abi, header
+from ipufs.model.interrupts import Interrupt
+
+
+def test_committed_header_is_generated_from_the_table() -> None:
+    assert header.HEADER.read_text() == header.render_header(), "run: python -m ipufs.driver.header"
+
+
+def test_abi_doc_tables_are_generated_from_the_table() -> None:
+    text = header.ABI_DOC.read_text()
+    assert text == header.render_doc(text), "run: python -m ipufs.driver.header"
+    assert header.render_tables() in text
+
+
+@pytest.mark.skipif(not shutil.which("cc"), reason="needs a C compiler")
+def test_c_sees_the_same_numbers(tmp_path: Path) -> None:
+    names = [f"IPU_IOCTL_{s.name}" for s in abi.IOCTLS] + list(abi.SIGNAL_NAMES.values())
+    names += [f"IPUFS_INT_{s.name}" for s in Interrupt] + ["IPUFS_INT_ALL", "IPUFS_MAX_BUFFERS"]
+    src = tmp_path / "values.c"
+    src.write_text(
+        '#include <stdio.h>\n#include "ipufs/ipu.h"\nint main(void) {\n'
+        + "".join(f'  printf("{n} %llu\\n", (unsigned long long)({n}));\n' for n in names)
+        + '  printf("sizeof %zu\\n", sizeof(struct ipufs_buffer));\n  return 0;\n}\n'
+    )
+    binary = tmp_path / "values"
+    subprocess.run(["cc", "-Wall", "-Werror", "-I", str(header.HEADER.parents[1]), "-o", str(binary), str(src)],
+                   check=True)
+    out = dict(line.split() for line in subprocess.run([str(binary)], capture_output=True, text=True,
+                                                       check=True).stdout.splitlines())
+    expected = {f"IPU_IOCTL_{s.name}": s.cmd for s in abi.IOCTLS}
+    expected |= {name: source.signal for source, name in abi.SIGNAL_NAMES.items()}
+    expected |= {f"IPUFS_INT_{s.name}": s.bit for s in Interrupt}
+    expected |= {"IPUFS_INT_ALL": 0x3F, "IPUFS_MAX_BUFFERS": abi.MAX_BUFFERS, "sizeof": abi.BUFFER.size}
+    assert {k: int(v) for k, v in out.items()} == expected
+
+
+def test_ioctl_numbers_follow_the_known_facts() -> None:
+    assert {s.name: s.nr for s in abi.IOCTLS} == {
+        "ATTACH": 10, "ATTACH_BUFFER": 11, "DETACH_BUFFER": 12, "SET_IPU_ID": 14,
+        "MASK_INTERRUPT": 22, "UNMASK_INTERRUPT": 23, "RESET": 45}
+    assert all(abi.ioc_fields(s.cmd)[1] == 0xED for s in abi.IOCTLS)
+    assert [s.signal for s in Interrupt] == [44, 45, 46, 47, 48, 49]
