@@ -89,6 +89,19 @@ IOCTLS: tuple[IoctlSpec, ...] = (
     IoctlSpec("UNMASK_INTERRUPT", 23, (Encoding(RW, 8), Encoding(W, 8)),
               "u64: IPUFS_INT_* bits to unmask; written back: the mask in force",
               "unmask interrupt sources, delivering what is pending"),
+    IoctlSpec("MAILBOX_READ_ONLY", 29, (Encoding(R, 20), Encoding(R, 24), Encoding(R, 8)),
+              "5 x u32 (20 bytes, or 24 padded): filled with the next ICU response; "
+              "with 8 bytes: a u64, the number of responses waiting",
+              "take the next response from the ICU's response ring (EAGAIN: none)"),
+    IoctlSpec("MAILBOX_WRITE_ONLY", 30, (Encoding(W, 20), Encoding(W, 24)),
+              "5 x u32: an ICU request", "send a request; its answer is queued and rings the doorbell"),
+    IoctlSpec("MAILBOX_WRITE_READ", 31, (Encoding(RW, 20), Encoding(RW, 24)),
+              "5 x u32: an ICU request, replaced by its answer",
+              "send a request and get its answer at once (not queued, no doorbell)"),
+    IoctlSpec("MAILBOX_GET_OFFSETS", 32, (Encoding(R, 8), Encoding(R, 16)),
+              "u64: request ring offset | response ring offset << 32; with 16 bytes: "
+              "u32 request offset, request slots, response offset, response slots",
+              "where the rings are in the mailbox node"),
     IoctlSpec("RESET", 45, (Encoding(W, 4), Encoding(NONE, 0)),
               "int, ignored", "reset the IPU's device state; attachments stay"),
 )

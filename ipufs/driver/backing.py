@@ -50,6 +50,18 @@ class BackingFile:
             os.close(fd)
             raise
 
+    def discard(self) -> None:
+        """Zero the whole file by dropping its pages (MADV_REMOVE punches a
+        hole in shmem and in most filesystems), so a reset of a large BAR
+        costs no memory; where that is refused, store zeros."""
+        try:
+            self.map.madvise(mmap.MADV_REMOVE, 0, self.size)
+        except OSError:
+            chunk = bytes(1 << 20)
+            for offset in range(0, self.size, len(chunk)):
+                n = min(len(chunk), self.size - offset)
+                self.map[offset : offset + n] = chunk[:n]
+
     def close(self) -> None:
         if self.fd >= 0:
             try:

@@ -13,6 +13,7 @@ from typing import TypeVar
 import trio
 
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver.doorbells import RegisterWatcher
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.filesystem import IpuFilesystem, Ownership
 from ipufs.driver.watch import PidfdWatcher
@@ -36,6 +37,7 @@ class DaemonConfig:
     ownership: Ownership = field(default_factory=Ownership)
     passthrough: bool = True
     state_dir: Path | None = None
+    group_size: int | None = None  # IPUs per GS2 group (default: per board)
 
     def validate(self) -> Profile:
         if self.profile not in PROFILES:
@@ -53,7 +55,8 @@ class Daemon:
         self.config = config
         if config.state_dir is not None:
             config.state_dir.mkdir(parents=True, exist_ok=True)
-        self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir)
+        self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir,
+                                 group_size=config.group_size)
         self.driver = IpuDriver(self.devices)
         self.filesystem = IpuFilesystem(
             self.devices, driver=self.driver, ownership=config.ownership,
@@ -66,6 +69,7 @@ class Daemon:
             source=f"ipufs:{profile.name}x{config.ipus}",
         )
         self.filesystem.attach_kernel(self.server)
+        self.registers = RegisterWatcher(self.filesystem)
 
     @staticmethod
     def prepare_mountpoint(mountpoint: str) -> None:
@@ -89,6 +93,7 @@ class Daemon:
                     nursery.cancel_scope.cancel()  # unmounted: stop the watchers
 
                 task_status.started(await nursery.start(serve))
+                nursery.start_soon(self.registers.run)
         finally:
             self.driver.watcher = None
             self.driver.close()

@@ -1,38 +1,67 @@
 # The emulated IPUs of one mount: a model Ipu per device, each region backed
-# by a BackingFile (a sealed memfd, or a file under --state-dir).
+# by a BackingFile (a sealed memfd, or a file under --state-dir), grouped
+# into boards that take part in GS2 syncs together.
 from __future__ import annotations
 
 from pathlib import Path
 
 from ipufs.driver.backing import BackingFile
-from ipufs.model.ipu import Ipu
+from ipufs.model.ipu import Ipu, Placement
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import Profile, Region
+from ipufs.model.sync import SyncGroup
+
+SERIAL_BASE = 0x1D95_0000
 
 
 class DeviceSet:
-    """``count`` IPUs of ``profile``."""
+    """``count`` IPUs of ``profile``, in groups of ``group_size`` (default:
+    the profile's IPUs per board; a last, short group holds the rest)."""
 
-    def __init__(self, profile: Profile, count: int, *, state_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        count: int,
+        *,
+        state_dir: Path | None = None,
+        group_size: int | None = None,
+    ) -> None:
         self.profile = profile
         self.state_dir = state_dir
+        self.group_size = group_size or profile.ipus_per_board
+        if self.group_size < 1:
+            raise ValueError("a group holds at least one IPU")
         self.backing: dict[tuple[int, Region], BackingFile] = {}
         self.ipus: list[Ipu] = []
+        self.groups: list[SyncGroup] = []
         try:
-            for index in range(count):
-                memory = {}
-                for region in Region:
-                    size = profile.region_size(region)
-                    if state_dir is None:
-                        bf = BackingFile.memfd(f"ipufs-ipu{index}-{region.value}", size)
-                    else:
-                        bf = BackingFile.file(state_dir / f"ipu{index}.{region.value}", size)
-                    self.backing[index, region] = bf
-                    memory[region] = BarMemory(memoryview(bf.map))
-                self.ipus.append(Ipu(profile, index, memory))
+            for first in range(0, count, self.group_size):
+                members = tuple(range(first, min(first + self.group_size, count)))
+                group = SyncGroup(members, self._completed)
+                self.groups.append(group)
+                for index in members:
+                    placement = Placement(board=first // self.group_size, index_on_board=index - first,
+                                          serial=SERIAL_BASE + first // self.group_size,
+                                          group_size=len(members))
+                    self.ipus.append(Ipu(profile, index, self._memory(index), placement=placement, group=group))
         except BaseException:
             self.close()
             raise
+
+    def _memory(self, index: int) -> dict[Region, BarMemory]:
+        memory = {}
+        for region in Region:
+            size = self.profile.region_size(region)
+            if self.state_dir is None:
+                bf = BackingFile.memfd(f"ipufs-ipu{index}-{region.value}", size)
+            else:
+                bf = BackingFile.file(self.state_dir / f"ipu{index}.{region.value}", size)
+            self.backing[index, region] = bf
+            memory[region] = BarMemory(memoryview(bf.map), discard=bf.discard)
+        return memory
+
+    def _completed(self, member: int, zone: int) -> None:
+        self.ipus[member].sync_completed(zone)
 
     @property
     def persistent(self) -> bool:

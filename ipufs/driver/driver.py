@@ -17,6 +17,8 @@ from ipufs.driver.abi import Dir, Encoding
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
 from ipufs.driver.devices import DeviceSet
 from ipufs.fuse.errors import FUSEError
+from ipufs.model import icu
+from ipufs.model.icu import MESSAGE as icu_message
 from ipufs.model.interrupts import ALL_SOURCES, Interrupt
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,10 @@ class IpuDriver:
             "MASK_INTERRUPT": self._mask,
             "UNMASK_INTERRUPT": self._unmask,
             "RESET": self._reset,
+            "MAILBOX_READ_ONLY": self._mailbox_read,
+            "MAILBOX_WRITE_ONLY": self._mailbox_write,
+            "MAILBOX_WRITE_READ": self._mailbox_write_read,
+            "MAILBOX_GET_OFFSETS": self._mailbox_offsets,
         }
         self._open: dict[int, tuple[int, int | None]] = {}  # fh -> (ipu, tgid)
 
@@ -104,7 +110,7 @@ class IpuDriver:
         tgid = procs.tgid_of(pid)
         if tgid is None:
             raise FUSEError(errno.ESRCH, "the caller is gone")
-        result, out = self._handlers[spec.name](ipu, fh, tgid, arg, data)
+        result, out = self._handlers[spec.name](ipu, fh, tgid, arg, data, size)
         if direction & Dir.READ:
             out = out.ljust(size, b"\0")[:size]
         else:
@@ -118,7 +124,7 @@ class IpuDriver:
             raise FUSEError(errno.EPERM, "only the attached process may do this")
         return att
 
-    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
         att = self.attachments.get(ipu)
         if att is not None and not _alive(att.pidfd):
             self.detach(ipu, "its process exited")
@@ -141,12 +147,12 @@ class IpuDriver:
         log.info("IPU %d attached to process %d", ipu, tgid)
         return 0, b""
 
-    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         att.ipu_id = _as_int32(arg)
         return 0, b""
 
-    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         address, length, _, flags = abi.BUFFER.unpack(data)
         if flags & ~(abi.BUFFER_DEVICE_READS | abi.BUFFER_DEVICE_WRITES):
@@ -165,7 +171,7 @@ class IpuDriver:
         att.buffers[buffer.id] = buffer
         return 0, abi.BUFFER.pack(address, length, buffer.id, flags)
 
-    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         (buffer_id,) = struct.unpack("<Q", data)
         if att.buffers.pop(buffer_id, None) is None:
@@ -178,19 +184,43 @@ class IpuDriver:
             raise FUSEError(errno.EINVAL, "unknown interrupt source bits")
         return int(bits)
 
-    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
         self._caller_attachment(ipu, tgid)
-        controller = self.devices.ipus[ipu].interrupts
-        controller.mask_sources(self._mask_bits(data))
-        return 0, controller.mask.to_bytes(U64, "little")
+        model = self.devices.ipus[ipu]
+        model.set_interrupt_mask(model.interrupts.mask | self._mask_bits(data))
+        return 0, model.interrupts.mask.to_bytes(U64, "little")
 
-    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
         self._caller_attachment(ipu, tgid)
-        controller = self.devices.ipus[ipu].interrupts
-        controller.unmask_sources(self._mask_bits(data))
-        return 0, controller.mask.to_bytes(U64, "little")
+        model = self.devices.ipus[ipu]
+        model.set_interrupt_mask(model.interrupts.mask & ~self._mask_bits(data))
+        return 0, model.interrupts.mask.to_bytes(U64, "little")
 
-    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes) -> tuple[int, bytes]:
+    # The mailbox ioctls serve any process that has a node of the IPU open,
+    # as board management tools do not attach.
+    def _mailbox_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+        icu = self.devices.ipus[ipu].icu
+        if size == U64:
+            return 0, icu.responses_waiting.to_bytes(U64, "little")
+        response = icu.pop_response()
+        if response is None:
+            raise FUSEError(errno.EAGAIN, "no ICU response is waiting")
+        return 0, icu_message.pack(*response)
+
+    def _mailbox_write(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+        self.devices.ipus[ipu].icu_submit(icu_message.unpack_from(data))
+        return 0, b""
+
+    def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+        response = self.devices.ipus[ipu].icu.handle(icu_message.unpack_from(data))
+        return 0, icu_message.pack(*(response or (0, 0, 0, 0, 0)))
+
+    def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+        if size == U64:
+            return 0, struct.pack("<II", icu.REQUEST_RING, icu.RESPONSE_RING)
+        return 0, struct.pack("<IIII", icu.REQUEST_RING, icu.SLOTS, icu.RESPONSE_RING, icu.SLOTS)
+
+    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
         self.devices.ipus[ipu].reset()
         log.info("IPU %d reset by process %d", ipu, tgid)
         return 0, b""

@@ -102,6 +102,9 @@ class IpuFilesystem(Operations):
         self.negotiated: Negotiated | None = None
         self.publisher: PageCachePublisher | None = None
         self.files: dict[int, OpenFile] = {}
+        self.pollers: dict[int, set[int]] = {}  # ipu -> poll handles awaiting a wakeup
+        self.register_users: dict[int, int] = {}  # ipu -> open config/mailbox files
+        self.activity: dict[int, float] = {}  # ipu -> monotonic time of its last request
         self.stats = Stats()
         self._next_fh = 1
         self._backing_ids: dict[int, int] = {}
@@ -139,11 +142,22 @@ class IpuFilesystem(Operations):
         if self.publisher is not None:
             self.publisher.publish()
 
-    def settle(self) -> None:
-        """After a device-side action: publish what the model wrote and
-        send the signals of the interrupts it raised."""
+    def settle(self, ipu: int | None = None) -> None:
+        """After the model acted (on one IPU, or any): publish what it wrote,
+        send the signals of the interrupts it raised, wake pollers."""
         self.publish()
-        self.driver.deliver()
+        self.driver.deliver(None if ipu is None else [ipu])
+        for index in list(self.pollers) if ipu is None else [ipu]:
+            handles = self.pollers.get(index)
+            if handles and self.devices.ipus[index].icu.responses_waiting and self.kernel is not None:
+                for kh in handles:
+                    self.kernel.notify(rp.notify_poll_wakeup(kh))
+                handles.clear()
+
+    def watched(self) -> list[int]:
+        """IPUs whose config space or mailbox is open: the ones whose
+        registers a client may store to through a mapping."""
+        return [ipu for ipu, count in self.register_users.items() if count]
 
     # --- attributes -----------------------------------------------------
     def _state(self, ino: int) -> NodeState:
@@ -309,6 +323,9 @@ class IpuFilesystem(Operations):
         self._next_fh += 1
         self.files[fh] = OpenFile(node, req.ctx.pid, req.flags)
         self.driver.opened(fh, node.ipu, procs.tgid_of(req.ctx.pid))
+        if node.region in (Region.CONFIG, Region.MAILBOX):
+            self.register_users[node.ipu] = self.register_users.get(node.ipu, 0) + 1
+            self.activity[node.ipu] = time.monotonic()
         self.stats.opens += 1
         return rp.Opened(fh, flags, backing_id)
 
@@ -334,9 +351,13 @@ class IpuFilesystem(Operations):
             raise FUSEError(errno.EPERM, "write past the end of a BAR")
         if node.region is Region.CONFIG:
             n = ipu.write_config(req.offset, req.data)
+            self.activity[node.ipu] = time.monotonic()
+        elif node.region is Region.MAILBOX:
+            n = ipu.write_mailbox(req.offset, req.data)
+            self.activity[node.ipu] = time.monotonic()
         else:
             n = memory.write(req.offset, req.data)
-        self.publish()
+        self.settle(node.ipu)
         return rp.Written(n)
 
     def fsync(self, req: rq.Fsync) -> rp.Reply:
@@ -348,8 +369,11 @@ class IpuFilesystem(Operations):
     # so no close(2) ever waits on the daemon (not even a dying client's).
 
     def release(self, req: rq.Release) -> rp.Reply:
-        if self.files.pop(req.fh, None) is not None:
+        f = self.files.pop(req.fh, None)
+        if f is not None:
             self.driver.released(req.fh)
+            if f.node.region in (Region.CONFIG, Region.MAILBOX):
+                self.register_users[f.node.ipu] -= 1
         return rp.Empty()
 
     def lseek(self, req: rq.Lseek) -> rp.Reply:
@@ -363,13 +387,24 @@ class IpuFilesystem(Operations):
         raise FUSEError(errno.EINVAL)
 
     def poll(self, req: rq.Poll) -> rp.Reply:
-        self._file(req.fh)
-        return rp.PollReply(req.events & _POLL_READY)
+        """BARs are always ready. The mailbox is writable, and readable while
+        the ICU has responses waiting; a poller that asked to be told is
+        woken (FUSE_NOTIFY_POLL) when the next response is queued."""
+        node = self._file(req.fh).node
+        if node.region is not Region.MAILBOX:
+            return rp.PollReply(req.events & _POLL_READY)
+        ready = select.POLLOUT | select.POLLWRNORM
+        if self.devices.ipus[node.ipu].icu.responses_waiting:
+            ready |= select.POLLIN | select.POLLRDNORM
+        elif req.flags & abi.POLL_SCHEDULE_NOTIFY:
+            self.pollers.setdefault(node.ipu, set()).add(req.kh)
+        return rp.PollReply(req.events & ready)
 
     def ioctl(self, req: rq.Ioctl) -> rp.Reply:
         node = self._file(req.fh).node
         result, data = self.driver.ioctl(node.ipu, req.fh, req.ctx.pid, req.cmd, req.arg, bytes(req.in_data))
-        self.publish()
+        self.activity[node.ipu] = time.monotonic()
+        self.settle(node.ipu)
         return rp.IoctlReply(result, data[: req.out_size])
 
     # --- extended attributes: read-only facts about the mount -------------

@@ -1,45 +1,316 @@
-# One emulated IPU: its profile, its index, its four memory regions and its
-# interrupt controller. Config space is reached synchronously through
-# read_config/write_config, the hook for register side effects.
+# One emulated IPU: its memory regions, registers, tiles and their debug
+# interface, ICU, interrupt controller, sync and exception state. Hosts
+# reach it through config space (read_config/write_config, and mapped
+# stores noticed by poll_registers), the mailbox and the driver's ioctls.
+# Pure: no I/O, no clocks; the driver calls in and takes interrupts out.
 from __future__ import annotations
 
+import struct
 from collections.abc import Mapping
+from dataclasses import dataclass
 
+from ipufs.model import registers as R
+from ipufs.model.icu import Board, Header, Icu
 from ipufs.model.interrupts import Interrupt, InterruptController
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import Profile, Region
+from ipufs.model.registers import ExceptionCause, TdiCommand, TdiResult
+from ipufs.model.sync import SyncGroup, SyncRefused, interrupt_for
+from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
+from ipufs.model.tiles import MisalignedAccess, TileMemory
+
+REG = R.REGISTERS
+_U32 = struct.Struct("<I")
+
+
+@dataclass(frozen=True, slots=True)
+class HeldException:
+    cause: int
+    tile: int
+    address: int
+    context: int
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where an IPU sits: its board and index on it, and the board's serial."""
+
+    board: int
+    index_on_board: int
+    serial: int
+    group_size: int
 
 
 class Ipu:
-    def __init__(self, profile: Profile, index: int, memory: Mapping[Region, BarMemory]) -> None:
+    def __init__(
+        self,
+        profile: Profile,
+        index: int,
+        memory: Mapping[Region, BarMemory],
+        *,
+        placement: Placement | None = None,
+        group: SyncGroup | None = None,
+    ) -> None:
         for region in Region:
             if memory[region].size != profile.region_size(region):
                 raise ValueError(f"{region.value} memory has the wrong size")
         self.profile = profile
         self.index = index
         self.memory = dict(memory)
+        self.config = self.memory[Region.CONFIG]
+        self.placement = placement or Placement(index, 0, 0x1D950000 + index, 1)
+        self.group = group or SyncGroup((index,), lambda member, zone: self.sync_completed(zone))
         self.interrupts = InterruptController()
-        self.reset_count = 0
+        self.tiles = TileMemory(profile, self.memory[Region.EXCHANGE])
+        self.tdi: dict[int, TileDebug] = {}
+        self.exception: HeldException | None = None
+        self.exception_count = 0
+        self.raised_sticky = 0
+        self.sync_status = 0
+        self.sync_counts = {1: 0, 2: 0}
+        self.icu = Icu(
+            Board(pcb=3, bom=1, board_type=profile.board_type, firmware=(2, 5, 9),
+                  bootloader=(1, 0, 4), temperature_mc=45_000, power_mw=profile.power_mw,
+                  clock_mhz=profile.clock_mhz),
+            self.memory[Region.MAILBOX],
+            on_reboot=self.reset,
+        )
+        # A persistent config BAR keeps its reset counter across restarts.
+        self.reset_count = self._reg(REG["RESET_COUNT"])
+        self.icu.format()
+        self._write_identity()
+        self.sync_registers()
 
-    def raise_interrupt(self, source: Interrupt) -> None:
-        """The device raises an interrupt source (delivered by the driver)."""
-        self.interrupts.raise_(source)
+    # --- registers -----------------------------------------------------------
+    def _reg(self, reg: R.Register) -> int:
+        return int(self.config.words[reg.index])
 
-    def reset(self) -> None:
-        """A device reset: tile memory and the mailbox are cleared and
-        pending interrupts dropped; host memory (ipuN_mem, the host's side)
-        and the interrupt mask are kept. The reset counter goes up."""
-        self.memory[Region.EXCHANGE].fill(0)
-        self.memory[Region.MAILBOX].fill(0)
-        self.interrupts.pending = 0
-        self.interrupts.take()
-        self.reset_count += 1
+    def _set(self, reg: R.Register, value: int) -> None:
+        value &= 0xFFFFFFFF
+        if self._reg(reg) != value:
+            self.config.write(reg.offset, _U32.pack(value))
+
+    def _write_identity(self) -> None:
+        p, where = self.profile, self.placement
+        fw, bl = self.icu.board.firmware, self.icu.board.bootloader
+        values = {
+            "VENDOR_ID": p.pci_vendor, "DEVICE_ID": p.pci_device, "ARCH": R.ARCH_CODES[p.arch],
+            "TILE_COUNT": p.tiles, "SRAM_PER_TILE": p.sram_per_tile,
+            "WORKERS_PER_TILE": p.workers_per_tile, "BOARD_TYPE": R.BOARD_CODES[p.board_type],
+            "BOARD_VARIANT": 1, "BOARD_SERIAL_LO": where.serial & 0xFFFFFFFF,
+            "BOARD_SERIAL_HI": where.serial >> 32, "BOARD_IPU_INDEX": where.index_on_board,
+            "FIRMWARE_VERSION": fw[0] << 16 | fw[1] << 8 | fw[2],
+            "BOOTLOADER_VERSION": bl[0] << 16 | bl[1] << 8 | bl[2],
+            "LINK_SPEED": p.link_speed_tenths, "LINK_WIDTH": p.link_width, "NUMA_NODE": 0,
+            "PARITY_INIT": 1, "TILE_MEM_BASE": self.tiles.base, "TILE_WINDOW": p.tile_window,
+            "GROUP_SIZE": where.group_size,
+        }
+        for name, value in values.items():
+            self._set(REG[name], value)
+
+    def sync_registers(self) -> None:
+        """Bring every status register up to date with the model."""
+        exc = self.exception
+        c = self.interrupts
+        b = self.icu.board
+        self._set(REG["STATUS"], R.STATUS_READY | (R.STATUS_EXCEPTION if exc else 0))
+        self._set(REG["ERROR_STATE"], exc.cause if exc else 0)
+        self._set(REG["RESET_COUNT"], self.reset_count)
+        self._set(REG["EXC_STATUS"], 1 if exc else 0)
+        self._set(REG["EXC_CAUSE"], exc.cause if exc else 0)
+        self._set(REG["EXC_TILE"], exc.tile if exc else 0)
+        self._set(REG["EXC_ADDRESS"], exc.address if exc else 0)
+        self._set(REG["EXC_CONTEXT"], exc.context if exc else 0)
+        self._set(REG["EXC_COUNT"], self.exception_count)
+        self._set(REG["INT_MASK"], c.mask)
+        self._set(REG["INT_PENDING"], c.pending)
+        self._set(REG["INT_RAISED"], self.raised_sticky)
+        self._set(REG["SYNC_STATUS"], self.sync_status)
+        self._set(REG["SYNC_GS1_COUNT"], self.sync_counts[1])
+        self._set(REG["SYNC_GS2_COUNT"], self.sync_counts[2])
+        self._set(REG["TEMPERATURE"], b.temperature_mc)
+        self._set(REG["POWER"], b.power_mw)
+        self._set(REG["CLOCK"], b.clock_mhz)
 
     def read_config(self, offset: int, length: int) -> bytes:
         """A host read of config space (pread on ipuN)."""
-        return self.memory[Region.CONFIG].read(offset, length)
+        return self.config.read(offset, length)
 
     def write_config(self, offset: int, data: bytes | memoryview) -> int:
-        """A host write to config space (pwrite on ipuN); returns the count
-        stored (short at the end of the BAR)."""
-        return self.memory[Region.CONFIG].write(offset, data)
+        """A host write to config space (pwrite on ipuN): stored, then every
+        register it touched takes effect before this returns. Writes to
+        read-only registers are undone; offsets outside the map are plain
+        memory. Returns the count stored (short at the end of the BAR)."""
+        n = self.config.write(offset, data)
+        if n:
+            self.poll_registers()
+        return n
+
+    def poll_registers(self) -> bool:
+        """Act on what the host stored in registers, by pwrite or through a
+        mapping: run commands, apply INT_MASK, undo stores to read-only
+        registers. Returns whether anything was done."""
+        words = self.config.words
+        acted = False
+        start, end = R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4 + 1
+        if words[start:end].any():
+            for reg in R.BLOCK["DOORBELL"].registers:
+                value = self._reg(reg)
+                if value:
+                    self._set(reg, 0)
+                    self._command(reg.name, value)
+                    acted = True
+        mask = self._reg(REG["INT_MASK"])
+        if mask != self.interrupts.mask:
+            self.interrupts.set_mask(mask)
+            acted = True
+        if self.icu.mailbox.words[Header.DOORBELL // 4]:
+            self.serve_mailbox()
+            acted = True
+        self._write_identity()
+        self.sync_registers()
+        return acted
+
+    def _command(self, name: str, value: int) -> None:
+        if name == "CMD_RESET":
+            self.reset()
+        elif name == "CMD_EXC_CLEAR":
+            self.clear_exception()
+        elif name == "CMD_SYNC":
+            self.request_sync(value)
+        elif name == "CMD_ICU":
+            self.serve_mailbox()
+        elif name == "CMD_TDI":
+            self._set(REG["TDI_RESULT"], self.tdi_command(value))
+
+    # --- interrupts and exceptions ----------------------------------------------
+    def raise_interrupt(self, source: Interrupt) -> None:
+        """The device raises an interrupt source (delivered by the driver)."""
+        self.raised_sticky |= source.bit
+        self.interrupts.raise_(source)
+        self.sync_registers()
+
+    def set_interrupt_mask(self, mask: int) -> None:
+        self.interrupts.set_mask(mask)
+        self.sync_registers()
+
+    def raise_exception(self, cause: int, tile: int = 0, address: int = 0, context: int = 0) -> None:
+        """An exception: the first since the last clear is held in the
+        EXC_* registers; every one raises the exception interrupt."""
+        self.exception_count += 1
+        if self.exception is None:
+            self.exception = HeldException(int(cause), tile, address, context)
+        if 0 <= tile < self.profile.tiles:
+            self.tdi.setdefault(tile, TileDebug()).excepted[context] = int(cause)
+        self.raise_interrupt(Interrupt.EXCEPTION)
+
+    def clear_exception(self) -> None:
+        self.exception = None
+        self.exception_count = 0
+        self.sync_registers()
+
+    # --- the tile debug interface --------------------------------------------------
+    def tdi_command(self, command: int) -> int:
+        """Run a TDI command on the aperture registers; returns TDI_RESULT."""
+        tile = self._reg(REG["TDI_TILE"])
+        if command not in TdiCommand.__members__.values():
+            return TdiResult.BAD_COMMAND
+        if not 0 <= tile < self.profile.tiles:
+            return TdiResult.BAD_TILE
+        debug = self.tdi.setdefault(tile, TileDebug())
+        data = self._reg(REG["TDI_DATA_LO"]) | self._reg(REG["TDI_DATA_HI"]) << 32
+        try:
+            if command == TdiCommand.READ_REG:
+                data = debug.read(self._reg(REG["TDI_REG"]))
+            elif command == TdiCommand.WRITE_REG:
+                debug.write(self._reg(REG["TDI_REG"]), data)
+            else:
+                address, width = self._reg(REG["TDI_ADDRESS"]), self._reg(REG["TDI_WIDTH"])
+                if width not in (1, 2, 4, 8):
+                    return TdiResult.BAD_WIDTH
+                if command == TdiCommand.READ_MEM:
+                    if self.tiles.bad_word(tile, address, width):
+                        self.tiles.check_alignment(address, width)
+                        self.raise_exception(ExceptionCause.PARITY, tile, address,
+                                             debug.registers.get(TdiRegister.DBG_IOWNER, 0))
+                        return TdiResult.PARITY
+                    data = int.from_bytes(self.tiles.read(tile, address, width), "little")
+                else:
+                    self.tiles.write(tile, address, (data & ((1 << 8 * width) - 1)).to_bytes(width, "little"))
+        except MisalignedAccess:
+            self.raise_exception(ExceptionCause.MISALIGNED, tile, self._reg(REG["TDI_ADDRESS"]),
+                                 debug.registers.get(TdiRegister.DBG_IOWNER, 0))
+            return TdiResult.MISALIGNED
+        except TdiRefused as refused:
+            return refused.result
+        self._set(REG["TDI_DATA_LO"], data & 0xFFFFFFFF)
+        self._set(REG["TDI_DATA_HI"], data >> 32)
+        return TdiResult.OK
+
+    # --- the ICU --------------------------------------------------------------
+    def write_mailbox(self, offset: int, data: bytes | memoryview) -> int:
+        """A host write to the mailbox node; a store to its DOORBELL word
+        makes the ICU serve the request ring before this returns."""
+        n = self.icu.mailbox.write(offset, data)
+        if self.icu.mailbox.words[Header.DOORBELL // 4]:
+            self.serve_mailbox()
+        return n
+
+    def serve_mailbox(self) -> None:
+        if self.icu.serve_ring():
+            self.raise_interrupt(Interrupt.ICU_DOORBELL)
+
+    def icu_submit(self, request: tuple[int, ...]) -> None:
+        """A request by ioctl (MAILBOX_WRITE_ONLY): its answer is queued in
+        the response ring and rings the doorbell."""
+        if self.icu.submit(request):
+            self.raise_interrupt(Interrupt.ICU_DOORBELL)
+
+    def post_icu_message(self, message: tuple[int, ...]) -> None:
+        """The fault/test API: the ICU queues an unsolicited message."""
+        if self.icu.queue_response(message):
+            self.raise_interrupt(Interrupt.ICU_DOORBELL)
+
+    # --- sync ------------------------------------------------------------------
+    def request_sync(self, zone: int) -> None:
+        """The host asks for a sync on ``zone`` (CMD_SYNC)."""
+        self.sync_status &= ~R.SYNC_ERROR
+        try:
+            waits = self.group.arrive(self.index, zone)
+        except SyncRefused:
+            self.sync_status |= R.SYNC_ERROR
+            self.sync_registers()
+            return
+        if waits:
+            self.sync_status |= R.SYNC_WAITING
+        self.sync_registers()
+
+    def sync_completed(self, zone: int) -> None:
+        """Called by the group when a sync this IPU asked for completes."""
+        from ipufs.model.sync import is_global2
+
+        self.sync_status = (self.sync_status & ~(R.SYNC_WAITING | 0xFF00)) | (zone & 0xFF) << 8
+        self.sync_counts[2 if is_global2(zone) else 1] += 1
+        self.raise_interrupt(interrupt_for(zone))
+
+    # --- reset ------------------------------------------------------------------
+    def reset(self) -> None:
+        """A device reset (RESET ioctl, CMD_RESET, ICU Reboot): tile memory,
+        parity marks, tile debug state, the held exception, the mailbox
+        rings, a pending sync and pending interrupts are cleared; the reset
+        counter goes up. Host memory (ipuN_mem) and the interrupt mask stay."""
+        self.tiles.clear()
+        self.tdi.clear()
+        self.exception = None
+        self.exception_count = 0
+        self.group.withdraw(self.index)
+        self.sync_status = 0
+        self.icu.mailbox.clear()
+        self.icu.format()
+        self.interrupts.pending = 0
+        self.interrupts.take()
+        self._set(REG["SCRATCH"], 0)
+        for reg in R.BLOCK["TDI"].registers:
+            self._set(reg, 0)
+        self.reset_count += 1
+        self.sync_registers()

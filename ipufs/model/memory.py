@@ -5,6 +5,8 @@
 # client maps these very pages and nothing needs publishing.
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -12,10 +14,21 @@ from numpy.typing import NDArray
 class BarMemory:
     """Bounds-checked byte access to one region."""
 
-    def __init__(self, buffer: memoryview | bytearray | NDArray[np.uint8], *, track_dirty: bool = False) -> None:
+    def __init__(
+        self,
+        buffer: memoryview | bytearray | NDArray[np.uint8],
+        *,
+        track_dirty: bool = False,
+        discard: Callable[[], None] | None = None,
+    ) -> None:
         self.bytes: NDArray[np.uint8] = np.frombuffer(buffer, dtype=np.uint8)
+        self.words: NDArray[np.uint32] = self.bytes[: self.bytes.size // 4 * 4].view(np.uint32)
         self.track_dirty = track_dirty
         self._dirty: list[tuple[int, int]] = []
+        #: Zeroes the whole region by dropping its pages (provided by the
+        #: driver, which owns the backing file); without it, clear() stores
+        #: zeros, which would make a sparse BAR resident.
+        self._discard = discard
 
     @property
     def size(self) -> int:
@@ -41,8 +54,12 @@ class BarMemory:
                 self._dirty.append((offset, n))
         return n
 
-    def fill(self, value: int = 0) -> None:
-        self.bytes[:] = value
+    def clear(self) -> None:
+        """All zeros, and no memory held for it where the backing allows."""
+        if self._discard is not None:
+            self._discard()
+        else:
+            self.bytes[:] = 0
         if self.track_dirty:
             self._dirty.append((0, self.size))
 

@@ -38,9 +38,16 @@ class Profile:
     workers_per_tile: int
     link_speed: str
     link_width: int
+    clock_mhz: int
+    power_mw: int
     config_size: int = 1 * MiB
     mailbox_size: int = 64 * KiB
     host_memory_size: int = 64 * MiB
+
+    @property
+    def link_speed_tenths(self) -> int:
+        """The link speed in 0.1 GT/s (the LINK_SPEED register)."""
+        return round(float(self.link_speed.split()[0]) * 10)
 
     @property
     def tile_window(self) -> int:
@@ -70,6 +77,7 @@ PROFILES: dict[str, Profile] = {
             name="ipu1", arch="ipu1", chip="Colossus GC2", pci_vendor=GRAPHCORE,
             pci_device=0x0001, board_type="C2", ipus_per_board=2, tiles=1216,
             sram_per_tile=256 * KiB, workers_per_tile=6, link_speed="8 GT/s", link_width=16,
+            clock_mhz=1600, power_mw=75_000,
         ),
         Profile(
             # The IPU-M2000 reaches its host over RDMA, not PCIe, so no PCI
@@ -77,11 +85,13 @@ PROFILES: dict[str, Profile] = {
             name="ipu2", arch="ipu2", chip="Colossus GC200", pci_vendor=GRAPHCORE,
             pci_device=0x0004, board_type="M2000", ipus_per_board=4, tiles=1472,
             sram_per_tile=624 * KiB, workers_per_tile=6, link_speed="16.0 GT/s", link_width=16,
+            clock_mhz=1330, power_mw=150_000,
         ),
         Profile(
             name="ipu21", arch="ipu21", chip="Colossus GC200 (C600)", pci_vendor=GRAPHCORE,
             pci_device=0x0003, board_type="C600", ipus_per_board=1, tiles=1472,
             sram_per_tile=624 * KiB, workers_per_tile=6, link_speed="16.0 GT/s", link_width=16,
+            clock_mhz=1500, power_mw=185_000,
         ),
     )
 }

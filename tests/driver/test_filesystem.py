@@ -153,10 +153,14 @@ def test_a_refused_backing_file_falls_back_to_the_page_cache(devices: DeviceSet)
 def test_config_reads_and_writes_reach_the_model(devices: DeviceSet) -> None:
     _, kernel, _ = make(devices)
     fh, _, _ = open_flags(kernel.call(rq.Open, 2, os.O_RDWR))
-    assert kernel.call(rq.Write, 2, fh, 64, memoryview(b"\xde\xad\xbe\xef"), 0, 0).payload[:4] == b"\x04\0\0\0"
-    assert devices.ipus[0].read_config(64, 4) == b"\xde\xad\xbe\xef"
-    devices.ipus[0].write_config(128, b"\x01\x02")
-    assert kernel.call(rq.Read, 2, fh, 128, 2, 0).payload == b"\x01\x02"
+    scratch = 0x10C  # the SCRATCH register
+    assert kernel.call(rq.Write, 2, fh, scratch, memoryview(b"\xde\xad\xbe\xef"), 0, 0).payload[:4] == b"\x04\0\0\0"
+    assert devices.ipus[0].read_config(scratch, 4) == b"\xde\xad\xbe\xef"
+    devices.ipus[0].write_config(0x8000, b"\x01\x02")
+    assert kernel.call(rq.Read, 2, fh, 0x8000, 2, 0).payload == b"\x01\x02"
+    # A read-only register keeps its value whatever the host writes.
+    kernel.call(rq.Write, 2, fh, 0, memoryview(b"\0\0\0\0"), 0, 0)
+    assert kernel.call(rq.Read, 2, fh, 0, 4, 0).payload == (0x1D95).to_bytes(4, "little")
 
 
 def test_bar_bounds(devices: DeviceSet) -> None:
@@ -178,7 +182,7 @@ def test_page_cache_mode_publishes_model_writes(devices: DeviceSet) -> None:
     fs.publish()
     ino = fs.tree.node(1, Region.HOST_MEMORY).ino
     assert stub.notes == [rp.notify_store(ino, 4096, b"data")]
-    devices.ipus[1].memory[Region.EXCHANGE].fill(0)
+    devices.ipus[1].memory[Region.EXCHANGE].clear()
     fs.publish()
     assert stub.notes[-1] == rp.notify_inval_inode(fs.tree.node(1, Region.EXCHANGE).ino, 0, 0)
 

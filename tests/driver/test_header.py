@@ -47,6 +47,7 @@ def test_c_sees_the_same_numbers(tmp_path: Path) -> None:
 def test_ioctl_numbers_follow_the_known_facts() -> None:
     assert {s.name: s.nr for s in abi.IOCTLS} == {
         "ATTACH": 10, "ATTACH_BUFFER": 11, "DETACH_BUFFER": 12, "SET_IPU_ID": 14,
-        "MASK_INTERRUPT": 22, "UNMASK_INTERRUPT": 23, "RESET": 45}
+        "MASK_INTERRUPT": 22, "UNMASK_INTERRUPT": 23, "RESET": 45, "MAILBOX_READ_ONLY": 29,
+        "MAILBOX_WRITE_ONLY": 30, "MAILBOX_WRITE_READ": 31, "MAILBOX_GET_OFFSETS": 32}
     assert all(abi.ioc_fields(s.cmd)[1] == 0xED for s in abi.IOCTLS)
     assert [s.signal for s in Interrupt] == [44, 45, 46, 47, 48, 49]

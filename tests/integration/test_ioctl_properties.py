@@ -21,7 +21,7 @@ from tests.integration.harness import RunningDaemon, running_daemon
 
 pytestmark = pytest.mark.mount
 
-DOCUMENTED = {errno.ENOTTY, errno.EINVAL, errno.EBUSY, errno.EPERM, errno.EFAULT, errno.ENOSPC}
+DOCUMENTED = {errno.ENOTTY, errno.EINVAL, errno.EBUSY, errno.EPERM, errno.EFAULT, errno.ENOSPC, errno.EAGAIN}
 
 
 @pytest.fixture(scope="module")

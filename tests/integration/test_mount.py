@@ -87,10 +87,10 @@ def test_config_space_pread_pwrite_reach_the_model(ipufs: RunningDaemon) -> None
     ipu = ipufs.daemon.devices.ipus[0]
     fd = os.open(ipufs.path("ipu0"), os.O_RDWR)
     try:
-        assert os.pwrite(fd, b"\x01\x00\x00\x80", 0x100) == 4
-        assert ipufs.call(lambda: ipu.read_config(0x100, 4)) == b"\x01\x00\x00\x80"
-        ipufs.call(lambda: ipu.write_config(0x200, b"\xaa\xbb"))
-        assert os.pread(fd, 2, 0x200) == b"\xaa\xbb"
+        assert os.pwrite(fd, b"\x01\x00\x00\x80", 0x10C) == 4  # SCRATCH
+        assert ipufs.call(lambda: ipu.read_config(0x10C, 4)) == b"\x01\x00\x00\x80"
+        ipufs.call(lambda: ipu.write_config(0x8000, b"\xaa\xbb"))
+        assert os.pread(fd, 2, 0x8000) == b"\xaa\xbb"
     finally:
         os.close(fd)
 

@@ -23,6 +23,14 @@
 #define IPU_IOCTL_MASK_INTERRUPT _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 22, 8)
 /* unmask interrupt sources, delivering what is pending: u64: IPUFS_INT_* bits to unmask; written back: the mask in force; also _IOW, size 8 */
 #define IPU_IOCTL_UNMASK_INTERRUPT _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 23, 8)
+/* take the next response from the ICU's response ring (EAGAIN: none): 5 x u32 (20 bytes, or 24 padded): filled with the next ICU response; with 8 bytes: a u64, the number of responses waiting; also _IOR, size 24, _IOR, size 8 */
+#define IPU_IOCTL_MAILBOX_READ_ONLY _IOC(_IOC_READ, IPU_IOCTL_TYPE, 29, 20)
+/* send a request; its answer is queued and rings the doorbell: 5 x u32: an ICU request; also _IOW, size 24 */
+#define IPU_IOCTL_MAILBOX_WRITE_ONLY _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 30, 20)
+/* send a request and get its answer at once (not queued, no doorbell): 5 x u32: an ICU request, replaced by its answer; also _IOWR, size 24 */
+#define IPU_IOCTL_MAILBOX_WRITE_READ _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 31, 20)
+/* where the rings are in the mailbox node: u64: request ring offset | response ring offset << 32; with 16 bytes: u32 request offset, request slots, response offset, response slots; also _IOR, size 16 */
+#define IPU_IOCTL_MAILBOX_GET_OFFSETS _IOC(_IOC_READ, IPU_IOCTL_TYPE, 32, 8)
 /* reset the IPU's device state; attachments stay: int, ignored; also _IO, size 0 */
 #define IPU_IOCTL_RESET _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 45, 4)
 

@@ -1,0 +1,176 @@
+# The config space (ipuN) register map, as one table. The real offsets are
+# not public: this map is ipufs's own, documented in docs/registers.md and
+# exported to native/include/ipufs/ipu.h, both generated from this table.
+#
+# Every register is a little-endian u32 at a 4-byte aligned offset. Command
+# registers (block DOORBELL) are how a host makes the device act: it writes
+# a non-zero value, the device acts and writes 0 back. A pwrite acts before
+# it returns; a store through a mapping is noticed by the daemon's register
+# watcher within the poll interval (docs/registers.md).
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+
+class Access(enum.Enum):
+    RO = "ro"  # read-only: host writes are ignored
+    RW = "rw"  # read-write, no side effect
+    RWS = "rw+"  # read-write; a write has the side effect described
+    CMD = "cmd"  # command: write non-zero to act; reads 0 when done
+
+
+@dataclass(frozen=True, slots=True)
+class Register:
+    name: str
+    offset: int
+    access: Access
+    doc: str
+
+    @property
+    def index(self) -> int:
+        """Index of the register in a u32 view of the BAR."""
+        return self.offset // 4
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    name: str
+    offset: int
+    doc: str
+    registers: tuple[Register, ...]
+
+
+def _block(name: str, offset: int, doc: str, *regs: tuple[str, int, Access, str]) -> Block:
+    return Block(name, offset, doc, tuple(Register(n, offset + o, a, d) for n, o, a, d in regs))
+
+
+RO, RW, RWS, CMD = Access.RO, Access.RW, Access.RWS, Access.CMD
+
+BLOCKS: tuple[Block, ...] = (
+    _block(
+        "IDENTITY", 0x0000, "what the device is (read-only; from the profile and board)",
+        ("VENDOR_ID", 0x00, RO, "PCI vendor id: 0x1d95 (Graphcore)"),
+        ("DEVICE_ID", 0x04, RO, "PCI device id of the profile"),
+        ("ARCH", 0x08, RO, "architecture: 1 = ipu1, 2 = ipu2, 21 = ipu21"),
+        ("TILE_COUNT", 0x0C, RO, "tiles"),
+        ("SRAM_PER_TILE", 0x10, RO, "bytes of SRAM per tile"),
+        ("WORKERS_PER_TILE", 0x14, RO, "worker contexts per tile (plus one supervisor)"),
+        ("BOARD_TYPE", 0x18, RO, "board: 1 = C2, 2 = M2000, 3 = C600"),
+        ("BOARD_VARIANT", 0x1C, RO, "board variant number"),
+        ("BOARD_SERIAL_LO", 0x20, RO, "board serial number, low 32 bits"),
+        ("BOARD_SERIAL_HI", 0x24, RO, "board serial number, high 32 bits"),
+        ("BOARD_IPU_INDEX", 0x28, RO, "this IPU's index on its board"),
+        ("FIRMWARE_VERSION", 0x2C, RO, "ICU firmware: major << 16 | minor << 8 | revision"),
+        ("BOOTLOADER_VERSION", 0x30, RO, "ICU bootloader: major << 16 | minor << 8 | revision"),
+        ("LINK_SPEED", 0x34, RO, "PCIe link speed in units of 0.1 GT/s (80 = 8 GT/s)"),
+        ("LINK_WIDTH", 0x38, RO, "PCIe link width (lanes)"),
+        ("NUMA_NODE", 0x3C, RO, "NUMA node of the device"),
+        ("PARITY_INIT", 0x40, RO, "1: tile memory parity is initialised"),
+        ("TILE_MEM_BASE", 0x44, RO, "first populated tile address"),
+        ("TILE_WINDOW", 0x48, RO, "stride of a tile's window in ipuN_ex (a power of two)"),
+        ("GROUP_SIZE", 0x4C, RO, "IPUs taking part in GS2 with this one (its board)"),
+    ),
+    _block(
+        "CONTROL", 0x0100, "status of the whole device",
+        ("STATUS", 0x00, RO, "bit 0 READY; bit 1 EXCEPTION (an exception is held)"),
+        ("ERROR_STATE", 0x04, RO, "0: no errors; else the cause of the held exception"),
+        ("RESET_COUNT", 0x08, RO, "device resets so far (ioctl, register, ICU)"),
+        ("SCRATCH", 0x0C, RW, "free for the host; cleared by reset"),
+    ),
+    _block(
+        "EXCEPTION", 0x0200, "the first exception since the last clear (held until cleared)",
+        ("EXC_STATUS", 0x00, RO, "bit 0: an exception is held"),
+        ("EXC_CAUSE", 0x04, RO, "cause (docs/registers.md, exception causes)"),
+        ("EXC_TILE", 0x08, RO, "tile of the held exception"),
+        ("EXC_ADDRESS", 0x0C, RO, "tile address of the held exception"),
+        ("EXC_CONTEXT", 0x10, RO, "context: 0 supervisor, 1..6 workers"),
+        ("EXC_COUNT", 0x14, RO, "exceptions raised since the last clear"),
+    ),
+    _block(
+        "INTERRUPT", 0x0300, "the six interrupt sources (bit n: signal 44 + n)",
+        ("INT_MASK", 0x00, RWS, "bit set: source masked (same as MASK/UNMASK_INTERRUPT)"),
+        ("INT_PENDING", 0x04, RO, "sources raised while masked, not yet delivered"),
+        ("INT_RAISED", 0x08, RO, "sources raised since reset (sticky)"),
+    ),
+    _block(
+        "SYNC", 0x0400, "global syncs (zones as in the IPU's sync zones)",
+        ("SYNC_STATUS", 0x00, RO, "bit 0 WAITING for the group; bit 1 ERROR (bad zone or busy); "
+                                  "bits 8..15 the last zone completed"),
+        ("SYNC_GS1_COUNT", 0x04, RO, "GS1 syncs completed"),
+        ("SYNC_GS2_COUNT", 0x08, RO, "GS2 syncs completed"),
+    ),
+    _block(
+        "TELEMETRY", 0x0500, "board telemetry",
+        ("TEMPERATURE", 0x00, RO, "IPU temperature, millidegrees Celsius"),
+        ("POWER", 0x04, RO, "board power, milliwatts"),
+        ("CLOCK", 0x08, RO, "IPU clock, MHz"),
+    ),
+    _block(
+        "DOORBELL", 0x0800, "command registers: write non-zero, the device acts and clears them",
+        ("CMD_RESET", 0x00, CMD, "write 1: reset the device (as the RESET ioctl)"),
+        ("CMD_EXC_CLEAR", 0x04, CMD, "write 1: clear the held exception"),
+        ("CMD_SYNC", 0x08, CMD, "write a zone (4..7 slave, 12..15 master): request a sync"),
+        ("CMD_ICU", 0x0C, CMD, "write 1: the ICU serves the mailbox's request ring"),
+        ("CMD_TDI", 0x10, CMD, "write a TDI command (1..4): run it on the TDI aperture"),
+    ),
+    _block(
+        "TDI", 0x1000, "the tile debug interface aperture",
+        ("TDI_TILE", 0x00, RW, "tile the next TDI command addresses"),
+        ("TDI_REG", 0x04, RW, "tile debug register for commands 1 and 2"),
+        ("TDI_ADDRESS", 0x08, RW, "tile address for commands 3 and 4"),
+        ("TDI_WIDTH", 0x0C, RW, "access width in bytes for 3 and 4: 1, 2, 4 or 8"),
+        ("TDI_DATA_LO", 0x10, RW, "data, low 32 bits"),
+        ("TDI_DATA_HI", 0x14, RW, "data, high 32 bits"),
+        ("TDI_RESULT", 0x18, RO, "result of the last command (docs/registers.md)"),
+    ),
+)
+
+BLOCK: dict[str, Block] = {b.name: b for b in BLOCKS}
+REGISTERS: dict[str, Register] = {r.name: r for b in BLOCKS for r in b.registers}
+BY_OFFSET: dict[int, Register] = {r.offset: r for r in REGISTERS.values()}
+#: Registers whose host writes have an effect: command and read-write-with-effect.
+ACTIVE = tuple(r for r in REGISTERS.values() if r.access in (Access.CMD, Access.RWS))
+DOORBELL_SPAN = (0x0800, 0x0814)  # the command registers, one contiguous run
+
+ARCH_CODES = {"ipu1": 1, "ipu2": 2, "ipu21": 21}
+BOARD_CODES = {"C2": 1, "M2000": 2, "C600": 3}
+
+
+class TdiCommand(enum.IntEnum):
+    READ_REG = 1
+    WRITE_REG = 2
+    READ_MEM = 3
+    WRITE_MEM = 4
+
+
+class TdiResult(enum.IntEnum):
+    OK = 0
+    MISALIGNED = 1  # an exception was raised
+    PARITY = 2  # an exception was raised
+    UNSUPPORTED = 3  # DBG_IEXEC: ipufs has no instruction set behind it
+    BAD_REGISTER = 4
+    BAD_TILE = 5
+    BAD_COMMAND = 6
+    BAD_VALUE = 7
+    BAD_WIDTH = 8
+
+
+class ExceptionCause(enum.IntEnum):
+    """Causes ipufs reports in EXC_CAUSE (ipufs's own numbering)."""
+
+    NONE = 0
+    MISALIGNED = 1  # a load or store not naturally aligned
+    PARITY = 2  # a memory parity error on a read
+    INVALID_ADDRESS = 3
+    INVALID_INSTRUCTION = 4
+    SYNC = 5  # a sync request that cannot be served
+    LINK = 6  # a link went down
+    ICU = 7  # the ICU stopped answering
+    INJECTED = 8  # raised by a test through the fault API
+
+
+STATUS_READY = 1 << 0
+STATUS_EXCEPTION = 1 << 1
+SYNC_WAITING = 1 << 0
+SYNC_ERROR = 1 << 1

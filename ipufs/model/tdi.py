@@ -1,0 +1,98 @@
+# The tile debug interface (TDI): per-tile debug registers, reached through
+# the TDI aperture of config space. Register numbers and the TDI_STS bits
+# are the research repository's (docs/tdi.md; shared/reference/ipu-facts.md).
+# DBG_IEXEC would inject an instruction; ipufs has no instruction set, so it
+# answers an explicit UNSUPPORTED and sets TDI_STS.INV (docs/registers.md).
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from ipufs.model.registers import TdiResult
+
+
+class TdiRegister(enum.IntEnum):
+    CTXT_STS = 0x00
+    DBG_RBRK = 0x01
+    DBG_IEXEC = 0x03
+    DBG_IOWNER = 0x04
+    DBG_ECSR = 0x05
+    DBG_ECLR = 0x06
+    DBG_DATA = 0x07
+    TDI_STS = 0x08
+    TDI_CLR = 0x09
+    INCOMING_DCOUNT = 0x0A
+    EXCHANGE_CTL = 0x0B
+    TDI_CTL = 0x0C
+
+
+class TdiStatus(enum.IntFlag):
+    CNQ = 1 << 0
+    INV = 1 << 1
+    DBLE = 1 << 2
+    BUSY = 1 << 3
+
+
+CONTEXTS = 7  # supervisor 0, workers 1..6
+CONTEXT_IDLE = 0
+CONTEXT_EXCEPTED = 2
+READ_ONLY = {TdiRegister.CTXT_STS, TdiRegister.DBG_ECSR, TdiRegister.TDI_STS, TdiRegister.INCOMING_DCOUNT}
+WRITE_ONLY = {TdiRegister.DBG_IEXEC, TdiRegister.DBG_ECLR, TdiRegister.TDI_CLR}
+
+
+class TdiRefused(Exception):
+    """A TDI register access that cannot be done; ``result`` says why."""
+
+    def __init__(self, result: int, message: str) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+@dataclass
+class TileDebug:
+    """The debug state of one tile (created on first use)."""
+
+    registers: dict[int, int] = field(default_factory=dict)
+    #: context -> exception cause (contexts that took an exception)
+    excepted: dict[int, int] = field(default_factory=dict)
+    status: int = 0
+
+    def context_status(self) -> int:
+        """CTXT_STS: four bits per context, context 0 lowest."""
+        word = 0
+        for context in range(CONTEXTS):
+            state = CONTEXT_EXCEPTED if context in self.excepted else CONTEXT_IDLE
+            word |= state << (4 * context)
+        return word
+
+    def read(self, reg: int) -> int:
+        if reg not in TdiRegister.__members__.values() or reg in WRITE_ONLY:
+            self.status |= TdiStatus.INV
+            raise TdiRefused(TdiResult.BAD_REGISTER, f"TDI register 0x{reg:02x} cannot be read")
+        if reg == TdiRegister.CTXT_STS:
+            return self.context_status()
+        if reg == TdiRegister.DBG_ECSR:
+            return self.excepted.get(self.registers.get(TdiRegister.DBG_IOWNER, 0), 0)
+        if reg == TdiRegister.TDI_STS:
+            return int(self.status)
+        if reg == TdiRegister.INCOMING_DCOUNT:
+            return 0
+        return self.registers.get(reg, 0)
+
+    def write(self, reg: int, value: int) -> None:
+        if reg not in TdiRegister.__members__.values() or reg in READ_ONLY:
+            self.status |= TdiStatus.INV
+            raise TdiRefused(TdiResult.BAD_REGISTER, f"TDI register 0x{reg:02x} cannot be written")
+        if reg == TdiRegister.DBG_IEXEC:
+            self.status |= TdiStatus.INV
+            raise TdiRefused(TdiResult.UNSUPPORTED, "DBG_IEXEC: ipufs executes no instructions")
+        if reg == TdiRegister.DBG_IOWNER and not 0 <= value < CONTEXTS:
+            self.status |= TdiStatus.INV
+            raise TdiRefused(TdiResult.BAD_VALUE, f"DBG_IOWNER {value}: contexts are 0..6")
+        if reg == TdiRegister.DBG_ECLR:
+            self.excepted.pop(self.registers.get(TdiRegister.DBG_IOWNER, 0), None)
+            return
+        if reg == TdiRegister.TDI_CLR:
+            self.status &= ~value
+            return
+        self.registers[reg] = value & 0xFFFFFFFFFFFFFFFF
