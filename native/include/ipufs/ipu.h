@@ -64,4 +64,164 @@ struct ipufs_buffer {
 #define IPUFS_MAX_BUFFERS 64
 #define IPUFS_MAX_BUFFER_LENGTH 1073741824ull
 
+/* Config space (ipuN) registers: byte offsets of u32 registers. */
+/* IDENTITY: what the device is (read-only; from the profile and board) */
+#define IPU_REG_VENDOR_ID 0x0000 /* ro: PCI vendor id: 0x1d95 (Graphcore) */
+#define IPU_REG_DEVICE_ID 0x0004 /* ro: PCI device id of the profile */
+#define IPU_REG_ARCH 0x0008 /* ro: architecture: 1 = ipu1, 2 = ipu2, 21 = ipu21 */
+#define IPU_REG_TILE_COUNT 0x000C /* ro: tiles */
+#define IPU_REG_SRAM_PER_TILE 0x0010 /* ro: bytes of SRAM per tile */
+#define IPU_REG_WORKERS_PER_TILE 0x0014 /* ro: worker contexts per tile (plus one supervisor) */
+#define IPU_REG_BOARD_TYPE 0x0018 /* ro: board: 1 = C2, 2 = M2000, 3 = C600 */
+#define IPU_REG_BOARD_VARIANT 0x001C /* ro: board variant number */
+#define IPU_REG_BOARD_SERIAL_LO 0x0020 /* ro: board serial number, low 32 bits */
+#define IPU_REG_BOARD_SERIAL_HI 0x0024 /* ro: board serial number, high 32 bits */
+#define IPU_REG_BOARD_IPU_INDEX 0x0028 /* ro: this IPU's index on its board */
+#define IPU_REG_FIRMWARE_VERSION 0x002C /* ro: ICU firmware: major << 16 | minor << 8 | revision */
+#define IPU_REG_BOOTLOADER_VERSION 0x0030 /* ro: ICU bootloader: major << 16 | minor << 8 | revision */
+#define IPU_REG_LINK_SPEED 0x0034 /* ro: PCIe link speed in units of 0.1 GT/s (80 = 8 GT/s) */
+#define IPU_REG_LINK_WIDTH 0x0038 /* ro: PCIe link width (lanes) */
+#define IPU_REG_NUMA_NODE 0x003C /* ro: NUMA node of the device */
+#define IPU_REG_PARITY_INIT 0x0040 /* ro: 1: tile memory parity is initialised */
+#define IPU_REG_TILE_MEM_BASE 0x0044 /* ro: first populated tile address */
+#define IPU_REG_TILE_WINDOW 0x0048 /* ro: stride of a tile's window in ipuN_ex (a power of two) */
+#define IPU_REG_GROUP_SIZE 0x004C /* ro: IPUs taking part in GS2 with this one (its board) */
+/* CONTROL: status of the whole device */
+#define IPU_REG_STATUS 0x0100 /* ro: bit 0 READY; bit 1 EXCEPTION (an exception is held) */
+#define IPU_REG_ERROR_STATE 0x0104 /* ro: 0: no errors; else the cause of the held exception */
+#define IPU_REG_RESET_COUNT 0x0108 /* ro: device resets so far (ioctl, register, ICU) */
+#define IPU_REG_SCRATCH 0x010C /* rw: free for the host; cleared by reset */
+/* EXCEPTION: the first exception since the last clear (held until cleared) */
+#define IPU_REG_EXC_STATUS 0x0200 /* ro: bit 0: an exception is held */
+#define IPU_REG_EXC_CAUSE 0x0204 /* ro: cause (docs/registers.md, exception causes) */
+#define IPU_REG_EXC_TILE 0x0208 /* ro: tile of the held exception */
+#define IPU_REG_EXC_ADDRESS 0x020C /* ro: tile address of the held exception */
+#define IPU_REG_EXC_CONTEXT 0x0210 /* ro: context: 0 supervisor, 1..6 workers */
+#define IPU_REG_EXC_COUNT 0x0214 /* ro: exceptions raised since the last clear */
+/* INTERRUPT: the six interrupt sources (bit n: signal 44 + n) */
+#define IPU_REG_INT_MASK 0x0300 /* rw+: bit set: source masked (same as MASK/UNMASK_INTERRUPT) */
+#define IPU_REG_INT_PENDING 0x0304 /* ro: sources raised while masked, not yet delivered */
+#define IPU_REG_INT_RAISED 0x0308 /* ro: sources raised since reset (sticky) */
+/* SYNC: global syncs (zones as in the IPU's sync zones) */
+#define IPU_REG_SYNC_STATUS 0x0400 /* ro: bit 0 WAITING for the group; bit 1 ERROR (bad zone or busy); bits 8..15 the last zone completed */
+#define IPU_REG_SYNC_GS1_COUNT 0x0404 /* ro: GS1 syncs completed */
+#define IPU_REG_SYNC_GS2_COUNT 0x0408 /* ro: GS2 syncs completed */
+/* TELEMETRY: board telemetry */
+#define IPU_REG_TEMPERATURE 0x0500 /* ro: IPU temperature, millidegrees Celsius */
+#define IPU_REG_POWER 0x0504 /* ro: board power, milliwatts */
+#define IPU_REG_CLOCK 0x0508 /* ro: IPU clock, MHz */
+/* DOORBELL: command registers: write non-zero, the device acts and clears them */
+#define IPU_REG_CMD_RESET 0x0800 /* cmd: write 1: reset the device (as the RESET ioctl) */
+#define IPU_REG_CMD_EXC_CLEAR 0x0804 /* cmd: write 1: clear the held exception */
+#define IPU_REG_CMD_SYNC 0x0808 /* cmd: write a zone (4..7 slave, 12..15 master): request a sync */
+#define IPU_REG_CMD_ICU 0x080C /* cmd: write 1: the ICU serves the mailbox's request ring */
+#define IPU_REG_CMD_TDI 0x0810 /* cmd: write a TDI command (1..4): run it on the TDI aperture */
+/* TDI: the tile debug interface aperture */
+#define IPU_REG_TDI_TILE 0x1000 /* rw: tile the next TDI command addresses */
+#define IPU_REG_TDI_REG 0x1004 /* rw: tile debug register for commands 1 and 2 */
+#define IPU_REG_TDI_ADDRESS 0x1008 /* rw: tile address for commands 3 and 4 */
+#define IPU_REG_TDI_WIDTH 0x100C /* rw: access width in bytes for 3 and 4: 1, 2, 4 or 8 */
+#define IPU_REG_TDI_DATA_LO 0x1010 /* rw: data, low 32 bits */
+#define IPU_REG_TDI_DATA_HI 0x1014 /* rw: data, high 32 bits */
+#define IPU_REG_TDI_RESULT 0x1018 /* ro: result of the last command (docs/registers.md) */
+
+/* Values written to IPU_REG_CMD_TDI, and read from IPU_REG_TDI_RESULT. */
+#define IPU_TDI_READ_REG 1
+#define IPU_TDI_WRITE_REG 2
+#define IPU_TDI_READ_MEM 3
+#define IPU_TDI_WRITE_MEM 4
+#define IPU_TDI_RESULT_OK 0
+#define IPU_TDI_RESULT_MISALIGNED 1
+#define IPU_TDI_RESULT_PARITY 2
+#define IPU_TDI_RESULT_UNSUPPORTED 3
+#define IPU_TDI_RESULT_BAD_REGISTER 4
+#define IPU_TDI_RESULT_BAD_TILE 5
+#define IPU_TDI_RESULT_BAD_COMMAND 6
+#define IPU_TDI_RESULT_BAD_VALUE 7
+#define IPU_TDI_RESULT_BAD_WIDTH 8
+
+/* Tile debug registers (IPU_REG_TDI_REG) and TDI_STS bits. */
+#define IPU_TDI_REG_CTXT_STS 0x00
+#define IPU_TDI_REG_DBG_RBRK 0x01
+#define IPU_TDI_REG_DBG_IEXEC 0x03
+#define IPU_TDI_REG_DBG_IOWNER 0x04
+#define IPU_TDI_REG_DBG_ECSR 0x05
+#define IPU_TDI_REG_DBG_ECLR 0x06
+#define IPU_TDI_REG_DBG_DATA 0x07
+#define IPU_TDI_REG_TDI_STS 0x08
+#define IPU_TDI_REG_TDI_CLR 0x09
+#define IPU_TDI_REG_INCOMING_DCOUNT 0x0A
+#define IPU_TDI_REG_EXCHANGE_CTL 0x0B
+#define IPU_TDI_REG_TDI_CTL 0x0C
+#define IPU_TDI_STS_CNQ 0x1
+#define IPU_TDI_STS_INV 0x2
+#define IPU_TDI_STS_DBLE 0x4
+#define IPU_TDI_STS_BUSY 0x8
+
+/* Exception causes (IPU_REG_EXC_CAUSE, IPU_REG_ERROR_STATE). */
+#define IPU_EXC_NONE 0
+#define IPU_EXC_MISALIGNED 1
+#define IPU_EXC_PARITY 2
+#define IPU_EXC_INVALID_ADDRESS 3
+#define IPU_EXC_INVALID_INSTRUCTION 4
+#define IPU_EXC_SYNC 5
+#define IPU_EXC_LINK 6
+#define IPU_EXC_ICU 7
+#define IPU_EXC_INJECTED 8
+
+/* Sync zones for IPU_REG_CMD_SYNC. */
+#define IPU_SYNC_ZONE_RECV 0
+#define IPU_SYNC_ZONE_ANS 1
+#define IPU_SYNC_ZONE_LOCAL 2
+#define IPU_SYNC_ZONE_INTERNAL 3
+#define IPU_SYNC_ZONE_GS1 4
+#define IPU_SYNC_ZONE_GS1H 5
+#define IPU_SYNC_ZONE_GS2 6
+#define IPU_SYNC_ZONE_GS2H 7
+#define IPU_SYNC_ZONE_GS1_MSR 12
+#define IPU_SYNC_ZONE_GS1H_MSR 13
+#define IPU_SYNC_ZONE_GS2_MSR 14
+#define IPU_SYNC_ZONE_GS2H_MSR 15
+
+/* ICU: operation word, op numbers, error answers, mailbox layout. */
+#define IPU_ICU_OP_WORD(version, op) ((uint32_t)(version) << 28 | (uint32_t)(op) << 16 | 0x20c)
+#define IPU_ICU_READ_HARDWARE_ID 3
+#define IPU_ICU_READ_FIRMWARE_VERSION 4
+#define IPU_ICU_READ_BOARD_TYPE 5
+#define IPU_ICU_READ_IMAGE_VERSION 13
+#define IPU_ICU_REBOOT 16
+#define IPU_ICU_READ_BOOT_STATUS 17
+#define IPU_ICU_CLEAR_STATUS 20
+#define IPU_ICU_START_FIRMWARE_UPGRADE 40
+#define IPU_ICU_WRITE_UPGRADE_CHUNK 41
+#define IPU_ICU_COMPLETE_UPGRADE 42
+#define IPU_ICU_START_BOOTLOADER_UPGRADE 43
+#define IPU_ICU_READ_TEMPERATURE 96
+#define IPU_ICU_READ_POWER 97
+#define IPU_ICU_READ_CLOCK 98
+#define IPU_ICU_ERROR_MARKER 0xFFFFFFFFu
+#define IPU_ICU_ERROR_UNKNOWN_OP 1
+#define IPU_ICU_ERROR_BAD_FORMAT 2
+#define IPU_ICU_ERROR_BAD_ARGUMENT 3
+#define IPU_ICU_ERROR_BAD_STATE 4
+#define IPU_MAILBOX_AT_MAGIC 0x00
+#define IPU_MAILBOX_AT_LAYOUT_VERSION 0x04
+#define IPU_MAILBOX_AT_SLOT_SIZE 0x08
+#define IPU_MAILBOX_AT_REQUEST_SLOTS 0x0C
+#define IPU_MAILBOX_AT_REQUEST_OFFSET 0x10
+#define IPU_MAILBOX_AT_RESPONSE_SLOTS 0x14
+#define IPU_MAILBOX_AT_RESPONSE_OFFSET 0x18
+#define IPU_MAILBOX_AT_REQUEST_HEAD 0x40
+#define IPU_MAILBOX_AT_REQUEST_TAIL 0x44
+#define IPU_MAILBOX_AT_RESPONSE_HEAD 0x48
+#define IPU_MAILBOX_AT_RESPONSE_TAIL 0x4C
+#define IPU_MAILBOX_AT_DOORBELL 0x50
+#define IPU_MAILBOX_AT_STATUS 0x54
+#define IPU_MAILBOX_AT_DROPPED 0x58
+#define IPU_MAILBOX_SLOT_SIZE 32
+#define IPU_MAILBOX_SLOTS 64
+#define IPU_MAILBOX_REQUEST_RING 0x1000
+#define IPU_MAILBOX_RESPONSE_RING 0x2000
+#define IPU_MAILBOX_MAGIC 0x30554349u
+
 #endif /* IPUFS_IPU_H */
