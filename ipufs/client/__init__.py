@@ -2,6 +2,7 @@
 real driver. Open an IPU's nodes, map its BARs, attach, receive signals."""
 
 from ipufs.client.device import Device, IoctlError
+from ipufs.client.mailbox import Mailbox
 from ipufs.client.signals import SignalInfo, SignalReceiver
 
-__all__ = ["Device", "IoctlError", "SignalInfo", "SignalReceiver"]
+__all__ = ["Device", "IoctlError", "Mailbox", "SignalInfo", "SignalReceiver"]

@@ -11,6 +11,8 @@ import struct
 from pathlib import Path
 
 from ipufs.driver import abi
+from ipufs.model import icu
+from ipufs.model.registers import REGISTERS, TdiCommand, TdiResult
 
 _U64 = struct.Struct("<Q")
 
@@ -82,6 +84,61 @@ class Device:
     def detach_buffer(self, buffer_id: int) -> None:
         _ioctl(self.fd, "DETACH_BUFFER", _U64.pack(buffer_id))
         self._buffers.pop(buffer_id, None)
+
+    # --- registers (config space, through pread/pwrite: synchronous) -------
+    def read_register(self, name: str) -> int:
+        return int.from_bytes(os.pread(self.fd, 4, REGISTERS[name].offset), "little")
+
+    def write_register(self, name: str, value: int) -> None:
+        """Store a register; a command has run when this returns."""
+        os.pwrite(self.fd, (value & 0xFFFFFFFF).to_bytes(4, "little"), REGISTERS[name].offset)
+
+    def sync(self, zone: int) -> None:
+        """Request a sync on ``zone`` (CMD_SYNC); completion is a signal."""
+        self.write_register("CMD_SYNC", zone)
+
+    # --- the tile debug interface ---------------------------------------------
+    def _tdi(self, command: TdiCommand, tile: int, **fields: int) -> tuple[TdiResult, int]:
+        self.write_register("TDI_TILE", tile)
+        for name, value in fields.items():
+            self.write_register(f"TDI_{name.upper()}", value)
+        self.write_register("CMD_TDI", command)
+        data = self.read_register("TDI_DATA_LO") | self.read_register("TDI_DATA_HI") << 32
+        return TdiResult(self.read_register("TDI_RESULT")), data
+
+    def tdi_read_memory(self, tile: int, address: int, width: int = 8) -> tuple[TdiResult, int]:
+        return self._tdi(TdiCommand.READ_MEM, tile, address=address, width=width)
+
+    def tdi_write_memory(self, tile: int, address: int, value: int, width: int = 8) -> TdiResult:
+        return self._tdi(TdiCommand.WRITE_MEM, tile, address=address, width=width,
+                         data_lo=value & 0xFFFFFFFF, data_hi=value >> 32)[0]
+
+    def tdi_read_register(self, tile: int, reg: int) -> tuple[TdiResult, int]:
+        return self._tdi(TdiCommand.READ_REG, tile, reg=reg)
+
+    def tdi_write_register(self, tile: int, reg: int, value: int) -> TdiResult:
+        return self._tdi(TdiCommand.WRITE_REG, tile, reg=reg, data_lo=value & 0xFFFFFFFF,
+                         data_hi=value >> 32)[0]
+
+    # --- the ICU, by ioctl ------------------------------------------------------
+    def icu_transfer(self, request: tuple[int, ...]) -> tuple[int, ...]:
+        """Send a request and get its answer (MAILBOX_WRITE_READ)."""
+        out = _ioctl(self.fd, "MAILBOX_WRITE_READ", icu.MESSAGE.pack(*request))
+        return icu.MESSAGE.unpack(out)  # type: ignore[arg-type]
+
+    def icu_send(self, request: tuple[int, ...]) -> None:
+        """Send a request; its answer is queued and rings the doorbell."""
+        _ioctl(self.fd, "MAILBOX_WRITE_ONLY", icu.MESSAGE.pack(*request))
+
+    def icu_receive(self) -> tuple[int, ...] | None:
+        """The next queued answer, or None (MAILBOX_READ_ONLY)."""
+        try:
+            out = _ioctl(self.fd, "MAILBOX_READ_ONLY", bytes(icu.MESSAGE.size))
+        except IoctlError as exc:
+            if exc.errno == errno.EAGAIN:
+                return None
+            raise
+        return icu.MESSAGE.unpack(out)  # type: ignore[arg-type]
 
     def close(self) -> None:
         """Unmap and close: the last close of the IPU's files detaches."""

@@ -33,9 +33,12 @@ class SignalInfo:
 
 class SignalReceiver:
     """Blocks signals 44..49 in the calling thread and reads them from a
-    signalfd. Create it before starting other threads (they inherit the
-    mask); a thread that does not block them would take their default
-    action, which ends the process."""
+    signalfd. Create it before any other thread starts, so that they all
+    inherit the mask: a thread that does not block these signals may be
+    the one to take them, and their default action ends the process. Some
+    libraries start threads when imported (numpy's OpenBLAS does), so
+    create it before importing those; ipufs.client itself starts none and
+    does not import numpy."""
 
     def __init__(self) -> None:
         self._old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)

@@ -146,7 +146,9 @@ class IpuFilesystem(Operations):
         """After the model acted (on one IPU, or any): publish what it wrote,
         send the signals of the interrupts it raised, wake pollers."""
         self.publish()
-        self.driver.deliver(None if ipu is None else [ipu])
+        # An IPU's action can raise interrupts across its sync group (a GS2
+        # barrier completing), so deliver for every member.
+        self.driver.deliver(None if ipu is None else self.devices.ipus[ipu].group.members)
         for index in list(self.pollers) if ipu is None else [ipu]:
             handles = self.pollers.get(index)
             if handles and self.devices.ipus[index].icu.responses_waiting and self.kernel is not None:

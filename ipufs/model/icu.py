@@ -18,8 +18,10 @@ import enum
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from ipufs.model.memory import BarMemory
+if TYPE_CHECKING:  # the client library imports this module and must not load numpy
+    from ipufs.model.memory import BarMemory
 
 MESSAGE = struct.Struct("<5I")
 LOWER = 0x20C

@@ -60,3 +60,13 @@ def test_ioctl_numbers_follow_the_known_facts() -> None:
         "MAILBOX_WRITE_ONLY": 30, "MAILBOX_WRITE_READ": 31, "MAILBOX_GET_OFFSETS": 32}
     assert all(abi.ioc_fields(s.cmd)[1] == 0xED for s in abi.IOCTLS)
     assert [s.signal for s in Interrupt] == [44, 45, 46, 47, 48, 49]
+
+
+def test_the_client_library_does_not_load_numpy() -> None:
+    # numpy's OpenBLAS starts threads at import; a thread that does not block
+    # 44..49 would take a driver signal and end the client process.
+    import subprocess
+    import sys
+
+    code = "import sys, ipufs.client; sys.exit('numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
