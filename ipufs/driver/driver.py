@@ -107,7 +107,7 @@ class IpuDriver:
             raise FUSEError(errno.EINVAL, f"{spec.name} does not take {encoding}")
         if direction & Dir.WRITE and len(data) != size:
             raise FUSEError(errno.EINVAL, "argument shorter than its encoding")
-        tgid = procs.tgid_of(pid)
+        tgid = self._caller(ipu, pid)
         if tgid is None:
             raise FUSEError(errno.ESRCH, "the caller is gone")
         result, out = self._handlers[spec.name](ipu, fh, tgid, arg, data, size)
@@ -117,6 +117,16 @@ class IpuDriver:
             out = b""
         self.deliver([ipu])
         return result, out
+
+    def _caller(self, ipu: int, pid: int) -> int | None:
+        """The thread group of calling thread ``pid``. The main thread of the
+        attached process needs no /proc lookup: its pid is the group's, and
+        the attachment's pidfd says whether that process still lives (so a
+        recycled pid is not mistaken for it)."""
+        att = self.attachments.get(ipu)
+        if att is not None and att.pid == pid and _alive(att.pidfd):
+            return pid
+        return procs.tgid_of(pid)
 
     def _caller_attachment(self, ipu: int, tgid: int) -> Attachment:
         att = self.attachments.get(ipu)

@@ -9,6 +9,8 @@ import struct
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+import numpy as np
+
 from ipufs.model import registers as R
 from ipufs.model.icu import Board, Header, Icu
 from ipufs.model.interrupts import Interrupt, InterruptController
@@ -21,6 +23,12 @@ from ipufs.model.tiles import MisalignedAccess, TileMemory
 
 REG = R.REGISTERS
 _U32 = struct.Struct("<I")
+_STATUS = ("STATUS", "ERROR_STATE", "RESET_COUNT", "EXC_STATUS", "EXC_CAUSE", "EXC_TILE",
+           "EXC_ADDRESS", "EXC_CONTEXT", "EXC_COUNT", "INT_MASK", "INT_PENDING", "INT_RAISED",
+           "SYNC_STATUS", "SYNC_GS1_COUNT", "SYNC_GS2_COUNT", "TEMPERATURE", "POWER", "CLOCK",
+           "TDI_RESULT")
+_STATUS_INDEX = np.array([REG[name].index for name in _STATUS], dtype=np.intp)
+_DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4 + 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +76,8 @@ class Ipu:
         self.raised_sticky = 0
         self.sync_status = 0
         self.sync_counts = {1: 0, 2: 0}
+        self.tdi_result = 0
+        self._batching = False
         self.icu = Icu(
             Board(pcb=3, bom=1, board_type=profile.board_type, firmware=(2, 5, 9),
                   bootloader=(1, 0, 4), temperature_mc=45_000, power_mw=profile.power_mw,
@@ -78,6 +88,9 @@ class Ipu:
         # A persistent config BAR keeps its reset counter across restarts.
         self.reset_count = self._reg(REG["RESET_COUNT"])
         self.icu.format()
+        identity = self._identity()
+        self._identity_index = np.array([REG[n].index for n in identity], dtype=np.intp)
+        self._identity_values = np.array(list(identity.values()), dtype=np.uint32)
         self._write_identity()
         self.sync_registers()
 
@@ -90,10 +103,10 @@ class Ipu:
         if self._reg(reg) != value:
             self.config.write(reg.offset, _U32.pack(value))
 
-    def _write_identity(self) -> None:
+    def _identity(self) -> dict[str, int]:
         p, where = self.profile, self.placement
         fw, bl = self.icu.board.firmware, self.icu.board.bootloader
-        values = {
+        return {
             "VENDOR_ID": p.pci_vendor, "DEVICE_ID": p.pci_device, "ARCH": R.ARCH_CODES[p.arch],
             "TILE_COUNT": p.tiles, "SRAM_PER_TILE": p.sram_per_tile,
             "WORKERS_PER_TILE": p.workers_per_tile, "BOARD_TYPE": R.BOARD_CODES[p.board_type],
@@ -105,32 +118,33 @@ class Ipu:
             "PARITY_INIT": 1, "TILE_MEM_BASE": self.tiles.base, "TILE_WINDOW": p.tile_window,
             "GROUP_SIZE": where.group_size,
         }
-        for name, value in values.items():
-            self._set(REG[name], value)
+
+    def _status(self) -> list[int]:
+        """The status registers' values, in the order of _STATUS."""
+        exc, c, b = self.exception, self.interrupts, self.icu.board
+        return [
+            R.STATUS_READY | (R.STATUS_EXCEPTION if exc else 0),
+            exc.cause if exc else 0, self.reset_count, 1 if exc else 0,
+            exc.cause if exc else 0, exc.tile if exc else 0, exc.address if exc else 0,
+            exc.context if exc else 0, self.exception_count,
+            c.mask, c.pending, self.raised_sticky,
+            self.sync_status, self.sync_counts[1], self.sync_counts[2],
+            b.temperature_mc, b.power_mw, b.clock_mhz, self.tdi_result,
+        ]
+
+    def _write_identity(self) -> None:
+        self.config.store_words(self._identity_index, self._identity_values)
 
     def sync_registers(self) -> None:
         """Bring every status register up to date with the model."""
-        exc = self.exception
-        c = self.interrupts
-        b = self.icu.board
-        self._set(REG["STATUS"], R.STATUS_READY | (R.STATUS_EXCEPTION if exc else 0))
-        self._set(REG["ERROR_STATE"], exc.cause if exc else 0)
-        self._set(REG["RESET_COUNT"], self.reset_count)
-        self._set(REG["EXC_STATUS"], 1 if exc else 0)
-        self._set(REG["EXC_CAUSE"], exc.cause if exc else 0)
-        self._set(REG["EXC_TILE"], exc.tile if exc else 0)
-        self._set(REG["EXC_ADDRESS"], exc.address if exc else 0)
-        self._set(REG["EXC_CONTEXT"], exc.context if exc else 0)
-        self._set(REG["EXC_COUNT"], self.exception_count)
-        self._set(REG["INT_MASK"], c.mask)
-        self._set(REG["INT_PENDING"], c.pending)
-        self._set(REG["INT_RAISED"], self.raised_sticky)
-        self._set(REG["SYNC_STATUS"], self.sync_status)
-        self._set(REG["SYNC_GS1_COUNT"], self.sync_counts[1])
-        self._set(REG["SYNC_GS2_COUNT"], self.sync_counts[2])
-        self._set(REG["TEMPERATURE"], b.temperature_mc)
-        self._set(REG["POWER"], b.power_mw)
-        self._set(REG["CLOCK"], b.clock_mhz)
+        self._status_values = np.array(self._status(), dtype=np.uint32)
+        self.config.store_words(_STATUS_INDEX, self._status_values)
+
+    def _changed(self) -> None:
+        """Model state changed: show it in the registers, unless a register
+        command is running (poll_registers syncs once at its end)."""
+        if not self._batching:
+            self.sync_registers()
 
     def read_config(self, offset: int, length: int) -> bytes:
         """A host read of config space (pread on ipuN)."""
@@ -146,27 +160,43 @@ class Ipu:
             self.poll_registers()
         return n
 
+    def needs_poll(self) -> bool:
+        """Whether poll_registers has anything to do: a command stored, the
+        mask changed, the mailbox rung, a read-only register overwritten.
+        Only reads, so another thread may ask."""
+        words = self.config.words
+        return bool(
+            words[_DOORBELLS].any()
+            or words[REG["INT_MASK"].index] != self.interrupts.mask
+            or self.icu.mailbox.words[Header.DOORBELL // 4]
+            or not np.array_equal(words[self._identity_index], self._identity_values)
+            or not np.array_equal(words[_STATUS_INDEX], self._status_values)
+        )
+
     def poll_registers(self) -> bool:
         """Act on what the host stored in registers, by pwrite or through a
         mapping: run commands, apply INT_MASK, undo stores to read-only
         registers. Returns whether anything was done."""
         words = self.config.words
         acted = False
-        start, end = R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4 + 1
-        if words[start:end].any():
-            for reg in R.BLOCK["DOORBELL"].registers:
-                value = self._reg(reg)
-                if value:
-                    self._set(reg, 0)
-                    self._command(reg.name, value)
-                    acted = True
-        mask = self._reg(REG["INT_MASK"])
-        if mask != self.interrupts.mask:
-            self.interrupts.set_mask(mask)
-            acted = True
-        if self.icu.mailbox.words[Header.DOORBELL // 4]:
-            self.serve_mailbox()
-            acted = True
+        self._batching = True
+        try:
+            if words[_DOORBELLS].any():
+                for reg in R.BLOCK["DOORBELL"].registers:
+                    value = self._reg(reg)
+                    if value:
+                        self._set(reg, 0)
+                        self._command(reg.name, value)
+                        acted = True
+            mask = self._reg(REG["INT_MASK"])
+            if mask != self.interrupts.mask:
+                self.interrupts.set_mask(mask)
+                acted = True
+            if self.icu.mailbox.words[Header.DOORBELL // 4]:
+                self.serve_mailbox()
+                acted = True
+        finally:
+            self._batching = False
         self._write_identity()
         self.sync_registers()
         return acted
@@ -181,18 +211,18 @@ class Ipu:
         elif name == "CMD_ICU":
             self.serve_mailbox()
         elif name == "CMD_TDI":
-            self._set(REG["TDI_RESULT"], self.tdi_command(value))
+            self.tdi_result = int(self.tdi_command(value))
 
     # --- interrupts and exceptions ----------------------------------------------
     def raise_interrupt(self, source: Interrupt) -> None:
         """The device raises an interrupt source (delivered by the driver)."""
         self.raised_sticky |= source.bit
         self.interrupts.raise_(source)
-        self.sync_registers()
+        self._changed()
 
     def set_interrupt_mask(self, mask: int) -> None:
         self.interrupts.set_mask(mask)
-        self.sync_registers()
+        self._changed()
 
     def raise_exception(self, cause: int, tile: int = 0, address: int = 0, context: int = 0) -> None:
         """An exception: the first since the last clear is held in the
@@ -207,7 +237,7 @@ class Ipu:
     def clear_exception(self) -> None:
         self.exception = None
         self.exception_count = 0
-        self.sync_registers()
+        self._changed()
 
     # --- the tile debug interface --------------------------------------------------
     def tdi_command(self, command: int) -> int:
@@ -279,11 +309,11 @@ class Ipu:
             waits = self.group.arrive(self.index, zone)
         except SyncRefused:
             self.sync_status |= R.SYNC_ERROR
-            self.sync_registers()
+            self._changed()
             return
         if waits:
             self.sync_status |= R.SYNC_WAITING
-        self.sync_registers()
+        self._changed()
 
     def sync_completed(self, zone: int) -> None:
         """Called by the group when a sync this IPU asked for completes."""
@@ -312,5 +342,6 @@ class Ipu:
         self._set(REG["SCRATCH"], 0)
         for reg in R.BLOCK["TDI"].registers:
             self._set(reg, 0)
+        self.tdi_result = 0
         self.reset_count += 1
-        self.sync_registers()
+        self._changed()

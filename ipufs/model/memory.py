@@ -54,6 +54,16 @@ class BarMemory:
                 self._dirty.append((offset, n))
         return n
 
+    def store_words(self, indices: NDArray[np.intp], values: NDArray[np.uint32]) -> None:
+        """Store u32 ``values`` at word ``indices``, touching (and recording
+        as dirty) only the words that change."""
+        changed = self.words[indices] != values
+        if changed.any():
+            where = indices[changed]
+            self.words[where] = values[changed]
+            if self.track_dirty:
+                self._dirty.extend((int(i) * 4, 4) for i in where)
+
     def clear(self) -> None:
         """All zeros, and no memory held for it where the backing allows."""
         if self._discard is not None:
