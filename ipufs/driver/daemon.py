@@ -44,7 +44,7 @@ class DaemonConfig:
             raise ValueError(f"unknown profile {self.profile!r} (known: {', '.join(PROFILES)})")
         if not 0 < self.ipus <= MAX_IPUS:
             raise ValueError(f"--ipus must be between 1 and {MAX_IPUS}")
-        if not 0 <= self.ownership.mode <= 0o777:
+        if not 0 <= self.ownership.mode <= 0o1777:
             raise ValueError("--mode must be permission bits, such as 0660")
         return PROFILES[self.profile]
 

@@ -28,10 +28,12 @@ class RegisterWatcher:
         self.fast, self.idle, self.busy = fast, idle, busy
         self.polls = 0
         self.actions = 0
+        self._handed: set[int] = set()  # IPUs handed to the loop, not yet acted on
 
     def act(self, indices: list[int]) -> None:
         """In the trio loop: let the model act on what the host stored."""
         fs = self.filesystem
+        self._handed.difference_update(indices)
         for index in indices:
             if index < len(fs.devices.ipus) and fs.devices.ipus[index].poll_registers():
                 fs.activity[index] = time.monotonic()
@@ -47,7 +49,7 @@ class RegisterWatcher:
         for index, users in list(fs.register_users.items()):
             if not users:
                 continue
-            if fs.devices.ipus[index].needs_poll():
+            if index not in self._handed and fs.devices.ipus[index].needs_poll():
                 wanted.append(index)
             if now - fs.activity.get(index, float("-inf")) < self.busy:
                 busy = True
@@ -58,8 +60,9 @@ class RegisterWatcher:
         while not stop.is_set():
             wanted, busy = self.scan()
             if wanted:
+                self._handed.update(wanted)
                 try:
-                    trio.from_thread.run_sync(self.act, wanted, trio_token=token)
+                    token.run_sync_soon(self.act, wanted)  # wakes the loop; does not wait
                 except trio.RunFinishedError:
                     return
                 busy = True

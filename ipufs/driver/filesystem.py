@@ -220,7 +220,9 @@ class IpuFilesystem(Operations):
                 raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
         now = self.clock()
         if valid & abi.SetattrValid.MODE:
-            s.mode = stat.S_IFMT(s.mode) | (req.mode & 0o7777)
+            # Device nodes never carry setuid/setgid bits: that is all the
+            # killing of privileges FUSE_HANDLE_KILLPRIV_V2 asks of us.
+            s.mode = stat.S_IFMT(s.mode) | (req.mode & 0o1777)
         if valid & abi.SetattrValid.UID:
             s.uid = req.uid
         if valid & abi.SetattrValid.GID:

@@ -112,7 +112,7 @@ def test_size_is_fixed_but_mode_owner_and_times_may_change(devices: DeviceSet) -
     assert kernel.call(rq.Setattr, 2, int(V.SIZE), 0, 0, 0, 0, 0, 0, 0, 0).error == errno.EPERM
     same = PROFILES["ipu1"].config_size
     assert kernel.call(rq.Setattr, 2, int(V.SIZE), 0, same, 0, 0, 0, 0, 0, 0).error == 0
-    reply = kernel.call(rq.Setattr, 2, int(V.MODE | V.UID | V.GID), 0, 0, 0, 0, 0, 0o600, 5, 6)
+    reply = kernel.call(rq.Setattr, 2, int(V.MODE | V.UID | V.GID), 0, 0, 0, 0, 0, 0o6600, 5, 6)
     assert reply.error == 0
     attr = entry_attr(reply.payload, 16)
     assert (attr["mode"], attr["uid"], attr["gid"]) == (stat.S_IFREG | 0o600, 5, 6)

@@ -29,6 +29,7 @@ def test_init_asks_for_passthrough_and_never_writeback_cache() -> None:
     assert (out["major"], out["minor"]) == (7, 40)
     assert flags & F.PASSTHROUGH and flags & F.INIT_EXT
     assert not flags & F.WRITEBACK_CACHE
+    assert flags & F.HANDLE_KILLPRIV_V2
     assert out["max_stack_depth"] == 1
     assert out["max_write"] == 1 << 20 and out["max_pages"] == 256
 
