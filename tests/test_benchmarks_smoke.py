@@ -1,0 +1,21 @@
+# The benchmark harness works end to end (seconds; no timing is checked).
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.mount
+@pytest.mark.timeout(300)
+def test_benchmark_smoke_run_produces_every_figure() -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--smoke"],
+                         capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr
+    for figure in ("ioctl round trip", "mapped store CMD_SYNC", "memcpy into the ipu0_ex mapping",
+                   "ipu0_mem pwrite+pread", "mount 64 × ipu2"):
+        assert figure in out.stdout
