@@ -69,7 +69,7 @@ def daemon(ipus: int, profile: str = "ipu2") -> Iterator[tuple[Path, int, float]
         mnt = Path(tmp) / "mnt"
         start = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "ipufs", "mount", str(mnt), "--ipus", str(ipus),
-                                 "--profile", profile], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                 "--profile", profile, "--no-link-dev"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
             while True:
                 try:

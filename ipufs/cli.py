@@ -1,36 +1,25 @@
-# The `ipufs` command: mount, umount, doctor. Each subcommand is a small
-# function over the library; errors reach the user as one line and an exit
-# status, never a traceback.
+# The `ipufs` command. Each subcommand is a small function over the library;
+# errors reach the user as one line and an exit status, never a traceback.
+"""ipufs: emulated Graphcore IPU device nodes over FUSE."""
 from __future__ import annotations
 
 import argparse
-import grp
 import json
 import logging
 import os
-import pwd
+import shlex
 import signal
 import socket
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import trio
 
 from ipufs import __version__
 
 log = logging.getLogger("ipufs")
-
-
-def _uid(value: str) -> int:
-    return int(value) if value.isdigit() else pwd.getpwnam(value).pw_uid
-
-
-def _gid(value: str) -> int:
-    return int(value) if value.isdigit() else grp.getgrnam(value).gr_gid
-
-
-def _mode(value: str) -> int:
-    return int(value, 8)
 
 
 def _sd_notify(message: str) -> None:
@@ -46,18 +35,16 @@ def _sd_notify(message: str) -> None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    from ipufs.driver.daemon import Daemon, DaemonConfig
-    from ipufs.driver.filesystem import Ownership
+    from ipufs.driver.daemon import Daemon
     from ipufs.fuse.operations import Negotiated
+    from ipufs.tools import config as cfg
 
-    config = DaemonConfig(
-        mountpoint=os.path.abspath(args.mountpoint),
-        ipus=args.ipus,
-        profile=args.profile,
-        ownership=Ownership(uid=args.owner, gid=args.group, mode=args.mode),
-        passthrough=not args.no_passthrough,
-        state_dir=Path(args.state_dir).resolve() if args.state_dir else None,
-    )
+    settings: dict[str, Any] = {}
+    if args.config or os.path.exists(cfg.DEFAULT_FILE) and args.config is None:
+        settings.update(cfg.load(args.config or cfg.DEFAULT_FILE))
+    given = {k: v for k, v in vars(args).items() if k in cfg.KEYS and v is not None}
+    settings.update(given)
+    config = cfg.daemon_config(settings)
 
     async def main() -> None:
         daemon = Daemon(config)
@@ -77,8 +64,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
                 nursery.start_soon(watch_signals)
                 await nursery.start(serve)
                 fs = daemon.filesystem
-                log.info("%d x %s mounted at %s (%s%s)", config.ipus, config.profile,
-                         config.mountpoint, fs.mode, f": {fs.mode_reason}" if fs.mode_reason else "")
+                links = daemon.links
+                log.info("%d x %s mounted at %s (%s%s)%s", config.ipus, config.profile, config.mountpoint,
+                         fs.mode, f": {fs.mode_reason}" if fs.mode_reason else "",
+                         f", linked in {config.dev_dir}" if links and links.made else "")
                 _sd_notify(f"READY=1\nSTATUS={config.ipus} IPUs at {config.mountpoint} ({fs.mode})")
 
     trio.run(main)
@@ -115,22 +104,103 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     return 0 if all(f.ok for f in findings[:2]) else 1
 
 
+def _root(args: argparse.Namespace) -> Path:
+    from ipufs.tools import devices
+
+    return Path(args.dev) if args.dev else devices.default_root()
+
+
+def cmd_ls(args: argparse.Namespace) -> int:
+    from ipufs.tools import listing
+
+    result = listing.listing(_root(args))
+    print(json.dumps(listing.as_dict(result), indent=2) if args.json else listing.render(result))
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from ipufs.tools import devices
+
+    root = _root(args)
+    ids = devices.indices(root) if args.device_id is None else [args.device_id]
+    infos = [devices.info(root, i) for i in ids]
+    if args.json:
+        print(json.dumps([i.fields for i in infos], indent=2))
+    else:
+        print("\n\n".join("\n".join(f"{k}: {v}" for k, v in i.fields.items()) for i in infos))
+    return 0
+
+
+def cmd_monitor(args: argparse.Namespace) -> int:
+    from ipufs.tools import monitor
+
+    root = _root(args)
+    try:
+        while True:
+            rows = monitor.snapshot(root)
+            if args.json:
+                print(json.dumps({"time": time.time(), "ipus": rows}), flush=True)
+            else:
+                if not args.once:
+                    print("\033[H\033[2J", end="")
+                print(f"ipufs monitor  {time.strftime('%H:%M:%S')}  ({root})")
+                print(monitor.render(rows), flush=True)
+            if args.once:
+                return 0
+            time.sleep(args.interval)
+    except KeyboardInterrupt:
+        return 0
+
+
+def cmd_reset(args: argparse.Namespace) -> int:
+    from ipufs.client import Device
+
+    with Device(args.device_id, _root(args)) as dev:
+        dev.reset()
+        count = dev.read_register("RESET_COUNT")
+    print(f"IPU {args.device_id} reset (reset count {count})")
+    return 0
+
+
+def cmd_docker(args: argparse.Namespace) -> int:
+    from ipufs.tools import devices, docker
+
+    root = _root(args)
+    ids = devices.indices(root) if args.all else (args.device_id or [])
+    if not ids:
+        raise ValueError("name the IPUs: --device-id N (repeatable) or --all")
+    extra = args.docker_args[1:] if args.docker_args[:1] == ["--"] else args.docker_args
+    argv = docker.command(args.engine, root, ids, extra)
+    if args.echo:
+        print(shlex.join(argv))
+        return 0
+    os.execvp(argv[0], argv)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ipufs", description=__doc__ or "Emulated Graphcore IPU device nodes over FUSE.")
+    p = argparse.ArgumentParser(prog="ipufs", description=__doc__)
     p.add_argument("--version", action="version", version=f"ipufs {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    m = sub.add_parser("mount", help="publish emulated IPUs (runs in the foreground)")
-    m.add_argument("mountpoint", nargs="?", default="/run/ipufs", help="where to mount (default /run/ipufs)")
-    m.add_argument("--ipus", type=int, default=4, help="number of IPUs (default 4)")
-    m.add_argument("--profile", default="ipu2", help="device profile: ipu1, ipu2 or ipu21 (default ipu2)")
-    m.add_argument("--owner", type=_uid, default=0, help="owner of the nodes (name or uid; default root)")
-    m.add_argument("--group", type=_gid, default=0, help="group of the nodes (name or gid; default root)")
-    m.add_argument("--mode", type=_mode, default=0o660, help="permission bits of the nodes (default 0660)")
-    m.add_argument("--state-dir", help="keep BAR memory in files under this directory")
-    m.add_argument("--no-passthrough", action="store_true",
+    m = sub.add_parser("mount", help="publish emulated IPUs (runs in the foreground)",
+                       description="Mount emulated IPUs. Settings come from --config (default "
+                                   "/etc/ipufs/ipufs.toml when it exists), then from these options.")
+    m.add_argument("mountpoint", nargs="?", default=None, help="where to mount (default /run/ipufs)")
+    m.add_argument("--config", help="a TOML file of settings (docs/systemd.md)")
+    m.add_argument("--ipus", type=int, help="number of IPUs (default 4)")
+    m.add_argument("--profile", help="device profile: ipu1, ipu2 or ipu21 (default ipu2)")
+    m.add_argument("--owner", help="owner of the nodes (name or uid; default root)")
+    m.add_argument("--group", help="group of the nodes (name or gid; default root)")
+    m.add_argument("--mode", help="permission bits of the nodes (default 0660)")
+    m.add_argument("--state-dir", dest="state_dir", help="keep BAR memory in files under this directory")
+    m.add_argument("--group-size", dest="group_size", type=int, help="IPUs per GS2 group (default: per board)")
+    m.add_argument("--control", help="control socket path (default MOUNTPOINT.ctl)")
+    m.add_argument("--no-passthrough", dest="passthrough", action="store_const", const=False,
                    help="serve BARs through the page cache even where passthrough works")
+    m.add_argument("--no-link-dev", dest="link_dev", action="store_const", const=False,
+                   help="do not link /dev/ipuN* to the nodes (linking is the default as root)")
+    m.add_argument("--dev-dir", dest="dev_dir", help="where to make the links (default /dev)")
     m.set_defaults(func=cmd_mount)
 
     u = sub.add_parser("umount", help="unmount an ipufs mount (the daemon then exits)")
@@ -143,6 +213,38 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true", help="print JSON")
     d.add_argument("--no-probe", action="store_true", help="skip the probe mount")
     d.set_defaults(func=cmd_doctor)
+
+    def tool(name: str, help_: str) -> argparse.ArgumentParser:
+        t = sub.add_parser(name, help=help_, description=help_)
+        t.add_argument("--dev", help="directory of the nodes (default /dev if /dev/ipu0 exists, else /run/ipufs)")
+        return t
+
+    ls = tool("ls", "list the devices, like gc-info -l")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(func=cmd_ls)
+
+    i = tool("info", "describe devices, like gc-info --device-info")
+    i.add_argument("-d", "--device-id", type=int, help="the IPU (default: all)")
+    i.add_argument("--json", action="store_true", help="print JSON")
+    i.set_defaults(func=cmd_info)
+
+    mon = tool("monitor", "watch attached processes, signals and telemetry, like gc-monitor")
+    mon.add_argument("--once", action="store_true", help="print one snapshot and exit (for scripts)")
+    mon.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
+    mon.add_argument("--json", action="store_true", help="one JSON object per refresh")
+    mon.set_defaults(func=cmd_monitor)
+
+    r = tool("reset", "reset a device, like gc-reset")
+    r.add_argument("-d", "--device-id", type=int, required=True, help="the IPU")
+    r.set_defaults(func=cmd_reset)
+
+    k = tool("docker", "run a container with IPUs bound in, like gc-docker")
+    k.add_argument("--device-id", type=int, action="append", help="an IPU to pass (repeatable)")
+    k.add_argument("--all", action="store_true", help="pass every IPU")
+    k.add_argument("--echo", action="store_true", help="print the command instead of running it")
+    k.add_argument("--engine", default="docker", help="docker (default) or podman")
+    k.add_argument("docker_args", nargs=argparse.REMAINDER, help="-- then arguments for `docker run`")
+    k.set_defaults(func=cmd_docker)
     return p
 
 

@@ -12,7 +12,10 @@ from typing import TypeVar
 
 import trio
 
+from ipufs.control.operations import Operations
+from ipufs.control.server import ControlServer
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver.devlinks import DevLinks
 from ipufs.driver.doorbells import RegisterWatcher
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.filesystem import IpuFilesystem, Ownership
@@ -38,6 +41,13 @@ class DaemonConfig:
     passthrough: bool = True
     state_dir: Path | None = None
     group_size: int | None = None  # IPUs per GS2 group (default: per board)
+    control: str | None = None  # control socket path (default: MOUNTPOINT.ctl)
+    link_dev: bool = False  # link DEV_DIR/ipuN* to the nodes (the CLI's default as root)
+    dev_dir: str = "/dev"
+
+    @property
+    def control_path(self) -> str:
+        return self.control or self.mountpoint.rstrip("/") + ".ctl"
 
     def validate(self) -> Profile:
         if self.profile not in PROFILES:
@@ -70,6 +80,11 @@ class Daemon:
         )
         self.filesystem.attach_kernel(self.server)
         self.registers = RegisterWatcher(self.filesystem)
+        self.links = DevLinks(config.dev_dir, config.mountpoint, self.filesystem.tree) if config.link_dev else None
+        self.filesystem.control_path = config.control_path
+        o = config.ownership
+        self.control = ControlServer(config.control_path, Operations(self.filesystem).handlers(),
+                                     uid=o.uid, gid=o.gid, mode=o.mode & 0o777)
 
     @staticmethod
     def prepare_mountpoint(mountpoint: str) -> None:
@@ -92,9 +107,16 @@ class Daemon:
                     await self.server.run(task_status=task_status)
                     nursery.cancel_scope.cancel()  # unmounted: stop the watchers
 
-                task_status.started(await nursery.start(serve))
+                await nursery.start(self.control.run)
+                negotiated = await nursery.start(serve)
+                if self.links is not None:
+                    self.links.clear_stale()
+                    self.links.install()
+                task_status.started(negotiated)
                 nursery.start_soon(self.registers.run)
         finally:
+            if self.links is not None:
+                self.links.remove()
             self.driver.watcher = None
             self.driver.close()
             self.devices.close()

@@ -116,6 +116,7 @@ class IpuFilesystem(Operations):
             for _ in range(len(self.tree))
         ]
         self.clock = clock
+        self.control_path = ""
 
     # --- connection -----------------------------------------------------
     def attach_kernel(self, kernel: Kernel) -> None:
@@ -423,6 +424,7 @@ class IpuFilesystem(Operations):
                 b"user.ipufs.ipus": str(len(self.devices)).encode(),
                 b"user.ipufs.pid": str(os.getpid()).encode(),
                 b"user.ipufs.persistent": b"1" if self.devices.persistent else b"0",
+                b"user.ipufs.control": self.control_path.encode(),
             }
         node = self._node(ino)
         return {

@@ -158,7 +158,10 @@ def test_idle_ipus_cost_no_memory(tmp_path: Path) -> None:
 
 
 def daemon_process(mountpoint: Path, *extra: str) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), "--ipus", "1", "--profile", "ipu1", *extra),
+    dev = mountpoint.parent / "dev"
+    dev.mkdir(exist_ok=True)
+    proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), "--ipus", "1", "--profile", "ipu1",
+                                          "--dev-dir", str(dev), *extra),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     def serving() -> bool:
         try:

@@ -1,0 +1,93 @@
+# Links /dev/ipuN, /dev/ipuN_ex, /dev/ipuN_mailbox and /dev/ipuN_mem to the
+# mounted nodes, so tools that hard-code /dev/ipu0 work unchanged. A name
+# that holds anything but a link of ours (a real device, a file, a link to
+# elsewhere, a link of another live ipufs daemon) is left untouched. A link
+# is ours when it points at the node of the same name in our mount point,
+# or in an ipufs mount whose daemon is dead, or in a directory that no
+# longer exists (what a crashed daemon leaves behind).
+#
+# The daemon never looks at its own mount point here: a stat of it would be
+# a FUSE request to itself, which it cannot answer while it waits.
+from __future__ import annotations
+
+import errno
+import logging
+import os
+from pathlib import Path
+
+from ipufs.driver.nodes import NodeTree
+from ipufs.fuse import mount as fmount
+
+log = logging.getLogger(__name__)
+
+
+def _mount_alive(path: str) -> bool:
+    """Whether the ipufs mount at ``path`` has a live daemon (statfs on a
+    dead FUSE connection fails at once with ENOTCONN)."""
+    try:
+        os.statvfs(path)
+    except OSError as exc:
+        return exc.errno != errno.ENOTCONN
+    return True
+
+
+class DevLinks:
+    def __init__(self, dev_dir: str | os.PathLike[str], mountpoint: str, tree: NodeTree) -> None:
+        self.dev_dir = Path(dev_dir)
+        self.mountpoint = mountpoint
+        self.tree = tree
+        self.made: list[Path] = []
+        self.refused: list[str] = []
+
+    def _owner(self, link: Path) -> str | None:
+        """'mine' (points into our mount point), 'stale' (into a dead ipufs
+        mount or a missing directory), or None (anything else)."""
+        if not link.is_symlink():
+            return None
+        target = os.readlink(link)
+        parent, name = os.path.split(target)
+        if name != link.name or not os.path.isabs(target):
+            return None
+        if parent == self.mountpoint:
+            return "mine"
+        if any(m.mountpoint == parent for m in fmount.mounts()):
+            return None if _mount_alive(parent) else "stale"
+        return "stale" if not os.path.lexists(parent) else None
+
+    def clear_stale(self) -> int:
+        """Remove links that point into dead mounts or missing directories
+        (a crashed daemon's); returns how many."""
+        removed = 0
+        for link in self.dev_dir.glob("ipu*"):
+            if self._owner(link) == "stale":
+                link.unlink()
+                removed += 1
+        return removed
+
+    def install(self) -> None:
+        for node in self.tree:
+            link = self.dev_dir / node.name
+            target = os.path.join(self.mountpoint, node.name)
+            if os.path.lexists(link):
+                owner = self._owner(link)
+                if owner is None:
+                    self.refused.append(node.name)
+                    continue
+                if owner == "mine":
+                    self.made.append(link)
+                    continue
+                link.unlink()
+            os.symlink(target, link)
+            self.made.append(link)
+        if self.refused:
+            log.warning("left %d names in %s untouched (not ipufs links): %s", len(self.refused),
+                        self.dev_dir, ", ".join(self.refused[:8]) + (" ..." if len(self.refused) > 8 else ""))
+
+    def remove(self) -> None:
+        for link in self.made:
+            try:
+                if link.is_symlink() and os.readlink(link) == os.path.join(self.mountpoint, link.name):
+                    link.unlink()
+            except OSError as exc:
+                log.warning("could not remove %s: %s", link, exc)
+        self.made.clear()

@@ -1,0 +1,52 @@
+# `ipufs ls`: the device listing, shaped like `gc-info -l`: every IPU as a
+# PCIe device, then the multi-IPU devices of each board (aligned groups of
+# 2, 4, ... up to the board), numbered after the single ones.
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from ipufs.tools import devices
+
+
+@dataclass
+class Listing:
+    singles: list[tuple[int, str]]  # (id, PCI address)
+    groups: list[tuple[int, list[int]]]  # (id, member IPU ids)
+
+
+def listing(root: Path) -> Listing:
+    ipus = devices.indices(root)
+    boards: dict[int, list[int]] = {}
+    for index in ipus:
+        r = devices.registers(root, index)
+        boards.setdefault(r["BOARD_SERIAL_HI"] << 32 | r["BOARD_SERIAL_LO"], []).append(index)
+    groups: list[tuple[int, list[int]]] = []
+    next_id = (max(ipus) + 1) if ipus else 0
+    for members in boards.values():
+        size = 2
+        while size <= len(members):
+            for start in range(0, len(members) - size + 1, size):
+                groups.append((next_id, members[start : start + size]))
+                next_id += 1
+            size *= 2
+    return Listing([(i, devices.pci_address(i)) for i in ipus], groups)
+
+
+def render(result: Listing) -> str:
+    lines = ["Graphcore device listing:"]
+    for index, address in result.singles:
+        lines.append(f"-+- Id: {f'[{index}]':>4}, type: {'[PCIe]':>11}, PCI Domain: [{address}]")
+    for group_id, members in result.groups:
+        lines.append(f"-+- Id: {f'[{group_id}]':>4}, type: {'[Multi IPU]':>11}")
+        for dnc, member in enumerate(members):
+            lines.append(f" |--- PCIe Id: {f'[{member}]':>4}, DNC Id: [{dnc}], "
+                         f"PCI Domain: [{devices.pci_address(member)}]")
+    return "\n".join(lines)
+
+
+def as_dict(result: Listing) -> dict[str, object]:
+    return {
+        "devices": [{"id": i, "type": "PCIe", "pci_domain": a} for i, a in result.singles]
+        + [{"id": g, "type": "Multi IPU", "members": m} for g, m in result.groups],
+    }

@@ -1,0 +1,71 @@
+# The systemd unit is valid, and the daemon's readiness reaches a
+# NOTIFY_SOCKET only once the filesystem answers.
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import ROOT, ipufs_command, is_mounted
+
+UNIT = ROOT / "systemd" / "ipufs.service"
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
+def test_unit_file_is_valid(tmp_path: Path) -> None:
+    # Point ExecStart at this checkout's ipufs, as `./dev install` links it.
+    exe = shutil.which("ipufs") or str(Path(os.sys.executable).with_name("ipufs"))  # type: ignore[attr-defined]
+    unit = tmp_path / "ipufs.service"
+    unit.write_text(UNIT.read_text().replace("/usr/local/bin/ipufs", exe))
+    out = subprocess.run(["systemd-analyze", "verify", str(unit)], capture_output=True, text=True)
+    problems = [line for line in out.stderr.splitlines() if "ipufs.service" in line]
+    assert out.returncode == 0 and not problems, out.stderr
+
+
+def test_unit_never_isolates_the_mount_namespace() -> None:
+    text = UNIT.read_text()
+    for option in ("PrivateTmp=", "ProtectSystem=", "ProtectHome=", "PrivateDevices=", "MountFlags="):
+        assert f"\n{option}" not in text
+    assert "Type=notify" in text and "Restart=on-failure" in text
+
+
+@pytest.mark.mount
+def test_ready_is_notified_once_the_filesystem_answers(tmp_path: Path) -> None:
+    notify = tmp_path / "notify.sock"
+    mnt = tmp_path / "mnt"
+    config = tmp_path / "ipufs.toml"
+    config.write_text(f'[ipufs]\nmountpoint = "{mnt}"\nipus = 2\nprofile = "ipu1"\nlink_dev = false\n')
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(str(notify))
+        sock.settimeout(20)
+        proc = subprocess.Popen(ipufs_command("mount", "--config", str(config)),
+                                env={**os.environ, "NOTIFY_SOCKET": str(notify)},
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            message = sock.recv(4096).decode()
+            assert "READY=1" in message.splitlines()
+            # Ready means answering: the nodes are there now.
+            assert sorted(os.listdir(mnt))[:2] == ["ipu0", "ipu0_ex"]
+            assert os.getxattr(mnt, "user.ipufs.ipus") == b"2"
+            proc.send_signal(signal.SIGTERM)
+            assert sock.recv(4096).decode().startswith("STOPPING=1")
+            assert proc.wait(10) == 0
+            assert not is_mounted(mnt)
+        finally:
+            proc.kill()
+            proc.communicate()
+            if is_mounted(mnt):
+                subprocess.run(["umount", "-l", str(mnt)])
+
+
+def test_a_config_file_with_unknown_settings_is_refused(tmp_path: Path) -> None:
+    config = tmp_path / "bad.toml"
+    config.write_text('[ipufs]\nipus = 2\nipu_count = 3\n')
+    out = subprocess.run(ipufs_command("mount", "--config", str(config), str(tmp_path / "m")),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1 and "unknown settings ipu_count" in out.stderr
