@@ -230,7 +230,7 @@ int main(int argc, char **argv)
     if (ioctl(config.fd, IPU_IOCTL_ATTACH, NULL) != 0) { perror("ATTACH"); return 1; }
     if (id < 0) id = ipu;
     if (ioctl(config.fd, IPU_IOCTL_SET_IPU_ID, (long)id) != 0) { perror("SET_IPU_ID"); return 1; }
-    printf("attached to ipu%d with id %d; listening %.1f s\n", ipu, id, listen);
+    printf("attached to ipu%d with id %d as pid %d; listening %.1f s\n", ipu, id, (int)getpid(), listen);
     fflush(stdout);
     for (long ms = 0; ms < (long)(listen * 1000); ms += 10) {
         sleep_ms(10);
