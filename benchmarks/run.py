@@ -106,6 +106,19 @@ def measure(smoke: bool) -> list[Row]:
         rtt = run_client(binary, "ioctl", mnt, 0, n_ioctl)
         rows.append(Row("ioctl round trip (SET_IPU_ID), p50 / p99", f"{us(p50(rtt))} / {us(p99(rtt))}",
                         "—", "—", "≤ 1.2 × a C libfuse server's p50 (baseline not yet built)"))
+        tracer = subprocess.Popen([sys.executable, "-m", "ipufs", "trace", "--json", "--dev", str(mnt)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            time.sleep(1.0)  # let it subscribe
+            traced = run_client(binary, "ioctl", mnt, 0, n_ioctl)
+        finally:
+            tracer.terminate()
+            tracer.wait()
+        time.sleep(0.5)
+        untraced = run_client(binary, "ioctl", mnt, 0, n_ioctl)
+        rows.append(Row("ioctl round trip with `ipufs trace` attached, p50",
+                        us(p50(traced)), f"tracing off, measured just after: {us(p50(untraced))}",
+                        f"{p50(traced) / p50(untraced):.2f}×", "off: one attribute check per site"))
         floor = run_client(binary, "sigqueue-floor", n_lat)
         for mode, label in (("doorbell-pwrite", "pwrite CMD_SYNC → signal 46"),
                             ("doorbell-mapped", "mapped store CMD_SYNC → signal 46"),

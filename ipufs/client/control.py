@@ -8,7 +8,7 @@ import socket
 from typing import Any
 
 
-class ControlError(Exception):
+class ControlError(RuntimeError):
     """The daemon refused a request; the message is its explanation."""
 
 

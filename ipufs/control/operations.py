@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import pwd
+from collections.abc import Callable
 from typing import Any
 
+import trio
+
 from ipufs import __version__
-from ipufs.control.protocol import ControlError, Handler
-from ipufs.driver import abi, procs
+from ipufs.control.protocol import ControlError, Handler, encode
+from ipufs.driver import abi, faults, procs
+from ipufs.driver.faults import FaultError, FaultInjector
 from ipufs.driver.filesystem import IpuFilesystem
+from ipufs.driver.plan import FaultPlan
+from ipufs.driver.trace import KINDS, Filter
 from ipufs.model.interrupts import Interrupt
 
 
@@ -78,3 +84,71 @@ class Operations:
     def ipu(self, request: dict[str, Any]) -> dict[str, Any]:
         """One IPU: {"op": "ipu", "ipu": N}."""
         return self._ipu(self._index(request))
+
+
+class DeviceSide:
+    """The control operations that act on the device: faults, fault plans
+    and the live trace (docs/faults.md)."""
+
+    def __init__(self, filesystem: IpuFilesystem, injector: FaultInjector,
+                 start_plan: Callable[[FaultPlan], None]) -> None:
+        self.fs = filesystem
+        self.injector = injector
+        self.start_plan = start_plan
+        self.plan: FaultPlan | None = None
+
+    def handlers(self) -> dict[str, Handler]:
+        return {"inject": self.inject, "plan": self.load_plan, "plan-log": self.plan_log}
+
+    def inject(self, request: dict[str, Any]) -> dict[str, Any]:
+        """{"op": "inject", "kind": ..., "ipu": N, ...parameters}"""
+        try:
+            fault = faults.parse(request, len(self.fs.devices.ipus))
+            self.injector.apply(fault)
+        except FaultError as exc:
+            raise ControlError(str(exc)) from None
+        return {"fired": fault.describe()}
+
+    def load_plan(self, request: dict[str, Any]) -> dict[str, Any]:
+        """{"op": "plan", "toml": TEXT}: replace the fault plan."""
+        text = request.get("toml")
+        if not isinstance(text, str):
+            raise ControlError("plan takes toml: the plan's text")
+        try:
+            plan = FaultPlan.parse(text, len(self.fs.devices.ipus))
+        except FaultError as exc:
+            raise ControlError(str(exc)) from None
+        self.plan = plan
+        self.start_plan(plan)
+        return {"faults": len(plan.entries), "seed": plan.seed}
+
+    def plan_log(self, request: dict[str, Any]) -> dict[str, Any]:
+        """What the plan has fired so far: [ipu, access number (-1: timed), fault]."""
+        return {"log": [list(item) for item in self.plan.log] if self.plan else []}
+
+    async def trace(self, request: dict[str, Any], stream: trio.SocketStream) -> None:
+        """{"op": "trace", "ipu": N?, "kinds": [...]?}: the connection then
+        carries one JSON event per line until the client closes it."""
+        kinds = request.get("kinds") or []
+        ipu = request.get("ipu")
+        if not isinstance(kinds, list) or not set(kinds) <= set(KINDS) or not (ipu is None or isinstance(ipu, int)):
+            await stream.send_all(encode({"ok": False, "error": f"kinds must be among {', '.join(KINDS)}"}))
+            return
+        sub, events = self.fs.tracer.subscribe(Filter(ipu, frozenset(kinds)))
+        try:
+            await stream.send_all(encode({"ok": True, "tracing": True}))
+            async with trio.open_nursery() as nursery:
+
+                async def watch_close() -> None:
+                    while await stream.receive_some(1024):
+                        pass
+                    nursery.cancel_scope.cancel()
+
+                nursery.start_soon(watch_close)
+                async for event in events:
+                    await stream.send_all(encode(event))
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            self.fs.tracer.unsubscribe(sub)
+            await events.aclose()

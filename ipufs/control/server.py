@@ -8,15 +8,24 @@ import os
 
 import trio
 
-from ipufs.control.protocol import MAX_LINE, Handler, answer
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from ipufs.control.protocol import MAX_LINE, ControlError, Handler, answer, decode
+
+#: An operation that takes the connection over (a live trace): it gets the
+#: request and the stream, and returns when the client goes away.
+Stream = Callable[[dict[str, Any], trio.SocketStream], Awaitable[None]]
 
 log = logging.getLogger(__name__)
 
 
 class ControlServer:
-    def __init__(self, path: str, handlers: dict[str, Handler], *, uid: int, gid: int, mode: int) -> None:
+    def __init__(self, path: str, handlers: dict[str, Handler], *, uid: int, gid: int, mode: int,
+                 streams: dict[str, Stream] | None = None) -> None:
         self.path = path
         self.handlers = handlers
+        self.streams = streams or {}
         self.uid, self.gid, self.mode = uid, gid, mode
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -40,6 +49,15 @@ class ControlServer:
             except FileNotFoundError:
                 pass
 
+    def _stream_of(self, line: bytes) -> tuple[dict[str, Any], Stream] | None:
+        try:
+            request = decode(line)
+        except ControlError:
+            return None
+        op = request.get("op")
+        run = self.streams.get(op) if isinstance(op, str) else None
+        return None if run is None else (request, run)
+
     async def _serve(self, stream: trio.SocketStream) -> None:
         buffer = b""
         async with stream:
@@ -51,6 +69,11 @@ class ControlServer:
                     buffer += data
                     while b"\n" in buffer:
                         line, buffer = buffer.split(b"\n", 1)
+                        streaming = self._stream_of(line)
+                        if streaming is not None:
+                            request, run = streaming
+                            await run(request, stream)
+                            return
                         await stream.send_all(answer(self.handlers, line))
                     if len(buffer) > MAX_LINE:
                         await stream.send_all(answer({}, b"line too long"))

@@ -12,11 +12,13 @@ from typing import TypeVar
 
 import trio
 
-from ipufs.control.operations import Operations
+from ipufs.control.operations import DeviceSide, Operations
 from ipufs.control.server import ControlServer
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.devlinks import DevLinks
 from ipufs.driver.doorbells import RegisterWatcher
+from ipufs.driver.faults import FaultInjector
+from ipufs.driver.plan import FaultPlan
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.filesystem import IpuFilesystem, Ownership
 from ipufs.driver.watch import PidfdWatcher
@@ -44,6 +46,9 @@ class DaemonConfig:
     control: str | None = None  # control socket path (default: MOUNTPOINT.ctl)
     link_dev: bool = False  # link DEV_DIR/ipuN* to the nodes (the CLI's default as root)
     dev_dir: str = "/dev"
+    fault_plan: str | None = None  # a TOML fault plan to start with
+    trace_file: str | None = None  # write the trace here (JSON lines)
+    trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
 
     @property
     def control_path(self) -> str:
@@ -82,9 +87,76 @@ class Daemon:
         self.registers = RegisterWatcher(self.filesystem)
         self.links = DevLinks(config.dev_dir, config.mountpoint, self.filesystem.tree) if config.link_dev else None
         self.filesystem.control_path = config.control_path
+        self.injector = FaultInjector(self.filesystem, self._later)
+        self.injector.on_fire = self._traced_fault
+        self.device_side = DeviceSide(self.filesystem, self.injector, self._start_plan)
+        self.plan: FaultPlan | None = None
+        self._nursery: trio.Nursery | None = None
+        self._pending: list[tuple[float, Callable[[], None]]] = []
+        if config.fault_plan:
+            with open(config.fault_plan) as f:
+                self.plan = FaultPlan.parse(f.read(), config.ipus)
+            self.device_side.plan = self.plan
+        if config.trace_file:
+            self.filesystem.tracer.open_file(config.trace_file, config.trace_max_bytes)
+        for ipu in self.devices.ipus:
+            ipu.icu.observer = self._icu_observer(ipu.index)
         o = config.ownership
-        self.control = ControlServer(config.control_path, Operations(self.filesystem).handlers(),
-                                     uid=o.uid, gid=o.gid, mode=o.mode & 0o777)
+        self.control = ControlServer(
+            config.control_path,
+            Operations(self.filesystem).handlers() | self.device_side.handlers(),
+            uid=o.uid, gid=o.gid, mode=o.mode & 0o777,
+            streams={"trace": self.device_side.trace},
+        )
+
+    def _icu_observer(self, index: int) -> Callable[[tuple[int, ...], tuple[int, ...] | None], None]:
+        tracer = self.filesystem.tracer
+
+        def observe(request: tuple[int, ...], answer: tuple[int, ...] | None) -> None:
+            if tracer.enabled:
+                from ipufs.model.icu import Op
+
+                op = (request[0] >> 16) & 0xFFF
+                tracer.emit("icu", index, op=Op(op).name if op in Op.__members__.values() else op,
+                            request=[hex(w) for w in request],
+                            answer=None if answer is None else [hex(w) for w in answer])
+
+        return observe
+
+    def _traced_fault(self, fault: object) -> None:
+        if self.filesystem.tracer.enabled:
+            self.filesystem.tracer.emit("fault", getattr(fault, "ipu", None), fault=getattr(fault, "describe")())
+
+    def _later(self, seconds: float, action: Callable[[], None]) -> None:
+        """Run ``action`` in the loop after ``seconds`` (an ICU timeout's end)."""
+        if self._nursery is None:
+            self._pending.append((seconds, action))
+            return
+
+        async def wait_then() -> None:
+            await trio.sleep(seconds)
+            action()
+
+        self._nursery.start_soon(wait_then)
+
+    def _start_plan(self, plan: FaultPlan) -> None:
+        """Make ``plan`` the one in force: count accesses, schedule times."""
+        self.plan = plan
+        injector = self.injector
+
+        def on_access(ipu: int) -> None:
+            for fault in plan.access(ipu):
+                injector.apply(fault)
+
+        self.filesystem.on_access = on_access
+        for entry in plan.timed():
+            def fire(entry: object = entry) -> None:
+                if self.plan is plan:
+                    fault = plan.fire_timed(entry)  # type: ignore[arg-type]
+                    if fault is not None:
+                        injector.apply(fault)
+
+            self._later(entry.at or 0.0, fire)
 
     @staticmethod
     def prepare_mountpoint(mountpoint: str) -> None:
@@ -102,6 +174,12 @@ class Daemon:
         try:
             async with trio.open_nursery() as nursery:
                 self.driver.watcher = PidfdWatcher(nursery)
+                self._nursery = nursery
+                for seconds, action in self._pending:
+                    self._later(seconds, action)
+                self._pending.clear()
+                if self.plan is not None:
+                    self._start_plan(self.plan)
 
                 async def serve(task_status: trio.TaskStatus[Negotiated]) -> None:
                     await self.server.run(task_status=task_status)
@@ -115,6 +193,8 @@ class Daemon:
                 task_status.started(negotiated)
                 nursery.start_soon(self.registers.run)
         finally:
+            self._nursery = None
+            self.filesystem.tracer.close()
             if self.links is not None:
                 self.links.remove()
             self.driver.watcher = None

@@ -16,6 +16,7 @@ from ipufs.driver import abi, procs
 from ipufs.driver.abi import Dir, Encoding
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver.trace import Tracer
 from ipufs.fuse.errors import FUSEError
 from ipufs.model import icu
 from ipufs.model.icu import MESSAGE as icu_message
@@ -59,6 +60,7 @@ class IpuDriver:
         send_signal: Callable[[int, int, int], None] = native.pidfd_send_value,
     ) -> None:
         self.devices = devices
+        self.tracer = Tracer()
         self.attachments = AttachmentTable()
         self.watcher: Watcher | None = None
         self.send_signal = send_signal
@@ -155,6 +157,8 @@ class IpuDriver:
         if self.watcher is not None:
             self.watcher.watch(pidfd, lambda: self.detach(ipu, "its process exited", pidfd))
         log.info("IPU %d attached to process %d", ipu, tgid)
+        if self.tracer.enabled:
+            self.tracer.emit("attach", ipu, pid=tgid, command=procs.command_of(tgid))
         return 0, b""
 
     def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
@@ -222,7 +226,10 @@ class IpuDriver:
         return 0, b""
 
     def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
-        response = self.devices.ipus[ipu].icu.handle(icu_message.unpack_from(data))
+        model = self.devices.ipus[ipu]
+        if model.icu.unresponsive:
+            raise FUSEError(errno.ETIMEDOUT, "the ICU does not answer")
+        response = model.icu.handle(icu_message.unpack_from(data))
         return 0, icu_message.pack(*(response or (0, 0, 0, 0, 0)))
 
     def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
@@ -246,6 +253,8 @@ class IpuDriver:
         att.close()
         self.devices.ipus[ipu].interrupts.clear()
         log.info("IPU %d detached from process %d: %s", ipu, att.pid, reason)
+        if self.tracer.enabled:
+            self.tracer.emit("detach", ipu, pid=att.pid, reason=reason)
 
     def deliver(self, ipus: Iterable[int] | None = None) -> None:
         """Send the signals of every interrupt the model made deliverable."""
@@ -269,6 +278,9 @@ class IpuDriver:
                     continue
                 att.signals_sent += 1
                 self.signals_sent[index][source] += 1
+                if self.tracer.enabled:
+                    self.tracer.emit("signal", index, pid=att.pid, signo=source.signal,
+                                     name=abi.SIGNAL_NAMES[source], si_int=att.ipu_id)
 
     # --- device side -----------------------------------------------------------
     def raise_interrupt(self, ipu: int, source: Interrupt) -> None:

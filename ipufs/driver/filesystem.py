@@ -20,6 +20,7 @@ from ipufs.driver.coherence import PageCachePublisher
 from ipufs.driver import procs
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
+from ipufs.driver.trace import Tracer
 from ipufs.driver.nodes import ROOT_INO, Node, NodeTree
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
@@ -93,6 +94,10 @@ class IpuFilesystem(Operations):
     ) -> None:
         self.devices = devices
         self.driver = driver or IpuDriver(devices)
+        self.tracer = self.driver.tracer
+        #: Called with the IPU index on every request to one of its nodes
+        #: (fault plans count accesses); None costs nothing.
+        self.on_access: Callable[[int], None] | None = None
         self.tree = NodeTree(len(devices))
         self.ownership = ownership or Ownership()
         self.want_passthrough = passthrough
@@ -328,6 +333,11 @@ class IpuFilesystem(Operations):
         self._next_fh += 1
         self.files[fh] = OpenFile(node, req.ctx.pid, req.flags)
         self.driver.opened(fh, node.ipu, procs.tgid_of(req.ctx.pid))
+        if self.tracer.enabled:
+            self.tracer.emit("open", node.ipu, node=node.name, pid=req.ctx.pid, fh=fh,
+                             mode=self.mode, flags=oct(req.flags))
+        if self.on_access is not None:
+            self.on_access(node.ipu)
         if node.region in (Region.CONFIG, Region.MAILBOX):
             self.register_users[node.ipu] = self.register_users.get(node.ipu, 0) + 1
             self.activity[node.ipu] = time.monotonic()
@@ -343,8 +353,13 @@ class IpuFilesystem(Operations):
     def read(self, req: rq.Read) -> rp.Reply:
         node = self._file(req.fh).node
         ipu = self.devices.ipus[node.ipu]
+        if self.on_access is not None:
+            self.on_access(node.ipu)
         if node.region is Region.CONFIG:
-            return rp.Data(ipu.read_config(req.offset, req.size))
+            data = ipu.read_config(req.offset, req.size)
+            if self.tracer.enabled:
+                self.tracer.emit("register-read", node.ipu, pid=req.ctx.pid, **_registers(req.offset, data))
+            return rp.Data(data)
         return rp.Data(ipu.memory[node.region].read(req.offset, req.size))
 
     def write(self, req: rq.Write) -> rp.Reply:
@@ -354,10 +369,17 @@ class IpuFilesystem(Operations):
         if req.offset >= memory.size and len(req.data):
             # The same answer a sealed memfd gives: the BAR cannot grow.
             raise FUSEError(errno.EPERM, "write past the end of a BAR")
+        if self.on_access is not None:
+            self.on_access(node.ipu)
         if node.region is Region.CONFIG:
+            if self.tracer.enabled:
+                self.tracer.emit("register-write", node.ipu, pid=req.ctx.pid, **_registers(req.offset, req.data))
             n = ipu.write_config(req.offset, req.data)
             self.activity[node.ipu] = time.monotonic()
         elif node.region is Region.MAILBOX:
+            if self.tracer.enabled:
+                self.tracer.emit("mailbox-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
+                                 data=bytes(req.data[:64]).hex())
             n = ipu.write_mailbox(req.offset, req.data)
             self.activity[node.ipu] = time.monotonic()
         else:
@@ -376,6 +398,8 @@ class IpuFilesystem(Operations):
     def release(self, req: rq.Release) -> rp.Reply:
         f = self.files.pop(req.fh, None)
         if f is not None:
+            if self.tracer.enabled:
+                self.tracer.emit("close", f.node.ipu, node=f.node.name, fh=req.fh)
             self.driver.released(req.fh)
             if f.node.region in (Region.CONFIG, Region.MAILBOX):
                 self.register_users[f.node.ipu] -= 1
@@ -396,6 +420,8 @@ class IpuFilesystem(Operations):
         the ICU has responses waiting; a poller that asked to be told is
         woken (FUSE_NOTIFY_POLL) when the next response is queued."""
         node = self._file(req.fh).node
+        if self.on_access is not None:
+            self.on_access(node.ipu)
         if node.region is not Region.MAILBOX:
             return rp.PollReply(req.events & _POLL_READY)
         ready = select.POLLOUT | select.POLLWRNORM
@@ -407,7 +433,20 @@ class IpuFilesystem(Operations):
 
     def ioctl(self, req: rq.Ioctl) -> rp.Reply:
         node = self._file(req.fh).node
-        result, data = self.driver.ioctl(node.ipu, req.fh, req.ctx.pid, req.cmd, req.arg, bytes(req.in_data))
+        if self.on_access is not None:
+            self.on_access(node.ipu)
+        if not self.tracer.enabled:
+            result, data = self.driver.ioctl(node.ipu, req.fh, req.ctx.pid, req.cmd, req.arg, bytes(req.in_data))
+        else:
+            try:
+                result, data = self.driver.ioctl(node.ipu, req.fh, req.ctx.pid, req.cmd, req.arg,
+                                                 bytes(req.in_data))
+            except FUSEError as exc:
+                self.tracer.emit("ioctl", node.ipu, pid=req.ctx.pid, **describe_ioctl(req.cmd, req.arg, req.in_data),
+                                 error=errno.errorcode.get(exc.errno, str(exc.errno)))
+                raise
+            self.tracer.emit("ioctl", node.ipu, pid=req.ctx.pid, **describe_ioctl(req.cmd, req.arg, req.in_data),
+                             result=result, out=data[:32].hex())
         self.activity[node.ipu] = time.monotonic()
         self.settle(node.ipu)
         return rp.IoctlReply(result, data[: req.out_size])
@@ -449,6 +488,43 @@ class IpuFilesystem(Operations):
     def removexattr(self, req: rq.Removexattr) -> rp.Reply:
         self._state(req.nodeid)
         raise FUSEError(errno.EPERM, "ipufs attributes are read-only")
+
+
+def _registers(offset: int, data: bytes | memoryview) -> dict[str, object]:
+    """Trace fields of a config space access: the registers it covers and,
+    for a single register, its value."""
+    from ipufs.model.registers import BY_OFFSET
+
+    names = [BY_OFFSET[o].name for o in range(offset - offset % 4, offset + len(data), 4) if o in BY_OFFSET]
+    fields: dict[str, object] = {"offset": hex(offset), "length": len(data), "registers": names}
+    if len(data) == 4 and offset % 4 == 0:
+        fields["value"] = hex(int.from_bytes(bytes(data), "little"))
+    return fields
+
+
+def describe_ioctl(cmd: int, arg: int, data: bytes | memoryview) -> dict[str, object]:
+    """An ioctl request decoded by name, for the trace."""
+    from ipufs.driver import abi as dabi
+    from ipufs.model.icu import MESSAGE, Op
+
+    direction, type_, nr, size = dabi.ioc_fields(cmd)
+    spec = dabi.BY_NR.get(nr) if type_ == dabi.IOCTL_TYPE else None
+    fields: dict[str, object] = {"name": spec.name if spec else f"0x{cmd:08x}", "size": size}
+    raw = bytes(data)
+    if spec is None:
+        return fields
+    if spec.name == "SET_IPU_ID":
+        fields["id"] = arg
+    elif spec.name in ("MASK_INTERRUPT", "UNMASK_INTERRUPT", "DETACH_BUFFER") and len(raw) == 8:
+        fields["value"] = hex(int.from_bytes(raw, "little"))
+    elif spec.name == "ATTACH_BUFFER" and len(raw) == dabi.BUFFER.size:
+        address, length, _, flags = dabi.BUFFER.unpack(raw)
+        fields.update(address=hex(address), length=length, flags=flags)
+    elif spec.name.startswith("MAILBOX_WRITE") and len(raw) >= MESSAGE.size:
+        words = MESSAGE.unpack_from(raw)
+        op = (words[0] >> 16) & 0xFFF
+        fields.update(icu_op=Op(op).name if op in Op.__members__.values() else op, words=[hex(w) for w in words])
+    return fields
 
 
 def _sized(value: bytes, size: int) -> rp.Reply:

@@ -114,6 +114,11 @@ class Icu:
     upgrade_length: int = 0
     upgrade_target: str = "firmware"
     upgrades: list[tuple[str, bytes]] = field(default_factory=list)
+    #: The fault API: while True the ICU takes requests and answers none
+    #: (a host waiting for an answer times out).
+    unresponsive: bool = False
+    #: Told of every request and its answer (the driver's trace); no I/O here.
+    observer: Callable[[tuple[int, ...], tuple[int, ...] | None], None] | None = None
 
     # --- the rings -------------------------------------------------------------
     def format(self) -> None:
@@ -189,7 +194,14 @@ class Icu:
 
     # --- commands ------------------------------------------------------------
     def handle(self, request: tuple[int, ...]) -> tuple[int, ...] | None:
-        """The answer to one request (None: the command has none)."""
+        """The answer to one request (None: the command has none, or the
+        ICU is unresponsive)."""
+        answer = None if self.unresponsive else self._answer(request)
+        if self.observer is not None:
+            self.observer(request, answer)
+        return answer
+
+    def _answer(self, request: tuple[int, ...]) -> tuple[int, ...] | None:
         word = request[0]
         if word & 0xFFFF != LOWER:
             return self._error(IcuError.BAD_FORMAT, word)

@@ -77,6 +77,7 @@ class Ipu:
         self.sync_status = 0
         self.sync_counts = {1: 0, 2: 0}
         self.tdi_result = 0
+        self.link_down = False
         self._batching = False
         self.icu = Icu(
             Board(pcb=3, bom=1, board_type=profile.board_type, firmware=(2, 5, 9),
@@ -123,7 +124,9 @@ class Ipu:
         """The status registers' values, in the order of _STATUS."""
         exc, c, b = self.exception, self.interrupts, self.icu.board
         return [
-            R.STATUS_READY | (R.STATUS_EXCEPTION if exc else 0),
+            R.STATUS_READY | (R.STATUS_EXCEPTION if exc else 0)
+            | (R.STATUS_LINK_DOWN if self.link_down else 0)
+            | (R.STATUS_ICU_UNRESPONSIVE if self.icu.unresponsive else 0),
             exc.cause if exc else 0, self.reset_count, 1 if exc else 0,
             exc.cause if exc else 0, exc.tile if exc else 0, exc.address if exc else 0,
             exc.context if exc else 0, self.exception_count,
@@ -322,6 +325,31 @@ class Ipu:
         self.sync_status = (self.sync_status & ~(R.SYNC_WAITING | 0xFF00)) | (zone & 0xFF) << 8
         self.sync_counts[2 if is_global2(zone) else 1] += 1
         self.raise_interrupt(interrupt_for(zone))
+
+    # --- the fault API -----------------------------------------------------------
+    def set_link(self, up: bool) -> None:
+        """A link goes down (an exception with cause LINK) or comes back."""
+        if self.link_down == (not up):
+            return
+        self.link_down = not up
+        if self.link_down:
+            self.raise_exception(ExceptionCause.LINK)
+        self._changed()
+
+    def set_icu_responsive(self, responsive: bool) -> None:
+        self.icu.unresponsive = not responsive
+        self._changed()
+
+    def set_telemetry(self, *, temperature_mc: int | None = None, power_mw: int | None = None,
+                      clock_mhz: int | None = None) -> None:
+        board = self.icu.board
+        if temperature_mc is not None:
+            board.temperature_mc = temperature_mc
+        if power_mw is not None:
+            board.power_mw = power_mw
+        if clock_mhz is not None:
+            board.clock_mhz = clock_mhz
+        self._changed()
 
     # --- reset ------------------------------------------------------------------
     def reset(self) -> None:

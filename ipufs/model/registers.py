@@ -73,7 +73,8 @@ BLOCKS: tuple[Block, ...] = (
     ),
     _block(
         "CONTROL", 0x0100, "status of the whole device",
-        ("STATUS", 0x00, RO, "bit 0 READY; bit 1 EXCEPTION (an exception is held)"),
+        ("STATUS", 0x00, RO, "bit 0 READY; bit 1 EXCEPTION (an exception is held); bit 2 LINK_DOWN; "
+                             "bit 3 ICU_UNRESPONSIVE"),
         ("ERROR_STATE", 0x04, RO, "0: no errors; else the cause of the held exception"),
         ("RESET_COUNT", 0x08, RO, "device resets so far (ioctl, register, ICU)"),
         ("SCRATCH", 0x0C, RW, "free for the host; cleared by reset"),
@@ -172,5 +173,7 @@ class ExceptionCause(enum.IntEnum):
 
 STATUS_READY = 1 << 0
 STATUS_EXCEPTION = 1 << 1
+STATUS_LINK_DOWN = 1 << 2
+STATUS_ICU_UNRESPONSIVE = 1 << 3
 SYNC_WAITING = 1 << 0
 SYNC_ERROR = 1 << 1

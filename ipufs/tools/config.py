@@ -14,7 +14,7 @@ from ipufs.driver.filesystem import Ownership
 
 DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
 KEYS = {"mountpoint", "ipus", "profile", "owner", "group", "mode", "state_dir", "passthrough",
-        "link_dev", "dev_dir", "group_size", "control"}
+        "link_dev", "dev_dir", "group_size", "control", "fault_plan", "trace_file", "trace_max_bytes"}
 
 
 def uid_of(value: str | int) -> int:
@@ -54,4 +54,7 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
         control=s.get("control"),
         link_dev=bool(s.get("link_dev", os.geteuid() == 0)),
         dev_dir=str(s.get("dev_dir", "/dev")),
+        fault_plan=s.get("fault_plan"),
+        trace_file=s.get("trace_file"),
+        trace_max_bytes=int(s.get("trace_max_bytes", 64 << 20)),
     )

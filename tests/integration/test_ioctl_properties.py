@@ -21,7 +21,8 @@ from tests.integration.harness import RunningDaemon, running_daemon
 
 pytestmark = pytest.mark.mount
 
-DOCUMENTED = {errno.ENOTTY, errno.EINVAL, errno.EBUSY, errno.EPERM, errno.EFAULT, errno.ENOSPC, errno.EAGAIN}
+DOCUMENTED = {errno.ENOTTY, errno.EINVAL, errno.EBUSY, errno.EPERM, errno.EFAULT, errno.ENOSPC, errno.EAGAIN,
+              errno.ETIMEDOUT}
 
 
 @pytest.fixture(scope="module")

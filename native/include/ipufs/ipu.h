@@ -87,7 +87,7 @@ struct ipufs_buffer {
 #define IPU_REG_TILE_WINDOW 0x0048 /* ro: stride of a tile's window in ipuN_ex (a power of two) */
 #define IPU_REG_GROUP_SIZE 0x004C /* ro: IPUs taking part in GS2 with this one (its board) */
 /* CONTROL: status of the whole device */
-#define IPU_REG_STATUS 0x0100 /* ro: bit 0 READY; bit 1 EXCEPTION (an exception is held) */
+#define IPU_REG_STATUS 0x0100 /* ro: bit 0 READY; bit 1 EXCEPTION (an exception is held); bit 2 LINK_DOWN; bit 3 ICU_UNRESPONSIVE */
 #define IPU_REG_ERROR_STATE 0x0104 /* ro: 0: no errors; else the cause of the held exception */
 #define IPU_REG_RESET_COUNT 0x0108 /* ro: device resets so far (ioctl, register, ICU) */
 #define IPU_REG_SCRATCH 0x010C /* rw: free for the host; cleared by reset */

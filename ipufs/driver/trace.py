@@ -1,0 +1,134 @@
+# The trace of what clients do and what the device does back: opens,
+# register reads and writes, ioctls decoded by name, ICU messages, signals,
+# attach and detach, faults fired (docs/faults.md). Events go to live
+# subscribers (`ipufs trace`, through the control socket) and to a file of
+# bounded size. With neither, `enabled` is False and every emitting site
+# costs one attribute check.
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import trio
+
+log = logging.getLogger(__name__)
+
+KINDS = ("open", "close", "register-read", "register-write", "mailbox-write", "ioctl", "icu", "signal",
+         "attach", "detach", "fault")
+
+
+@dataclass
+class Filter:
+    ipu: int | None = None
+    kinds: frozenset[str] = frozenset()
+
+    def matches(self, event: dict[str, Any]) -> bool:
+        return (self.ipu is None or event.get("ipu") == self.ipu) and (not self.kinds or event["kind"] in self.kinds)
+
+
+@dataclass
+class Subscriber:
+    filter: Filter
+    send: trio.MemorySendChannel[dict[str, Any]]
+    dropped: int = 0
+
+
+@dataclass
+class TraceFile:
+    """Events as JSON lines in ``path``; past ``max_bytes`` the file is
+    moved to ``path.1`` (replacing an older one) and a new one begun."""
+
+    path: str
+    max_bytes: int
+    written: int = field(default=0)
+
+    def __post_init__(self) -> None:
+        self.file = open(self.path, "a", buffering=1)
+        self.written = self.file.tell()
+
+    def write(self, event: dict[str, Any]) -> None:
+        line = json.dumps(event, separators=(",", ":")) + "\n"
+        if self.written + len(line) > self.max_bytes and self.written:
+            self.file.close()
+            os.replace(self.path, self.path + ".1")
+            self.file = open(self.path, "w", buffering=1)
+            self.written = 0
+        self.file.write(line)
+        self.written += len(line)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+class Tracer:
+    def __init__(self) -> None:
+        self.enabled = False
+        self.subscribers: list[Subscriber] = []
+        self.file: TraceFile | None = None
+        self.sequence = 0
+
+    def _update(self) -> None:
+        self.enabled = bool(self.subscribers) or self.file is not None
+
+    def open_file(self, path: str, max_bytes: int) -> None:
+        self.file = TraceFile(path, max_bytes)
+        self._update()
+
+    def subscribe(self, filter_: Filter, buffer: int = 4096) -> tuple[Subscriber, trio.MemoryReceiveChannel[dict[str, Any]]]:
+        send, receive = trio.open_memory_channel[dict[str, Any]](buffer)
+        sub = Subscriber(filter_, send)
+        self.subscribers.append(sub)
+        self._update()
+        return sub, receive
+
+    def unsubscribe(self, sub: Subscriber) -> None:
+        if sub in self.subscribers:
+            self.subscribers.remove(sub)
+        self._update()
+
+    def emit(self, kind: str, ipu: int | None, **fields: Any) -> None:
+        """Record an event; call only when ``enabled``."""
+        self.sequence += 1
+        event = {"seq": self.sequence, "time": round(time.time(), 6), "kind": kind, "ipu": ipu, **fields}
+        for sub in self.subscribers:
+            if sub.filter.matches(event):
+                try:
+                    sub.send.send_nowait(event)
+                except trio.WouldBlock:
+                    sub.dropped += 1
+                except trio.ClosedResourceError:
+                    pass
+        if self.file is not None:
+            try:
+                self.file.write(event)
+            except OSError as exc:
+                log.warning("trace file %s: %s; tracing to it stops", self.file.path, exc)
+                self.file = None
+                self._update()
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
+            self.file = None
+        self._update()
+
+
+def render(event: dict[str, Any]) -> str:
+    """One event as a human-readable line."""
+    fields = " ".join(f"{k}={_show(v)}" for k, v in event.items() if k not in ("seq", "time", "kind", "ipu"))
+    stamp = time.strftime("%H:%M:%S", time.localtime(event["time"])) + f".{int(event['time'] * 1e6) % 1000000:06d}"
+    where = "" if event.get("ipu") is None else f" ipu{event['ipu']}"
+    return f"{stamp}{where} {event['kind']} {fields}".rstrip()
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and math.isfinite(value):
+        return f"{value:g}"
+    if isinstance(value, list):
+        return "[" + ",".join(_show(v) for v in value) + "]"
+    return str(value)
