@@ -45,9 +45,10 @@ def build() -> Path:
 
 
 def run_client(binary: Path, *args: object) -> list[float]:
-    out = subprocess.run([str(binary), *map(str, args)], check=True, capture_output=True, text=True,
-                         timeout=600).stdout
-    return [float(x) for x in out.split()]
+    done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(f"bench_client {' '.join(map(str, args))}: {done.stderr.strip()}")
+    return [float(x) for x in done.stdout.split()]
 
 
 def p50(xs: list[float]) -> float:
@@ -69,7 +70,8 @@ def daemon(ipus: int, profile: str = "ipu2") -> Iterator[tuple[Path, int, float]
         mnt = Path(tmp) / "mnt"
         start = time.monotonic()
         proc = subprocess.Popen([sys.executable, "-m", "ipufs", "mount", str(mnt), "--ipus", str(ipus),
-                                 "--profile", profile, "--no-link-dev"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                 "--profile", profile, "--no-link-dev"], stdout=subprocess.DEVNULL,
+                                stderr=open(Path(tmp) / "daemon.log", "w"))
         try:
             while True:
                 try:

@@ -135,20 +135,31 @@ class DeviceSide:
             await stream.send_all(encode({"ok": False, "error": f"kinds must be among {', '.join(KINDS)}"}))
             return
         sub, events = self.fs.tracer.subscribe(Filter(ipu, frozenset(kinds)))
+        gone = (trio.BrokenResourceError, trio.ClosedResourceError)
         try:
             await stream.send_all(encode({"ok": True, "tracing": True}))
             async with trio.open_nursery() as nursery:
 
                 async def watch_close() -> None:
-                    while await stream.receive_some(1024):
+                    try:
+                        while await stream.receive_some(1024):
+                            pass
+                    except gone:
+                        pass
+                    nursery.cancel_scope.cancel()
+
+                async def forward() -> None:
+                    try:
+                        async for event in events:
+                            await stream.send_all(encode(event))
+                    except gone:
                         pass
                     nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch_close)
-                async for event in events:
-                    await stream.send_all(encode(event))
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+                nursery.start_soon(forward)
+        except gone:
+            pass  # the client left before the first line
         finally:
             self.fs.tracer.unsubscribe(sub)
             await events.aclose()

@@ -59,6 +59,13 @@ class ControlServer:
         return None if run is None else (request, run)
 
     async def _serve(self, stream: trio.SocketStream) -> None:
+        # Whatever a client does, it must never take the daemon down.
+        try:
+            await self._converse(stream)
+        except Exception:
+            log.exception("control connection failed")
+
+    async def _converse(self, stream: trio.SocketStream) -> None:
         buffer = b""
         async with stream:
             try:

@@ -258,3 +258,16 @@ def test_the_trace_file_is_bounded(tmp_path: Path) -> None:
     assert trace.stat().st_size <= 4096 and (tmp_path / "trace.jsonl.1").stat().st_size <= 4096
     last = [json.loads(line) for line in trace.read_text().splitlines()]
     assert last and all(e["kind"] in ("ioctl", "open", "close", "detach", "attach") for e in last)
+
+
+def test_trace_subscribers_that_vanish_do_not_hurt_the_daemon(board: RunningDaemon) -> None:
+    for _ in range(3):
+        tracer = subprocess.Popen(ipufs_command("trace", "--json", "--dev", str(board.mountpoint)),
+                                  stdout=subprocess.PIPE, text=True)
+        assert wait_for(lambda: board.daemon.filesystem.tracer.enabled, 10)
+        subprocess.run([sys.executable, "-c", WORKLOAD, str(board.mountpoint)], check=True, timeout=60)
+        tracer.kill()  # with events still flowing to it
+        tracer.communicate()
+        assert wait_for(lambda: not board.daemon.filesystem.tracer.enabled, 5)
+    subprocess.run([sys.executable, "-c", WORKLOAD, str(board.mountpoint)], check=True, timeout=60)
+    assert os.getxattr(board.mountpoint, "user.ipufs.ipus") == b"4"
