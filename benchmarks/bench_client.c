@@ -6,6 +6,7 @@
  *   bench_client doorbell-pwrite DIR IPU N   pwrite CMD_SYNC -> signal 46
  *   bench_client doorbell-ioctl DIR IPU N    MAILBOX_WRITE_ONLY -> signal 45 (ICU doorbell)
  *   bench_client ioctl DIR IPU N             SET_IPU_ID round trip
+ *   bench_client ioctl-rate DIR IPU SECONDS  MAILBOX_READ_ONLY (8 bytes) as fast as it goes: prints the count
  *   bench_client sigqueue-floor N            sigqueue to another process -> its sigtimedwait
  *   bench_client copy PATH BYTES N           memcpy into a MAP_SHARED mapping of PATH (MiB/s)
  *   bench_client copy-memfd BYTES N          the same into a plain memfd mapping (MiB/s)
@@ -119,6 +120,19 @@ static int ioctl_rtt(const char *dir, int ipu, int n)
     return 0;
 }
 
+static int ioctl_rate(const char *dir, int ipu, double seconds)
+{
+    int fd = open_node(dir, ipu, "");
+    uint64_t end = now_ns() + (uint64_t)(seconds * 1e9), count = 0, waiting;
+    while (now_ns() < end) {
+        for (int i = 0; i < 64; i++, count++)
+            if (ioctl(fd, _IOC(_IOC_READ, IPU_IOCTL_TYPE, 29, 8),
+                      &waiting) != 0) die("MAILBOX_READ_ONLY");
+    }
+    printf("%llu\n", (unsigned long long)count);
+    return 0;
+}
+
 static int sigqueue_floor(int n)
 {
     block_driver_signals();
@@ -182,6 +196,7 @@ int main(int argc, char **argv)
     const char *mode = argv[1];
     if (!strncmp(mode, "doorbell-", 9) && argc == 5) return doorbell(mode, argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "ioctl") && argc == 5) return ioctl_rtt(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (!strcmp(mode, "ioctl-rate") && argc == 5) return ioctl_rate(argv[2], atoi(argv[3]), atof(argv[4]));
     if (!strcmp(mode, "sigqueue-floor")) return sigqueue_floor(atoi(argv[2]));
     if (!strcmp(mode, "copy") && argc == 5) {
         int fd = open(argv[2], O_RDWR | O_CLOEXEC);

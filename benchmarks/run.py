@@ -44,6 +44,45 @@ def build() -> Path:
     return binary
 
 
+def build_baseline() -> Path | None:
+    """The libfuse3 yardstick, when libfuse3-dev is installed."""
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], capture_output=True, text=True)
+    if flags.returncode != 0:
+        return None
+    binary = BUILD / "fuse_baseline"
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", str(binary), str(ROOT / "benchmarks" / "fuse_baseline.c"),
+                    *flags.stdout.split()], check=True)
+    return binary
+
+
+@contextmanager
+def baseline_server(binary: Path) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="ipufs-baseline-") as tmp:
+        mnt = Path(tmp) / "mnt"
+        mnt.mkdir()
+        proc = subprocess.Popen([str(binary), str(mnt)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+            yield mnt
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            subprocess.run(["umount", "-l", str(mnt)], stderr=subprocess.DEVNULL)
+
+
+def rate(binary: Path, mnt: Path, clients: int, seconds: float) -> float:
+    """ioctls per second, summed over ``clients`` processes at once."""
+    procs = [subprocess.Popen([str(binary), "ioctl-rate", str(mnt), "0", str(seconds)], stdout=subprocess.PIPE,
+                              text=True) for _ in range(clients)]
+    total = sum(int(p.communicate()[0]) for p in procs)
+    return total / seconds
+
+
 def run_client(binary: Path, *args: object) -> list[float]:
     done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
@@ -104,10 +143,30 @@ def measure(smoke: bool) -> list[Row]:
     n_lat = 50 if smoke else 2000
     n_ioctl = 200 if smoke else 20000
     rows: list[Row] = []
+    baseline = build_baseline()
+    base_rtt: list[float] = []
+    base_rates: dict[int, float] = {}
+    seconds = 0.3 if smoke else 3.0
+    if baseline is not None:
+        with baseline_server(baseline) as bmnt:
+            base_rtt = run_client(binary, "ioctl", bmnt, 0, n_ioctl)
+            for clients in (1, 8, 64):
+                base_rates[clients] = rate(binary, bmnt, clients, seconds)
     with daemon(4) as (mnt, pid, _):
         rtt = run_client(binary, "ioctl", mnt, 0, n_ioctl)
-        rows.append(Row("ioctl round trip (SET_IPU_ID), p50 / p99", f"{us(p50(rtt))} / {us(p99(rtt))}",
-                        "—", "—", "≤ 1.2 × a C libfuse server's p50 (baseline not yet built)"))
+        if base_rtt:
+            rows.append(Row("ioctl round trip (SET_IPU_ID), p50 / p99", f"{us(p50(rtt))} / {us(p99(rtt))}",
+                            f"C libfuse3 server: {us(p50(base_rtt))} / {us(p99(base_rtt))}",
+                            f"{p50(rtt) / p50(base_rtt):.2f}×", "≤ 1.2× the C server's p50"))
+        else:
+            rows.append(Row("ioctl round trip (SET_IPU_ID), p50 / p99", f"{us(p50(rtt))} / {us(p99(rtt))}",
+                            "C libfuse3 server: not built (install libfuse3-dev)", "—", "≤ 1.2× the C server's p50"))
+        for clients in (1, 8, 64):
+            ours = rate(binary, mnt, clients, seconds)
+            base = base_rates.get(clients)
+            rows.append(Row(f"sustained ioctls/s, {clients} client{'s' if clients > 1 else ''}", f"{ours:,.0f}",
+                            f"C libfuse3 server: {base:,.0f}" if base else "—",
+                            f"{ours / base:.2f}×" if base else "—", "report the ratio"))
         tracer = subprocess.Popen([sys.executable, "-m", "ipufs", "trace", "--json", "--dev", str(mnt)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:

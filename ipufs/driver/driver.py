@@ -27,6 +27,11 @@ log = logging.getLogger(__name__)
 U64 = 8
 
 
+#: The ioctls whose meaning depends on which process asks.
+_CALLER_MATTERS = frozenset({"ATTACH", "SET_IPU_ID", "ATTACH_BUFFER", "DETACH_BUFFER", "MASK_INTERRUPT",
+                             "UNMASK_INTERRUPT"})
+
+
 class Watcher(Protocol):
     def watch(self, pidfd: int, on_exit: Callable[[], None]) -> None: ...
 
@@ -109,9 +114,12 @@ class IpuDriver:
             raise FUSEError(errno.EINVAL, f"{spec.name} does not take {encoding}")
         if direction & Dir.WRITE and len(data) != size:
             raise FUSEError(errno.EINVAL, "argument shorter than its encoding")
-        tgid = self._caller(ipu, pid)
-        if tgid is None:
-            raise FUSEError(errno.ESRCH, "the caller is gone")
+        if spec.name in _CALLER_MATTERS:
+            tgid = self._caller(ipu, pid)
+            if tgid is None:
+                raise FUSEError(errno.ESRCH, "the caller is gone")
+        else:
+            tgid = pid  # who asks does not matter: spare the /proc lookup
         result, out = self._handlers[spec.name](ipu, fh, tgid, arg, data, size)
         if direction & Dir.READ:
             out = out.ljust(size, b"\0")[:size]
@@ -239,7 +247,7 @@ class IpuDriver:
 
     def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
         self.devices.ipus[ipu].reset()
-        log.info("IPU %d reset by process %d", ipu, tgid)
+        log.info("IPU %d reset (by thread %d)", ipu, tgid)
         return 0, b""
 
     # --- attachments and signals -------------------------------------------
