@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pwd
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -91,8 +92,9 @@ class DeviceSide:
     and the live trace (docs/faults.md)."""
 
     def __init__(self, filesystem: IpuFilesystem, injector: FaultInjector,
-                 start_plan: Callable[[FaultPlan], None]) -> None:
+                 start_plan: Callable[[FaultPlan], None], lock: threading.RLock | None = None) -> None:
         self.fs = filesystem
+        self.lock = lock or threading.RLock()
         self.injector = injector
         self.start_plan = start_plan
         self.plan: FaultPlan | None = None
@@ -134,7 +136,8 @@ class DeviceSide:
         if not isinstance(kinds, list) or not set(kinds) <= set(KINDS) or not (ipu is None or isinstance(ipu, int)):
             await stream.send_all(encode({"ok": False, "error": f"kinds must be among {', '.join(KINDS)}"}))
             return
-        sub, events = self.fs.tracer.subscribe(Filter(ipu, frozenset(kinds)))
+        with self.lock:
+            sub, events = self.fs.tracer.subscribe(Filter(ipu, frozenset(kinds)))
         gone = (trio.BrokenResourceError, trio.ClosedResourceError)
         try:
             await stream.send_all(encode({"ok": True, "tracing": True}))
@@ -161,5 +164,6 @@ class DeviceSide:
         except gone:
             pass  # the client left before the first line
         finally:
-            self.fs.tracer.unsubscribe(sub)
+            with self.lock:
+                self.fs.tracer.unsubscribe(sub)
             await events.aclose()

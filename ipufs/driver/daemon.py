@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import trio
 
@@ -70,6 +71,9 @@ class Daemon:
         self.config = config
         if config.state_dir is not None:
             config.state_dir.mkdir(parents=True, exist_ok=True)
+        #: Held by the FUSE reader thread while it handles a request, and by
+        #: every trio task that touches the devices, the driver or the model.
+        self.lock = threading.RLock()
         self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir,
                                  group_size=config.group_size)
         self.driver = IpuDriver(self.devices)
@@ -82,16 +86,18 @@ class Daemon:
             config.mountpoint,
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
+            lock=self.lock,
         )
         self.filesystem.attach_kernel(self.server)
-        self.registers = RegisterWatcher(self.filesystem)
+        self.registers = RegisterWatcher(self.filesystem, lock=self.lock)
         self.links = DevLinks(config.dev_dir, config.mountpoint, self.filesystem.tree) if config.link_dev else None
         self.filesystem.control_path = config.control_path
         self.injector = FaultInjector(self.filesystem, self._later)
         self.injector.on_fire = self._traced_fault
-        self.device_side = DeviceSide(self.filesystem, self.injector, self._start_plan)
+        self.device_side = DeviceSide(self.filesystem, self.injector, self._start_plan, self.lock)
         self.plan: FaultPlan | None = None
         self._nursery: trio.Nursery | None = None
+        self._token: trio.lowlevel.TrioToken | None = None
         self._pending: list[tuple[float, Callable[[], None]]] = []
         if config.fault_plan:
             with open(config.fault_plan) as f:
@@ -102,9 +108,10 @@ class Daemon:
         for ipu in self.devices.ipus:
             ipu.icu.observer = self._icu_observer(ipu.index)
         o = config.ownership
+        handlers = Operations(self.filesystem).handlers() | self.device_side.handlers()
         self.control = ControlServer(
             config.control_path,
-            Operations(self.filesystem).handlers() | self.device_side.handlers(),
+            {op: self._locked(handler) for op, handler in handlers.items()},
             uid=o.uid, gid=o.gid, mode=o.mode & 0o777,
             streams={"trace": self.device_side.trace},
         )
@@ -123,21 +130,32 @@ class Daemon:
 
         return observe
 
+    def _locked(self, handler: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
+        def run(request: dict[str, Any]) -> dict[str, Any]:
+            with self.lock:
+                return handler(request)
+
+        return run
+
     def _traced_fault(self, fault: object) -> None:
         if self.filesystem.tracer.enabled:
             self.filesystem.tracer.emit("fault", getattr(fault, "ipu", None), fault=getattr(fault, "describe")())
 
     def _later(self, seconds: float, action: Callable[[], None]) -> None:
         """Run ``action`` in the loop after ``seconds`` (an ICU timeout's end)."""
-        if self._nursery is None:
+        nursery, token = self._nursery, self._token
+        if nursery is None or token is None:
             self._pending.append((seconds, action))
             return
 
         async def wait_then() -> None:
             await trio.sleep(seconds)
-            action()
+            with self.lock:
+                action()
 
-        self._nursery.start_soon(wait_then)
+        # May be called from the FUSE reader (a plan's fault firing on an
+        # access): hand the scheduling to the loop.
+        token.run_sync_soon(nursery.start_soon, wait_then)
 
     def _start_plan(self, plan: FaultPlan) -> None:
         """Make ``plan`` the one in force: count accesses, schedule times."""
@@ -173,7 +191,9 @@ class Daemon:
         self.prepare_mountpoint(self.config.mountpoint)
         try:
             async with trio.open_nursery() as nursery:
-                self.driver.watcher = PidfdWatcher(nursery)
+                self.driver.watcher = PidfdWatcher(nursery, self.lock)
+                self._token = trio.lowlevel.current_trio_token()
+                self.filesystem.tracer.token = self._token
                 self._nursery = nursery
                 for seconds, action in self._pending:
                     self._later(seconds, action)
@@ -204,8 +224,9 @@ class Daemon:
     def call(self, action: Callable[[], T]) -> T:
         """Run a model-side action in the daemon's loop (called from within
         it), then publish what it wrote to clients that see copies."""
-        result = action()
-        self.filesystem.settle()
+        with self.lock:
+            result = action()
+            self.filesystem.settle()
         return result
 
     async def call_and_wait(self, action: Callable[[], T]) -> T:

@@ -23,8 +23,9 @@ BUSY = 1.0
 
 class RegisterWatcher:
     def __init__(self, filesystem: IpuFilesystem, *, fast: float = FAST, idle: float = IDLE,
-                 busy: float = BUSY) -> None:
+                 busy: float = BUSY, lock: threading.RLock | None = None) -> None:
         self.filesystem = filesystem
+        self.lock = lock or threading.RLock()
         self.fast, self.idle, self.busy = fast, idle, busy
         self.polls = 0
         self.actions = 0
@@ -34,11 +35,12 @@ class RegisterWatcher:
         """In the trio loop: let the model act on what the host stored."""
         fs = self.filesystem
         self._handed.difference_update(indices)
-        for index in indices:
-            if index < len(fs.devices.ipus) and fs.devices.ipus[index].poll_registers():
-                fs.activity[index] = time.monotonic()
-                fs.settle(index)
-                self.actions += 1
+        with self.lock:
+            for index in indices:
+                if index < len(fs.devices.ipus) and fs.devices.ipus[index].poll_registers():
+                    fs.activity[index] = time.monotonic()
+                    fs.settle(index)
+                    self.actions += 1
 
     def scan(self) -> tuple[list[int], bool]:
         """Which watched IPUs need acting on, and whether any is busy. Reads

@@ -257,8 +257,10 @@ class IpuDriver:
             return
         self.attachments.remove(ipu)
         if self.watcher is not None:
-            self.watcher.unwatch(att.pidfd)
-        att.close()
+            self.watcher.unwatch(att.pidfd)  # closes it, in the watcher's own time
+            att.pidfd = -1
+        else:
+            att.close()
         self.devices.ipus[ipu].interrupts.clear()
         log.info("IPU %d detached from process %d: %s", ipu, att.pid, reason)
         if self.tracer.enabled:

@@ -6,10 +6,12 @@
 # costs one attribute check.
 from __future__ import annotations
 
+import collections
 import json
 import logging
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -71,6 +73,12 @@ class Tracer:
         self.subscribers: list[Subscriber] = []
         self.file: TraceFile | None = None
         self.sequence = 0
+        #: The trio loop that owns the subscribers' channels; events emitted
+        #: from another thread (the FUSE reader) are handed to it.
+        self.token: trio.lowlevel.TrioToken | None = None
+        self._outbox: collections.deque[dict[str, Any]] = collections.deque()
+        self._outbox_lock = threading.Lock()
+        self._flush_scheduled = False
 
     def _update(self) -> None:
         self.enabled = bool(self.subscribers) or self.file is not None
@@ -95,14 +103,21 @@ class Tracer:
         """Record an event; call only when ``enabled``."""
         self.sequence += 1
         event = {"seq": self.sequence, "time": round(time.time(), 6), "kind": kind, "ipu": ipu, **fields}
-        for sub in self.subscribers:
-            if sub.filter.matches(event):
-                try:
-                    sub.send.send_nowait(event)
-                except trio.WouldBlock:
-                    sub.dropped += 1
-                except trio.ClosedResourceError:
-                    pass
+        if self.subscribers:
+            if self.token is None:
+                self._deliver(event)
+            else:
+                # Batched: one wake-up of the loop carries every event queued
+                # meanwhile, however fast the reader emits them.
+                with self._outbox_lock:
+                    self._outbox.append(event)
+                    schedule = not self._flush_scheduled
+                    self._flush_scheduled = True
+                if schedule:
+                    try:
+                        self.token.run_sync_soon(self._flush)
+                    except trio.RunFinishedError:
+                        pass
         if self.file is not None:
             try:
                 self.file.write(event)
@@ -110,6 +125,24 @@ class Tracer:
                 log.warning("trace file %s: %s; tracing to it stops", self.file.path, exc)
                 self.file = None
                 self._update()
+
+    def _flush(self) -> None:
+        with self._outbox_lock:
+            events = list(self._outbox)
+            self._outbox.clear()
+            self._flush_scheduled = False
+        for event in events:
+            self._deliver(event)
+
+    def _deliver(self, event: dict[str, Any]) -> None:
+        for sub in list(self.subscribers):
+            if sub.filter.matches(event):
+                try:
+                    sub.send.send_nowait(event)
+                except trio.WouldBlock:
+                    sub.dropped += 1
+                except trio.ClosedResourceError:
+                    pass
 
     def close(self) -> None:
         if self.file is not None:

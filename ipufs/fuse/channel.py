@@ -1,22 +1,16 @@
-# The trio shell's owner of /dev/fuse, after trio's FdStream: a non-blocking
-# fd, reads retried after wait_readable, the fd number cleared on close.
-# OS errors of the device are translated here, once.
+# The owner of one /dev/fuse file description: a non-blocking fd (the
+# server's reader polls it), replies and notifications written to it,
+# passthrough backing files registered on it, the fd number cleared on
+# close. OS errors of the device are translated here, once.
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
 
-import trio
-
 from ipufs.fuse import abi
 
 DEVICE = "/dev/fuse"
-
-
-class ChannelClosed(Exception):
-    """Raised by :meth:`FuseChannel.receive` when the connection is gone:
-    the filesystem was unmounted or the connection aborted."""
 
 
 class FuseChannel:
@@ -29,24 +23,6 @@ class FuseChannel:
     @classmethod
     def open(cls, path: str = DEVICE) -> FuseChannel:
         return cls(os.open(path, os.O_RDWR | os.O_CLOEXEC))
-
-    async def receive(self, buffer: bytearray) -> memoryview:
-        """Wait for and read one request into ``buffer``."""
-        while True:
-            if self.fd < 0:
-                raise ChannelClosed("channel closed")
-            try:
-                n = os.readv(self.fd, [buffer])
-            except BlockingIOError:
-                await trio.lowlevel.wait_readable(self.fd)
-                continue
-            except OSError as exc:
-                if exc.errno in (errno.EINTR, errno.ENOENT):
-                    continue  # interrupted, or the request was withdrawn
-                if exc.errno in (errno.ENODEV, errno.ECONNABORTED):
-                    raise ChannelClosed(f"/dev/fuse: {exc.strerror}") from exc
-                raise
-            return memoryview(buffer)[:n]
 
     def send(self, message: bytes) -> None:
         """Write one reply. A reply to a request the kernel no longer waits

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 
 import trio
 
@@ -17,6 +18,8 @@ def test_exit_of_a_watched_process_is_reported() -> None:
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
                 PidfdWatcher(nursery).watch(fd, lambda: called.append(proc.pid))
+                while not called:
+                    await trio.sleep(0.01)
         os.close(fd)
         proc.wait()
 
@@ -24,23 +27,36 @@ def test_exit_of_a_watched_process_is_reported() -> None:
     assert len(called) == 1
 
 
-def test_unwatching_before_the_task_runs_is_safe() -> None:
+def test_unwatching_at_once_or_while_waiting_is_safe_from_any_thread() -> None:
     called: list[int] = []
+    closed: list[int] = []
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
             watcher = PidfdWatcher(nursery)
-            for _ in range(3):
+            for _ in range(3):  # unwatched before the waiting task first runs
                 fd = os.pidfd_open(os.getpid())
                 watcher.watch(fd, lambda: called.append(1))
                 watcher.unwatch(fd)
-                os.close(fd)
-            # One watched for real and unwatched while waiting.
+                closed.append(fd)
             fd = os.pidfd_open(os.getpid())
-            watcher.watch(fd, lambda: called.append(2))
-            await trio.sleep(0.01)
-            watcher.unwatch(fd)
-            os.close(fd)
+            # watched and unwatched from another thread, as the FUSE reader does
+            thread = threading.Thread(target=lambda: watcher.watch(fd, lambda: called.append(2)))
+            thread.start()
+            thread.join()
+            await trio.sleep(0.02)
+            thread = threading.Thread(target=lambda: watcher.unwatch(fd))
+            thread.start()
+            thread.join()
+            closed.append(fd)
+            await trio.sleep(0.02)
+            assert not watcher.scopes
 
     trio.run(main)
     assert called == []
+    for fd in closed:  # the watcher closed every pidfd it was handed
+        try:
+            os.fstat(fd)
+        except OSError:
+            continue
+        assert os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:[pidfd]"
