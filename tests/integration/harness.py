@@ -151,6 +151,52 @@ class BarClient(LineClient):
         return bytes.fromhex(self.ask(f"r {offset} {length}"))
 
 
+class PyClient(LineClient):
+    """tests/integration/py_client.py: ipufs.client driven line by line."""
+
+    def __init__(self, mountpoint: Path, ipu: int) -> None:
+        script = Path(__file__).with_name("py_client.py")
+        super().__init__([sys.executable, str(script), str(mountpoint), str(ipu)], "ready")
+
+    def __call__(self, command: str) -> str:
+        return self.ask(command)
+
+    def signals(self, count: int, ms: int = 2000) -> list[tuple[int, int]]:
+        """(signal, si_int) of the signals that came within ``ms``."""
+        return [tuple(map(int, w.split(":"))) for w in self.ask(f"signals {count} {ms}").split()[1:]]  # type: ignore[misc]
+
+    def close(self, quit: str = "quit") -> None:
+        super().close(quit)
+
+
+def daemon_process(mountpoint: Path, *options: str) -> subprocess.Popen[str]:
+    """A real `ipufs mount` process, returned once it serves (its root's
+    user.ipufs.pid names it)."""
+    proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), *options), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+    def serving() -> bool:
+        try:
+            return os.getxattr(mountpoint, "user.ipufs.pid") == str(proc.pid).encode()
+        except OSError:
+            return False
+
+    if not wait_for(serving, 15):
+        proc.kill()
+        raise AssertionError(f"daemon did not mount: {proc.communicate()[1]}")
+    return proc
+
+
+def stop_processes(mountpoint: Path, *procs: subprocess.Popen[str] | None) -> None:
+    """Kill what a test started and make sure no mount is left behind."""
+    for p in procs:
+        if p is not None:
+            p.kill()
+            p.communicate()
+    if is_mounted(mountpoint):
+        subprocess.run(["umount", "-l", str(mountpoint)])
+
+
 def python_client(path: str) -> BarClient:
     return BarClient([sys.executable, str(Path(__file__).with_name("bar_client.py")), path])
 

@@ -19,21 +19,10 @@ import pytest
 from ipufs.client import Control, ControlError
 from ipufs.model.icu import Op, op_word
 from ipufs.model.registers import ExceptionCause
-from tests.integration.harness import LineClient, RunningDaemon, ipufs_command, running_daemon, wait_for
+from tests.integration.harness import PyClient as Client
+from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon, wait_for
 
 pytestmark = pytest.mark.mount
-CLIENT = str(Path(__file__).with_name("py_client.py"))
-
-
-class Client(LineClient):
-    def __init__(self, mountpoint: Path, ipu: int) -> None:
-        super().__init__([sys.executable, CLIENT, str(mountpoint), str(ipu)], "ready")
-
-    def __call__(self, command: str) -> str:
-        return self.ask(command)
-
-    def close(self, quit: str = "quit") -> None:
-        super().close(quit)
 
 
 @pytest.fixture

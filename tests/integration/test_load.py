@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -45,6 +46,10 @@ def test_sixty_four_clients(tmp_path: Path) -> None:
             return results
 
         run_wave()  # warm up: first-use allocations are not leaks
+        # Detaching hands pidfds to the loop to close: let the warm-up settle.
+        watcher = driver.watcher
+        assert watcher is not None and wait_for(lambda: not watcher.scopes, 5)
+        time.sleep(0.2)
         fds_before, rss_before = fds(), rss_kib()
         sent_before = sum(sum(s.values()) for s in driver.signals_sent)
         results = run_wave()
@@ -55,5 +60,5 @@ def test_sixty_four_clients(tmp_path: Path) -> None:
         assert sum(sum(s.values()) for s in driver.signals_dropped) == 0
         assert len(driver.attachments) == 0 and d.daemon.filesystem.files == {}
         # The last detaches hand their pidfds to the loop to close: let it.
-        assert wait_for(lambda: fds() == fds_before, 2), (fds(), fds_before)
+        assert wait_for(lambda: fds() <= fds_before, 5), (fds(), fds_before)
         assert rss_kib() - rss_before < 8 * 1024

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import os
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,24 +14,10 @@ import pytest
 from ipufs.model.icu import ERROR_MARKER, Op, op_word
 from ipufs.model.registers import REGISTERS, ExceptionCause
 from ipufs.model.tdi import TdiRegister
-from tests.integration.harness import LineClient, RunningDaemon, running_daemon, wait_for
+from tests.integration.harness import PyClient as Client
+from tests.integration.harness import RunningDaemon, running_daemon, wait_for
 
 pytestmark = pytest.mark.mount
-CLIENT = str(Path(__file__).with_name("py_client.py"))
-
-
-class Client(LineClient):
-    def __init__(self, mountpoint: Path, ipu: int) -> None:
-        super().__init__([sys.executable, CLIENT, str(mountpoint), str(ipu)], "ready")
-
-    def __call__(self, command: str) -> str:
-        return self.ask(command)
-
-    def signals(self, count: int, ms: int = 2000) -> list[tuple[int, int]]:
-        return [tuple(map(int, w.split(":"))) for w in self.ask(f"signals {count} {ms}").split()[1:]]  # type: ignore[misc]
-
-    def close(self, quit: str = "quit") -> None:
-        super().close(quit)
 
 
 @pytest.fixture

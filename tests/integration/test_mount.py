@@ -18,11 +18,12 @@ from ipufs.model.profile import PROFILES, Region
 from tests.integration.harness import (
     BarClient,
     RunningDaemon,
+    daemon_process,
     ipufs_command,
     is_mounted,
     python_client,
     running_daemon,
-    wait_for,
+    stop_processes,
 )
 
 pytestmark = pytest.mark.mount
@@ -157,28 +158,16 @@ def test_idle_ipus_cost_no_memory(tmp_path: Path) -> None:
         assert rss_kib() - before < 64 * 1024  # 64 IPUs of 1.5 GiB BARs: under 64 MiB
 
 
-def daemon_process(mountpoint: Path, *extra: str) -> subprocess.Popen[str]:
+def daemon(mountpoint: Path) -> subprocess.Popen[str]:
     dev = mountpoint.parent / "dev"
     dev.mkdir(exist_ok=True)
-    proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), "--ipus", "1", "--profile", "ipu1",
-                                          "--dev-dir", str(dev), *extra),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    def serving() -> bool:
-        try:
-            return os.getxattr(mountpoint, "user.ipufs.pid") == str(proc.pid).encode()
-        except OSError:
-            return False
-
-    if not wait_for(serving):
-        proc.kill()
-        raise AssertionError(f"daemon did not mount: {proc.communicate()[0]}")
-    return proc
+    return daemon_process(mountpoint, "--ipus", "1", "--profile", "ipu1", "--dev-dir", str(dev))
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "umount"])
 def test_daemon_unmounts_cleanly(tmp_path: Path, how: str) -> None:
     mnt = tmp_path / "mnt"
-    proc = daemon_process(mnt)
+    proc = daemon(mnt)
     try:
         if how == "umount":
             subprocess.run(ipufs_command("umount", str(mnt)), check=True, timeout=10)
@@ -187,15 +176,12 @@ def test_daemon_unmounts_cleanly(tmp_path: Path, how: str) -> None:
         assert proc.wait(10) == 0
         assert not is_mounted(mnt)
     finally:
-        proc.kill()
-        proc.communicate()
-        if is_mounted(mnt):
-            subprocess.run(["umount", "-l", str(mnt)])
+        stop_processes(mnt, proc)
 
 
 def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
-    proc = daemon_process(mnt)
+    proc = daemon(mnt)
     restarted = None
     try:
         proc.kill()
@@ -205,18 +191,13 @@ def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path) 
             with pytest.raises(OSError) as info:
                 action()
             assert info.value.errno == errno.ENOTCONN
-        restarted = daemon_process(mnt)
+        restarted = daemon(mnt)
         assert os.stat(mnt / "ipu0").st_size == PROFILES["ipu1"].config_size
         restarted.send_signal(signal.SIGTERM)
         assert restarted.wait(10) == 0
         assert not is_mounted(mnt)
     finally:
-        for p in (proc, restarted):
-            if p is not None:
-                p.kill()
-                p.communicate()
-        if is_mounted(mnt):
-            subprocess.run(["umount", "-l", str(mnt)])
+        stop_processes(mnt, proc, restarted)
 
 
 def test_a_failed_start_leaves_no_mount(tmp_path: Path) -> None:

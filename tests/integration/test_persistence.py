@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ipufs.model.profile import PROFILES
-from tests.integration.harness import ipufs_command, is_mounted, wait_for
+from tests.integration.harness import daemon_process, stop_processes
 
 pytestmark = pytest.mark.mount
 
@@ -46,18 +46,7 @@ WRITER = textwrap.dedent("""
 
 
 def start(mnt: Path, state: Path) -> subprocess.Popen[str]:
-    proc = subprocess.Popen(ipufs_command("mount", str(mnt), "--ipus", "1", "--profile", "ipu1",
-                                          "--state-dir", str(state), "--no-link-dev"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-
-    def serving() -> bool:
-        try:
-            return os.getxattr(mnt, "user.ipufs.pid") == str(proc.pid).encode()
-        except OSError:
-            return False
-
-    assert wait_for(serving, 15), "daemon did not mount"
-    return proc
+    return daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--state-dir", str(state), "--no-link-dev")
 
 
 def test_sigkill_while_clients_write_loses_nothing(tmp_path: Path) -> None:
@@ -97,9 +86,4 @@ def test_sigkill_while_clients_write_loses_nothing(tmp_path: Path) -> None:
             assert int.from_bytes(f.read(4), "little") == 1
         assert os.path.getsize(state / "ipu0.exchange") == PROFILES["ipu1"].exchange_size
     finally:
-        for p in (writer, daemon, restarted):
-            if p is not None:
-                p.kill()
-                p.communicate()
-        if is_mounted(mnt):
-            subprocess.run(["umount", "-l", str(mnt)])
+        stop_processes(mnt, writer, daemon, restarted)

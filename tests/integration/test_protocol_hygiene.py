@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ipufs.driver import abi
-from tests.integration.harness import ipufs_command, is_mounted, running_daemon, wait_for
+from tests.integration.harness import daemon_process, is_mounted, running_daemon, stop_processes, wait_for
 
 pytestmark = pytest.mark.mount
 
@@ -55,12 +55,9 @@ HOLDER = textwrap.dedent("""
 
 def test_unmount_while_a_client_holds_a_mapping(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
-    daemon = subprocess.Popen(ipufs_command("mount", str(mnt), "--ipus", "1", "--profile", "ipu1",
-                                            "--no-link-dev"), stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+    daemon = daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
     holder = None
     try:
-        assert wait_for(lambda: os.path.exists(mnt / "ipu0_ex"), 15)
         holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(mnt), str(abi.BY_NAME["ATTACH"].cmd)],
                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert holder.stdout is not None and holder.stdin is not None
@@ -76,12 +73,7 @@ def test_unmount_while_a_client_holds_a_mapping(tmp_path: Path) -> None:
         assert holder.stdout.readline().split() == ["ioctl", str(errno.ENOTCONN)]
         assert holder.wait(10) == 0
     finally:
-        for p in (holder, daemon):
-            if p is not None:
-                p.kill()
-                p.communicate()
-        if is_mounted(mnt):
-            subprocess.run(["umount", "-l", str(mnt)])
+        stop_processes(mnt, holder, daemon)
 
 
 def test_interrupt_of_an_answered_request_is_harmless(tmp_path: Path) -> None:
