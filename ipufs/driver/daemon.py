@@ -139,7 +139,7 @@ class Daemon:
 
     def _traced_fault(self, fault: object) -> None:
         if self.filesystem.tracer.enabled:
-            self.filesystem.tracer.emit("fault", getattr(fault, "ipu", None), fault=getattr(fault, "describe")())
+            self.filesystem.tracer.emit("fault", getattr(fault, "ipu", None), fault=fault.describe())
 
     def _later(self, seconds: float, action: Callable[[], None]) -> None:
         """Run ``action`` in the loop after ``seconds`` (an ICU timeout's end)."""

@@ -20,7 +20,6 @@ from ipufs.driver.coherence import PageCachePublisher
 from ipufs.driver import procs
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
-from ipufs.driver.trace import Tracer
 from ipufs.driver.nodes import ROOT_INO, Node, NodeTree
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp

@@ -19,7 +19,7 @@ CTX = rq.Context(0, 0, 1)
 def init_out(reply: fk.Reply) -> dict[str, int]:
     names = ("major minor max_readahead flags max_background congestion max_write "
              "time_gran max_pages map_alignment flags2 max_stack_depth").split()
-    return dict(zip(names, struct.unpack_from("<IIIIHHIIHHII", reply.payload)))
+    return dict(zip(names, struct.unpack_from("<IIIIHHIIHHII", reply.payload), strict=True))
 
 
 def test_init_asks_for_passthrough_and_never_writeback_cache() -> None:
