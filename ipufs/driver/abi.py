@@ -108,6 +108,13 @@ IOCTLS: tuple[IoctlSpec, ...] = (
 
 BY_NR: dict[int, IoctlSpec] = {s.nr: s for s in IOCTLS}
 BY_NAME: dict[str, IoctlSpec] = {s.name: s for s in IOCTLS}
+#: Every accepted command number -> (its ioctl, whether the caller writes an
+#: argument, whether the caller reads one back, the argument's size): one
+#: dictionary lookup decodes a request on the hot path.
+ACCEPTED: dict[int, tuple[IoctlSpec, bool, bool, int]] = {
+    e.cmd(s.nr): (s, bool(e.direction & Dir.WRITE), bool(e.direction & Dir.READ), e.size)
+    for s in IOCTLS for e in s.encodings
+}
 
 #: Signal names of the real driver, in source order (44..49).
 SIGNAL_NAMES: dict[Interrupt, str] = {

@@ -18,7 +18,7 @@ from ipufs.control.server import ControlServer
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.devlinks import DevLinks
 from ipufs.driver.doorbells import RegisterWatcher
-from ipufs.driver.faults import FaultInjector
+from ipufs.driver.faults import Fault, FaultInjector
 from ipufs.driver.plan import FaultPlan
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.filesystem import IpuFilesystem, Ownership
@@ -137,9 +137,9 @@ class Daemon:
 
         return run
 
-    def _traced_fault(self, fault: object) -> None:
+    def _traced_fault(self, fault: Fault) -> None:
         if self.filesystem.tracer.enabled:
-            self.filesystem.tracer.emit("fault", getattr(fault, "ipu", None), fault=fault.describe())
+            self.filesystem.tracer.emit("fault", fault.ipu, fault=fault.describe())
 
     def _later(self, seconds: float, action: Callable[[], None]) -> None:
         """Run ``action`` in the loop after ``seconds`` (an ICU timeout's end)."""

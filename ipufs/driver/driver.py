@@ -105,14 +105,15 @@ class IpuDriver:
     def ioctl(self, ipu: int, fh: int, pid: int, cmd: int, arg: int, data: bytes) -> tuple[int, bytes]:
         """Serve one ioctl of thread ``pid`` on IPU ``ipu``: returns the
         ioctl's result and the bytes to copy back to the caller."""
-        direction, type_, nr, size = abi.ioc_fields(cmd)
-        spec = abi.BY_NR.get(nr) if type_ == abi.IOCTL_TYPE else None
-        if spec is None:
+        accepted = abi.ACCEPTED.get(cmd)
+        if accepted is None:
+            direction, type_, nr, size = abi.ioc_fields(cmd)
+            if type_ == abi.IOCTL_TYPE and nr in abi.BY_NR:
+                raise FUSEError(errno.EINVAL, f"{abi.BY_NR[nr].name} does not take "
+                                              f"{Encoding(Dir(direction), size)}")
             raise FUSEError(errno.ENOTTY)
-        encoding = Encoding(Dir(direction), size)
-        if encoding not in spec.encodings:
-            raise FUSEError(errno.EINVAL, f"{spec.name} does not take {encoding}")
-        if direction & Dir.WRITE and len(data) != size:
+        spec, writes, reads, size = accepted
+        if writes and len(data) != size:
             raise FUSEError(errno.EINVAL, "argument shorter than its encoding")
         if spec.name in _CALLER_MATTERS:
             tgid = self._caller(ipu, pid)
@@ -121,7 +122,7 @@ class IpuDriver:
         else:
             tgid = pid  # who asks does not matter: spare the /proc lookup
         result, out = self._handlers[spec.name](ipu, fh, tgid, arg, data, size)
-        if direction & Dir.READ:
+        if reads:
             out = out.ljust(size, b"\0")[:size]
         else:
             out = b""
