@@ -84,35 +84,29 @@ def probe_passthrough() -> Finding:
     backing file with the kernel, as a real mount would."""
     from ipufs.driver.daemon import Daemon, DaemonConfig
 
-    result: list[Finding] = []
-
-    async def probe() -> None:
-        with tempfile.TemporaryDirectory(prefix="ipufs-doctor-") as tmp:
-            daemon = Daemon(DaemonConfig(mountpoint=tmp, ipus=1, profile="ipu1"))
-            with trio.fail_after(10):
-                await _probe_mount(daemon, result)
-
-    async def _probe_mount(daemon: Daemon, result: list[Finding]) -> None:
+    async def probe(mountpoint: str) -> Finding:
+        daemon = Daemon(DaemonConfig(mountpoint=mountpoint, ipus=1, profile="ipu1"))
+        with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 negotiated = await nursery.start(daemon.run)
+                nursery.cancel_scope.cancel()  # unmount when done here
                 if not negotiated.passthrough:
-                    result.append(Finding("passthrough", False, "the kernel did not offer FUSE_PASSTHROUGH"))
-                else:
-                    fd = os.memfd_create("ipufs-doctor")
-                    try:
-                        daemon.server.backing_open(fd)
-                        result.append(Finding("passthrough", True, "a backing file was registered"))
-                    except OSError as exc:
-                        result.append(Finding("passthrough", False, f"FUSE_DEV_IOC_BACKING_OPEN: {exc.strerror}"))
-                    finally:
-                        os.close(fd)
-                nursery.cancel_scope.cancel()
+                    return Finding("passthrough", False, "the kernel did not offer FUSE_PASSTHROUGH")
+                fd = os.memfd_create("ipufs-doctor")
+                try:
+                    daemon.server.backing_open(fd)
+                except OSError as exc:
+                    return Finding("passthrough", False, f"FUSE_DEV_IOC_BACKING_OPEN: {exc.strerror}")
+                finally:
+                    os.close(fd)
+                return Finding("passthrough", True, "a backing file was registered")
+        return Finding("passthrough", False, "probe gave no answer")
 
     try:
-        trio.run(probe)
+        with tempfile.TemporaryDirectory(prefix="ipufs-doctor-") as tmp:
+            return trio.run(probe, tmp)
     except Exception as exc:  # the probe is advice, never a crash
         return Finding("passthrough", False, f"probe mount failed: {exc}")
-    return result[0] if result else Finding("passthrough", False, "probe gave no answer")
 
 
 def _getxattr(path: str, name: str, timeout: float = 2.0) -> str | None:
