@@ -284,7 +284,7 @@ def parser() -> argparse.ArgumentParser:
     u = sub.add_parser("umount", help="unmount an ipufs mount (the daemon then exits)")
     u.add_argument("mountpoint")
     u.add_argument("--abort", action="store_true",
-                   help="abort the connection first (for a daemon that hangs): callers get ENOTCONN")
+                   help="abort the connection first (for a daemon that hangs): waiting callers fail at once")
     u.set_defaults(func=cmd_umount)
 
     d = sub.add_parser("doctor", help="check passthrough support and list ipufs mounts")

@@ -37,6 +37,13 @@ class Control:
             raise ControlError(answer.get("error", "refused"))
         return answer
 
+    def inject(self, kind: str, ipu: int = 0, **parameters: Any) -> str:
+        """Make the device misbehave (docs/faults.md); returns what fired."""
+        return str(self.request("inject", kind=kind, ipu=ipu, **parameters)["fired"])
+
+    def status(self) -> dict[str, Any]:
+        return self.request("status")
+
     def close(self) -> None:
         self.file.close()
         self.sock.close()

@@ -130,7 +130,8 @@ def test_bad_faults_are_refused_with_a_reason(board: RunningDaemon) -> None:
                                 ({"kind": "reset", "ipu": 9}, "ipu must be")):
             with pytest.raises(ControlError, match=reason):
                 control.request("inject", **request)
-        assert control.request("status")["mode"] == "passthrough"
+        assert control.status()["mode"] == "passthrough"
+        assert control.inject("telemetry", 2, clock_mhz=700) == "telemetry ipu=2 clock_mhz=700"
 
 
 PLAN = """

@@ -98,3 +98,25 @@ def test_interrupt_of_an_answered_request_is_harmless(tmp_path: Path) -> None:
                              timeout=60)
         assert out.stdout.strip() == "ok", out.stderr
         assert os.getxattr(d.mountpoint, "user.ipufs.ipus") == b"1"
+
+
+def test_abort_frees_the_callers_of_a_hung_daemon(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    daemon = daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
+    caller = None
+    try:
+        os.kill(daemon.pid, signal.SIGSTOP)  # hung: alive, answering nothing
+        code = ("import os, sys\ntry:\n    os.open(sys.argv[1] + '/ipu0', os.O_RDWR)\n    print('opened')\n"
+                "except OSError as exc:\n    print(exc.errno)\n")
+        caller = subprocess.Popen([sys.executable, "-c", code, str(mnt)], stdout=subprocess.PIPE, text=True)
+        with pytest.raises(subprocess.TimeoutExpired):
+            caller.wait(0.5)  # waiting on the daemon
+        subprocess.run([sys.executable, "-m", "ipufs", "umount", "--abort", str(mnt)], check=True, timeout=20)
+        out, _ = caller.communicate(timeout=10)
+        # A request in flight at the abort fails with ECONNABORTED (ipufs
+        # negotiates FUSE_ABORT_ERROR); requests after it get ENOTCONN.
+        assert out.strip() == str(errno.ECONNABORTED)
+        assert not is_mounted(mnt)
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+        stop_processes(mnt, caller, daemon)
