@@ -6,6 +6,8 @@
  *   bench_client doorbell-pwrite DIR IPU N   pwrite CMD_SYNC -> signal 46
  *   bench_client doorbell-ioctl DIR IPU N    MAILBOX_WRITE_ONLY -> signal 45 (ICU doorbell)
  *   bench_client ioctl DIR IPU N             SET_IPU_ID round trip
+ *   bench_client event-latency DIR IPU N     attach; for N signals, the time from the daemon's stamp in
+ *                                           SCRATCH (CLOCK_MONOTONIC, low 32 bits) to sigtimedwait's return
  *   bench_client ioctl-rate DIR IPU SECONDS  MAILBOX_READ_ONLY (8 bytes) as fast as it goes: prints the count
  *   bench_client sigqueue-floor N            sigqueue to another process -> its sigtimedwait
  *   bench_client copy PATH BYTES N           memcpy into a MAP_SHARED mapping of PATH (MiB/s)
@@ -120,6 +122,29 @@ static int ioctl_rtt(const char *dir, int ipu, int n)
     return 0;
 }
 
+static int event_latency(const char *dir, int ipu, int n)
+{
+    block_driver_signals();
+    int fd = open_node(dir, ipu, "");
+    size_t size;
+    volatile uint32_t *regs = map_file(fd, &size);
+    if (ioctl(fd, IPU_IOCTL_ATTACH, NULL) != 0) die("ATTACH");
+    printf("ready\n");
+    fflush(stdout);
+    sigset_t set;
+    sigemptyset(&set);
+    for (int s = PCIE_IPU_EXCEPTION_SIG; s <= PCIE_HSPGS2E1_SIG; s++) sigaddset(&set, s);
+    for (int i = 0; i < n; i++) {
+        struct timespec timeout = { 10, 0 };
+        siginfo_t info;
+        if (sigtimedwait(&set, &info, &timeout) < 0) die("sigtimedwait");
+        uint32_t now = (uint32_t)now_ns();
+        printf("%u\n", now - regs[IPU_REG_SCRATCH / 4]);
+        fflush(stdout);
+    }
+    return 0;
+}
+
 static int ioctl_rate(const char *dir, int ipu, double seconds)
 {
     int fd = open_node(dir, ipu, "");
@@ -196,6 +221,7 @@ int main(int argc, char **argv)
     const char *mode = argv[1];
     if (!strncmp(mode, "doorbell-", 9) && argc == 5) return doorbell(mode, argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "ioctl") && argc == 5) return ioctl_rtt(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (!strcmp(mode, "event-latency") && argc == 5) return event_latency(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "ioctl-rate") && argc == 5) return ioctl_rate(argv[2], atoi(argv[3]), atof(argv[4]));
     if (!strcmp(mode, "sigqueue-floor")) return sigqueue_floor(atoi(argv[2]));
     if (!strcmp(mode, "copy") && argc == 5) {

@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import enum
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.model.interrupts import Interrupt
-from ipufs.model.registers import ExceptionCause
+from ipufs.model.registers import REGISTERS, ExceptionCause
 from ipufs.model.sync import HOST_ZONES, Zone, interrupt_for
 
 
@@ -30,7 +31,7 @@ class Kind(enum.Enum):
     LINK_UP = "link-up"
     TELEMETRY = "telemetry"  # temperature_mc, power_mw, clock_mhz
     RESET = "reset"
-    INTERRUPT = "interrupt"  # source: name or bit number
+    INTERRUPT = "interrupt"  # source: name or bit number; stamp: bool
 
 
 ZONE_NAMES = {"gs1": Zone.GS1, "gs1h": Zone.GS1H, "gs2": Zone.GS2, "gs2h": Zone.GS2H,
@@ -170,11 +171,16 @@ class FaultInjector:
         elif kind is Kind.RESET:
             model.reset()
         elif kind is Kind.INTERRUPT:
+            if p.get("stamp"):
+                # For latency measurements: the moment of the event, as the
+                # low 32 bits of CLOCK_MONOTONIC in ns, in SCRATCH.
+                model.config.write(REGISTERS["SCRATCH"].offset,
+                                   (time.monotonic_ns() & 0xFFFFFFFF).to_bytes(4, "little"))
             model.raise_interrupt(_source(p.get("source")))
+        self.fs.settle(fault.ipu)  # signals first, bookkeeping after
         self.fired.append(fault.describe())
         if self.on_fire is not None:
             self.on_fire(fault)
-        self.fs.settle(fault.ipu)
 
     def _recover(self, ipu: int) -> None:
         self.fs.devices.ipus[ipu].set_icu_responsive(True)
