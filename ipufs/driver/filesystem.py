@@ -77,8 +77,7 @@ class OpenFile:
 
 @dataclass
 class Stats:
-    lookups: dict[int, int] = field(default_factory=dict)
-    opens: int = 0
+    lookups: dict[int, int] = field(default_factory=dict)  # nodeid -> lookups the kernel holds
 
 
 class IpuFilesystem(Operations):
@@ -340,7 +339,6 @@ class IpuFilesystem(Operations):
         if node.region in (Region.CONFIG, Region.MAILBOX):
             self.register_users[node.ipu] = self.register_users.get(node.ipu, 0) + 1
             self.activity[node.ipu] = time.monotonic()
-        self.stats.opens += 1
         return rp.Opened(fh, flags, backing_id)
 
     def _file(self, fh: int) -> OpenFile:

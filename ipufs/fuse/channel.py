@@ -49,9 +49,6 @@ class FuseChannel:
         arg = bytearray(abi.BACKING_MAP.pack(fd, 0, 0))
         return int(fcntl.ioctl(self.fd, abi.DEV_IOC_BACKING_OPEN, arg, True))
 
-    def backing_close(self, backing_id: int) -> None:
-        fcntl.ioctl(self.fd, abi.DEV_IOC_BACKING_CLOSE, backing_id.to_bytes(4, "little"))
-
     def close(self) -> None:
         if self.fd >= 0:
             fd, self.fd = self.fd, -1

@@ -31,11 +31,6 @@ class Location:
     region: int  # 0 or 1
     bank: int  # 0..7 within the region
 
-    @property
-    def address(self) -> int:
-        """The canonical (populated) address of this byte."""
-        return self.offset
-
 
 class MisalignedAccess(Exception):
     """A load or store whose address is not a multiple of its width."""
