@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "benchmarks" / "build"
@@ -34,6 +35,16 @@ class Row:
     baseline: str
     ratio: str
     goal: str
+
+
+def stop(proc: subprocess.Popen[Any], timeout: float) -> None:
+    """Terminate a server process, killing it if it does not go in time."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def build() -> Path:
@@ -66,12 +77,7 @@ def baseline_server(binary: Path) -> Iterator[Path]:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             yield mnt
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            stop(proc, 10)
             subprocess.run(["umount", "-l", str(mnt)], stderr=subprocess.DEVNULL)
 
 
@@ -108,9 +114,11 @@ def daemon(ipus: int, profile: str = "ipu2") -> Iterator[tuple[Path, int, float]
     with tempfile.TemporaryDirectory(prefix="ipufs-bench-") as tmp:
         mnt = Path(tmp) / "mnt"
         start = time.monotonic()
-        proc = subprocess.Popen([sys.executable, "-m", "ipufs", "mount", str(mnt), "--ipus", str(ipus),
-                                 "--profile", profile, "--no-link-dev"], stdout=subprocess.DEVNULL,
-                                stderr=open(Path(tmp) / "daemon.log", "w"))
+        log = Path(tmp) / "daemon.log"
+        with open(log, "w") as stderr:
+            proc = subprocess.Popen([sys.executable, "-m", "ipufs", "mount", str(mnt), "--ipus", str(ipus),
+                                     "--profile", profile, "--no-link-dev"], stdout=subprocess.DEVNULL,
+                                    stderr=stderr)
         try:
             while True:
                 try:
@@ -119,18 +127,11 @@ def daemon(ipus: int, profile: str = "ipu2") -> Iterator[tuple[Path, int, float]
                 except OSError:
                     pass
                 if proc.poll() is not None or time.monotonic() - start > 60:
-                    raise RuntimeError(f"daemon did not mount: {proc.stderr.read() if proc.stderr else ''}")
+                    raise RuntimeError(f"daemon did not mount: {log.read_text()}")
                 time.sleep(0.005)
             yield mnt, proc.pid, time.monotonic() - start
         finally:
-            proc.terminate()
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            if proc.stderr:
-                proc.stderr.close()
+            stop(proc, 20)
 
 
 def rss_mib(pid: int) -> float:

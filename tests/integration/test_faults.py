@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,24 +26,15 @@ pytestmark = pytest.mark.mount
 
 
 @pytest.fixture
-def board(tmp_path: Path) -> Iterator[RunningDaemon]:
-    with running_daemon(tmp_path / "mnt", ipus=4, profile="ipu2") as d:
-        yield d
-
-
-@pytest.fixture
-def client(board: RunningDaemon) -> Iterator[Callable[[int], Client]]:
-    started: list[Client] = []
+def client(py_client: Callable[[int], Client]) -> Callable[[int], Client]:
+    """Starts a client on an IPU, attached, with id 10 + the IPU."""
 
     def start(ipu: int = 0) -> Client:
-        c = Client(board.mountpoint, ipu)
-        started.append(c)
+        c = py_client(ipu)
         assert c("attach") == "ok" and c(f"setid {10 + ipu}") == "ok"
         return c
 
-    yield start
-    for c in started:
-        c.close()
+    return start
 
 
 def inject(board: RunningDaemon, *args: str) -> str:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 
 import pytest
 
@@ -15,30 +14,14 @@ from ipufs.model.icu import ERROR_MARKER, Op, op_word
 from ipufs.model.registers import REGISTERS, ExceptionCause
 from ipufs.model.tdi import TdiRegister
 from tests.integration.harness import PyClient as Client
-from tests.integration.harness import RunningDaemon, running_daemon, wait_for
+from tests.integration.harness import RunningDaemon, wait_for
 
 pytestmark = pytest.mark.mount
 
 
 @pytest.fixture
-def board(tmp_path: Path) -> Iterator[RunningDaemon]:
-    """One M2000 board: four ipu2 IPUs in one GS2 group."""
-    with running_daemon(tmp_path / "mnt", ipus=4, profile="ipu2") as d:
-        yield d
-
-
-@pytest.fixture
-def client(board: RunningDaemon) -> Iterator[Callable[[int], Client]]:
-    started: list[Client] = []
-
-    def start(ipu: int = 0) -> Client:
-        c = Client(board.mountpoint, ipu)
-        started.append(c)
-        return c
-
-    yield start
-    for c in started:
-        c.close()
+def client(py_client: Callable[[int], Client]) -> Callable[[int], Client]:
+    return py_client
 
 
 def attached(start: Callable[[int], Client], ipu: int, ipu_id: int) -> Client:
