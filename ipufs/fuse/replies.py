@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import stat as _stat
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from ipufs.fuse import abi
+from ipufs.fuse.record import record
 
 _NS = 1_000_000_000
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Attr:
     """struct fuse_attr; times in nanoseconds since the epoch."""
 
@@ -53,7 +53,7 @@ class Reply:
         raise NotImplementedError
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Empty(Reply):
     """A success with no payload (FLUSH, RELEASE, FSYNC, ACCESS...)."""
 
@@ -61,7 +61,7 @@ class Empty(Reply):
         return b""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Entry(Reply):
     """fuse_entry_out, the answer to LOOKUP (and MKNOD, MKDIR...)."""
 
@@ -79,7 +79,7 @@ class Entry(Reply):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class AttrReply(Reply):
     """fuse_attr_out, the answer to GETATTR and SETATTR."""
 
@@ -91,7 +91,7 @@ class AttrReply(Reply):
         return abi.ATTR_OUT_HEAD.pack(s, ns, 0) + self.attr.encode()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Opened(Reply):
     """fuse_open_out: a file handle, FOPEN_* flags, and the backing id of a
     passthrough file (0 when none)."""
@@ -104,7 +104,7 @@ class Opened(Reply):
         return abi.OPEN_OUT.pack(self.fh, self.flags, self.backing_id)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Data(Reply):
     """Raw bytes: READ, READDIR, READLINK, GETXATTR/LISTXATTR values."""
 
@@ -114,7 +114,7 @@ class Data(Reply):
         return bytes(self.data)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Written(Reply):
     size: int
 
@@ -122,7 +122,7 @@ class Written(Reply):
         return abi.WRITE_OUT.pack(self.size, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class XattrSize(Reply):
     """fuse_getxattr_out: the size a value or list would need (a GETXATTR or
     LISTXATTR with size 0 asks only for this)."""
@@ -133,7 +133,7 @@ class XattrSize(Reply):
         return abi.GETXATTR_OUT.pack(self.size, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StatfsReply(Reply):
     blocks: int = 0
     bfree: int = 0
@@ -151,7 +151,7 @@ class StatfsReply(Reply):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class IoctlReply(Reply):
     """fuse_ioctl_out followed by the bytes the kernel copies back to the
     caller's argument (at most the request's out_size)."""
@@ -163,7 +163,7 @@ class IoctlReply(Reply):
         return abi.IOCTL_OUT.pack(self.result, 0, 0, 0) + self.data
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PollReply(Reply):
     revents: int
 
@@ -171,7 +171,7 @@ class PollReply(Reply):
         return abi.POLL_OUT.pack(self.revents, 0)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LseekReply(Reply):
     offset: int
 
@@ -179,7 +179,7 @@ class LseekReply(Reply):
         return abi.LSEEK_OUT.pack(self.offset)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LockReply(Reply):
     start: int
     end: int
@@ -190,7 +190,7 @@ class LockReply(Reply):
         return abi.LK_OUT.pack(self.start, self.end, self.type, self.pid)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class InitReply(Reply):
     major: int
     minor: int
@@ -211,7 +211,7 @@ class InitReply(Reply):
         )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DirEntry:
     """One directory entry; ``offset`` is the cookie of the entry after it."""
 

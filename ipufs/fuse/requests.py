@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from ipufs.fuse import abi
 from ipufs.fuse.errors import ProtocolError
+from ipufs.fuse.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Context:
     """Who asked: the caller's ids, from the request header. The pid is as
     seen from the PID namespace of the process that mounted."""
@@ -21,14 +21,14 @@ class Context:
     pid: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Request:
     unique: int
     nodeid: int
     ctx: Context
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Init(Request):
     major: int
     minor: int
@@ -36,32 +36,32 @@ class Init(Request):
     flags: int  # flags | flags2 << 32
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Destroy(Request):
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lookup(Request):
     name: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Forget(Request):
     nlookup: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class BatchForget(Request):
     forgets: tuple[tuple[int, int], ...]  # (nodeid, nlookup)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Getattr(Request):
     fh: int | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Setattr(Request):
     valid: int
     fh: int
@@ -74,18 +74,18 @@ class Setattr(Request):
     gid: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Readlink(Request):
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Symlink(Request):
     name: bytes
     target: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mknod(Request):
     name: bytes
     mode: int
@@ -93,24 +93,24 @@ class Mknod(Request):
     umask: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Mkdir(Request):
     name: bytes
     mode: int
     umask: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unlink(Request):
     name: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rmdir(Request):
     name: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rename(Request):
     name: bytes
     newdir: int
@@ -118,18 +118,18 @@ class Rename(Request):
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Link(Request):
     oldnodeid: int
     name: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Open(Request):
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Create(Request):
     name: bytes
     flags: int
@@ -137,7 +137,7 @@ class Create(Request):
     umask: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Read(Request):
     fh: int
     offset: int
@@ -145,7 +145,7 @@ class Read(Request):
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Write(Request):
     fh: int
     offset: int
@@ -154,59 +154,59 @@ class Write(Request):
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Statfs(Request):
     pass
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Release(Request):
     fh: int
     flags: int
     release_flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Flush(Request):
     fh: int
     lock_owner: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fsync(Request):
     fh: int
     datasync: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Setxattr(Request):
     name: bytes
     value: bytes
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Getxattr(Request):
     name: bytes
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Listxattr(Request):
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Removexattr(Request):
     name: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Opendir(Request):
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Readdir(Request):
     fh: int
     offset: int
@@ -214,18 +214,18 @@ class Readdir(Request):
     plus: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Releasedir(Request):
     fh: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fsyncdir(Request):
     fh: int
     datasync: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lock(Request):
     """GETLK, SETLK and SETLKW, told apart by ``opcode``."""
 
@@ -239,23 +239,23 @@ class Lock(Request):
     lk_flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Access(Request):
     mask: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Interrupt(Request):
     target: int  # the unique id of the request to interrupt
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Bmap(Request):
     block: int
     blocksize: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Ioctl(Request):
     fh: int
     flags: int
@@ -265,7 +265,7 @@ class Ioctl(Request):
     out_size: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Poll(Request):
     fh: int
     kh: int
@@ -273,7 +273,7 @@ class Poll(Request):
     events: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Fallocate(Request):
     fh: int
     offset: int
@@ -281,14 +281,14 @@ class Fallocate(Request):
     mode: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Lseek(Request):
     fh: int
     offset: int
     whence: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CopyFileRange(Request):
     fh_in: int
     off_in: int
@@ -299,7 +299,7 @@ class CopyFileRange(Request):
     flags: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Unsupported(Request):
     """Any opcode ipufs does not decode (SETUPMAPPING, TMPFILE, STATX, an
     opcode from a newer kernel...). The session answers it with ENOSYS."""
