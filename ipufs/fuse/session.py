@@ -73,8 +73,19 @@ class Session:
         self.negotiated: Negotiated | None = None
         self.destroyed = False
         self._table = rq.decoders()
-        self._handlers: dict[type[rq.Request], Callable[[Any], rp.Reply]] = {
-            cls: getattr(operations, name) for cls, name in _METHODS.items()
+        # Request type -> handler. Until INIT is answered only the requests
+        # that need no negotiation are served; INIT swaps in the full table,
+        # so the state is the table and no request pays for a check.
+        self._control: dict[type[rq.Request], Callable[[Any], rp.Reply | None]] = {
+            rq.Init: self._init,
+            rq.Forget: self._forget,
+            rq.BatchForget: self._batch_forget,
+            rq.Interrupt: self._interrupt,
+            rq.Destroy: self._destroy,
+        }
+        self._handlers = self._control
+        self._served: dict[type[rq.Request], Callable[[Any], rp.Reply | None]] = {
+            **{cls: getattr(operations, name) for cls, name in _METHODS.items()}, **self._control,
         }
 
     @property
@@ -93,33 +104,33 @@ class Session:
     def dispatch(self, request: rq.Request) -> bytes | None:
         unique = request.unique
         try:
-            if isinstance(request, rq.Init):
-                return rp.frame(unique, self._init(request).encode())
-            if isinstance(request, rq.Forget):
-                self.operations.forget(request.nodeid, request.nlookup)
-                return None
-            if isinstance(request, rq.BatchForget):
-                for nodeid, nlookup in request.forgets:
-                    self.operations.forget(nodeid, nlookup)
-                return None
-            if isinstance(request, rq.Interrupt):
-                self.operations.interrupt(request.target)
-                return None
-            if isinstance(request, rq.Destroy):
-                self.destroyed = True
-                self.operations.destroy()
-                return rp.frame(unique)
-            if self.negotiated is None:
-                raise FUSEError(errno.EIO, "request before INIT")
             handler = self._handlers.get(type(request))
             if handler is None:
+                if self.negotiated is None and type(request) in self._served:
+                    raise FUSEError(errno.EIO, "request before INIT")
                 raise FUSEError(errno.ENOSYS)
-            return rp.frame(unique, handler(request).encode())
+            reply = handler(request)
+            return None if reply is None else rp.frame(unique, reply.encode())
         except FUSEError as exc:
             return rp.frame(unique, error=exc.errno)
         except Exception:
             log.exception("handler failed on %r", request)
             return rp.frame(unique, error=errno.EIO)
+
+    def _forget(self, req: rq.Forget) -> None:
+        self.operations.forget(req.nodeid, req.nlookup)
+
+    def _batch_forget(self, req: rq.BatchForget) -> None:
+        for nodeid, nlookup in req.forgets:
+            self.operations.forget(nodeid, nlookup)
+
+    def _interrupt(self, req: rq.Interrupt) -> None:
+        self.operations.interrupt(req.target)
+
+    def _destroy(self, req: rq.Destroy) -> rp.Reply:
+        self.destroyed = True
+        self.operations.destroy()
+        return rp.Empty()
 
     def _init(self, req: rq.Init) -> rp.InitReply:
         if req.major > abi.KERNEL_VERSION:
@@ -136,9 +147,11 @@ class Session:
         if minor < 40:
             flags &= ~F.PASSTHROUGH
         max_pages = self.max_write // PAGE_SIZE
-        self.negotiated = Negotiated(minor, int(flags), self.max_write, req.max_readahead)
+        negotiated = Negotiated(minor, int(flags), self.max_write, req.max_readahead)
+        self.operations.init(negotiated)
+        self.negotiated = negotiated
         self._table = rq.decoders(setxattr_ext=bool(flags & F.SETXATTR_EXT))
-        self.operations.init(self.negotiated)
+        self._handlers = self._served
         return rp.InitReply(
             major=abi.KERNEL_VERSION,
             minor=minor,
