@@ -6,10 +6,10 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import select
+import signal
 import struct
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ipufs import native
 from ipufs.driver import abi, procs
@@ -44,7 +44,15 @@ class DmaError(Exception):
 
 
 def _alive(pidfd: int) -> bool:
-    return not select.select([pidfd], [], [], 0)[0]
+    """Whether the process behind ``pidfd`` has not been reaped (so its pid
+    cannot have been given to another process). Signal 0 only checks."""
+    try:
+        signal.pidfd_send_signal(pidfd, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _as_int32(value: int) -> int:
@@ -55,6 +63,14 @@ def _as_int32(value: int) -> int:
     if -(1 << 31) <= value < 1 << 32:
         return value - (1 << 32) if value >= 1 << 31 else value
     raise FUSEError(errno.EINVAL, "SET_IPU_ID takes an int")
+
+
+class _Command(NamedTuple):
+    handler: Callable[[int, int, int, int, bytes | memoryview, int], tuple[int, bytes]]
+    caller_matters: bool
+    writes: bool
+    reads: bool
+    size: int
 
 
 class IpuDriver:
@@ -71,7 +87,7 @@ class IpuDriver:
         self.send_signal = send_signal
         self.signals_sent = [dict.fromkeys(Interrupt, 0) for _ in devices.ipus]
         self.signals_dropped = [dict.fromkeys(Interrupt, 0) for _ in devices.ipus]
-        self._handlers = {
+        handlers = {
             "ATTACH": self._attach,
             "ATTACH_BUFFER": self._attach_buffer,
             "DETACH_BUFFER": self._detach_buffer,
@@ -83,6 +99,12 @@ class IpuDriver:
             "MAILBOX_WRITE_ONLY": self._mailbox_write,
             "MAILBOX_WRITE_READ": self._mailbox_write_read,
             "MAILBOX_GET_OFFSETS": self._mailbox_offsets,
+        }
+        # Command number -> everything serving it needs, found with one
+        # dictionary lookup per request.
+        self._commands: dict[int, _Command] = {
+            cmd: _Command(handlers[spec.name], spec.name in _CALLER_MATTERS, writes, reads, size)
+            for cmd, (spec, writes, reads, size) in abi.ACCEPTED.items()
         }
         self._open: dict[int, tuple[int, int | None]] = {}  # fh -> (ipu, tgid)
 
@@ -102,31 +124,31 @@ class IpuDriver:
                 self.detach(att.ipu, "its last file was closed")
 
     # --- ioctls ----------------------------------------------------------------
-    def ioctl(self, ipu: int, fh: int, pid: int, cmd: int, arg: int, data: bytes) -> tuple[int, bytes]:
+    def ioctl(self, ipu: int, fh: int, pid: int, cmd: int, arg: int, data: bytes | memoryview) -> tuple[int, bytes]:
         """Serve one ioctl of thread ``pid`` on IPU ``ipu``: returns the
-        ioctl's result and the bytes to copy back to the caller."""
-        accepted = abi.ACCEPTED.get(cmd)
-        if accepted is None:
+        ioctl's result and the bytes to copy back to the caller. The
+        interrupts it raises are the caller's to deliver (``deliver``)."""
+        command = self._commands.get(cmd)
+        if command is None:
             direction, type_, nr, size = abi.ioc_fields(cmd)
             if type_ == abi.IOCTL_TYPE and nr in abi.BY_NR:
                 raise FUSEError(errno.EINVAL, f"{abi.BY_NR[nr].name} does not take "
                                               f"{Encoding(Dir(direction), size)}")
             raise FUSEError(errno.ENOTTY)
-        spec, writes, reads, size = accepted
+        handler, caller_matters, writes, reads, size = command
         if writes and len(data) != size:
             raise FUSEError(errno.EINVAL, "argument shorter than its encoding")
-        if spec.name in _CALLER_MATTERS:
+        if caller_matters:
             tgid = self._caller(ipu, pid)
             if tgid is None:
                 raise FUSEError(errno.ESRCH, "the caller is gone")
         else:
             tgid = pid  # who asks does not matter: spare the /proc lookup
-        result, out = self._handlers[spec.name](ipu, fh, tgid, arg, data, size)
-        if reads:
+        result, out = handler(ipu, fh, tgid, arg, data, size)
+        if not reads:
+            return result, b""
+        if len(out) != size:
             out = out.ljust(size, b"\0")[:size]
-        else:
-            out = b""
-        self.deliver([ipu])
         return result, out
 
     def _caller(self, ipu: int, pid: int) -> int | None:
@@ -145,7 +167,7 @@ class IpuDriver:
             raise FUSEError(errno.EPERM, "only the attached process may do this")
         return att
 
-    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         att = self.attachments.get(ipu)
         if att is not None and not _alive(att.pidfd):
             self.detach(ipu, "its process exited")
@@ -170,12 +192,12 @@ class IpuDriver:
             self.tracer.emit("attach", ipu, pid=tgid, command=procs.command_of(tgid))
         return 0, b""
 
-    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         att.ipu_id = _as_int32(arg)
         return 0, b""
 
-    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         address, length, _, flags = abi.BUFFER.unpack(data)
         if flags & ~(abi.BUFFER_DEVICE_READS | abi.BUFFER_DEVICE_WRITES):
@@ -194,26 +216,26 @@ class IpuDriver:
         att.buffers[buffer.id] = buffer
         return 0, abi.BUFFER.pack(address, length, buffer.id, flags)
 
-    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         (buffer_id,) = struct.unpack("<Q", data)
         if att.buffers.pop(buffer_id, None) is None:
             raise FUSEError(errno.EINVAL, f"no buffer {buffer_id}")
         return 0, b""
 
-    def _mask_bits(self, data: bytes) -> int:
+    def _mask_bits(self, data: bytes | memoryview) -> int:
         (bits,) = struct.unpack("<Q", data)
         if bits & ~ALL_SOURCES:
             raise FUSEError(errno.EINVAL, "unknown interrupt source bits")
         return int(bits)
 
-    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         self._caller_attachment(ipu, tgid)
         model = self.devices.ipus[ipu]
         model.set_interrupt_mask(model.interrupts.mask | self._mask_bits(data))
         return 0, model.interrupts.mask.to_bytes(U64, "little")
 
-    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         self._caller_attachment(ipu, tgid)
         model = self.devices.ipus[ipu]
         model.set_interrupt_mask(model.interrupts.mask & ~self._mask_bits(data))
@@ -221,7 +243,7 @@ class IpuDriver:
 
     # The mailbox ioctls serve any process that has a node of the IPU open,
     # as board management tools do not attach.
-    def _mailbox_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _mailbox_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         icu = self.devices.ipus[ipu].icu
         if size == U64:
             return 0, icu.responses_waiting.to_bytes(U64, "little")
@@ -230,23 +252,23 @@ class IpuDriver:
             raise FUSEError(errno.EAGAIN, "no ICU response is waiting")
         return 0, icu_message.pack(*response)
 
-    def _mailbox_write(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _mailbox_write(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         self.devices.ipus[ipu].icu_submit(icu_message.unpack_from(data))
         return 0, b""
 
-    def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         model = self.devices.ipus[ipu]
         if model.icu.unresponsive:
             raise FUSEError(errno.ETIMEDOUT, "the ICU does not answer")
         response = model.icu.handle(icu_message.unpack_from(data))
         return 0, icu_message.pack(*(response or (0, 0, 0, 0, 0)))
 
-    def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         if size == U64:
             return 0, struct.pack("<II", icu.REQUEST_RING, icu.RESPONSE_RING)
         return 0, struct.pack("<IIII", icu.REQUEST_RING, icu.SLOTS, icu.RESPONSE_RING, icu.SLOTS)
 
-    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes, size: int) -> tuple[int, bytes]:
+    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
         self.devices.ipus[ipu].reset()
         log.info("IPU %d reset (by thread %d)", ipu, tgid)
         return 0, b""

@@ -149,16 +149,19 @@ class IpuFilesystem(Operations):
     def settle(self, ipu: int | None = None) -> None:
         """After the model acted (on one IPU, or any): publish what it wrote,
         send the signals of the interrupts it raised, wake pollers."""
-        self.publish()
+        if self.publisher is not None:
+            self.publisher.publish()
         # An IPU's action can raise interrupts across its sync group (a GS2
         # barrier completing), so deliver for every member.
         self.driver.deliver(None if ipu is None else self.devices.ipus[ipu].group.members)
+        if not self.pollers:
+            return
         for index in list(self.pollers) if ipu is None else [ipu]:
             handles = self.pollers.get(index)
             if handles and self.devices.ipus[index].icu.responses_waiting and self.kernel is not None:
                 for kh in handles:
                     self.kernel.notify(rp.notify_poll_wakeup(kh))
-                handles.clear()
+                del self.pollers[index]
 
     def watched(self) -> list[int]:
         """IPUs whose config space or mailbox is open: the ones whose
@@ -429,24 +432,30 @@ class IpuFilesystem(Operations):
         return rp.PollReply(req.events & ready)
 
     def ioctl(self, req: rq.Ioctl) -> rp.Reply:
-        node = self._file(req.fh).node
+        f = self.files.get(req.fh)
+        if f is None:
+            raise FUSEError(errno.EBADF)
+        ipu = f.node.ipu
         if self.on_access is not None:
-            self.on_access(node.ipu)
-        if not self.tracer.enabled:
-            result, data = self.driver.ioctl(node.ipu, req.fh, req.ctx.pid, req.cmd, req.arg, bytes(req.in_data))
+            self.on_access(ipu)
+        if self.tracer.enabled:
+            result, data = self._traced_ioctl(ipu, req)
         else:
-            try:
-                result, data = self.driver.ioctl(node.ipu, req.fh, req.ctx.pid, req.cmd, req.arg,
-                                                 bytes(req.in_data))
-            except FUSEError as exc:
-                self.tracer.emit("ioctl", node.ipu, pid=req.ctx.pid, **describe_ioctl(req.cmd, req.arg, req.in_data),
-                                 error=errno.errorcode.get(exc.errno, str(exc.errno)))
-                raise
-            self.tracer.emit("ioctl", node.ipu, pid=req.ctx.pid, **describe_ioctl(req.cmd, req.arg, req.in_data),
-                             result=result, out=data[:32].hex())
-        self.activity[node.ipu] = time.monotonic()
-        self.settle(node.ipu)
-        return rp.IoctlReply(result, data[: req.out_size])
+            result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
+        self.activity[ipu] = time.monotonic()
+        self.settle(ipu)
+        return rp.IoctlReply(result, data[: req.out_size] if len(data) > req.out_size else data)
+
+    def _traced_ioctl(self, ipu: int, req: rq.Ioctl) -> tuple[int, bytes]:
+        fields = describe_ioctl(req.cmd, req.arg, req.in_data)
+        try:
+            result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
+        except FUSEError as exc:
+            self.tracer.emit("ioctl", ipu, pid=req.ctx.pid, **fields,
+                             error=errno.errorcode.get(exc.errno, str(exc.errno)))
+            raise
+        self.tracer.emit("ioctl", ipu, pid=req.ctx.pid, **fields, result=result, out=data[:32].hex())
+        return result, data
 
     # --- extended attributes: read-only facts about the mount -------------
     def xattrs(self, ino: int) -> dict[bytes, bytes]:
