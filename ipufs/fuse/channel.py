@@ -1,5 +1,5 @@
-# The owner of one /dev/fuse file description: a non-blocking fd (the
-# server's reader polls it), replies and notifications written to it,
+# The owner of one /dev/fuse file description: a blocking fd (the
+# server's reader sleeps in read), replies and notifications written to it,
 # passthrough backing files registered on it, the fd number cleared on
 # close. OS errors of the device are translated here, once.
 from __future__ import annotations
@@ -18,7 +18,7 @@ class FuseChannel:
 
     def __init__(self, fd: int) -> None:
         self.fd = fd
-        os.set_blocking(fd, False)
+        os.set_blocking(fd, True)
 
     @classmethod
     def open(cls, path: str = DEVICE) -> FuseChannel:

@@ -43,25 +43,29 @@ def mount(
     native.mount(source, mountpoint, FSTYPE, native.MS_NOSUID | native.MS_NODEV, ",".join(options))
 
 
-def unmount(mountpoint: str) -> None:
+def unmount(mountpoint: str) -> bool:
     """Unmount; lazily when clients still hold files there, so that the
-    name is free at once and the connection ends with its last user."""
+    name is free at once and the connection ends with its last user.
+    Returns whether the unmount was lazy."""
     try:
         native.umount(mountpoint)
     except OSError as exc:
         if exc.errno == errno.EBUSY:
             native.umount(mountpoint, native.MNT_DETACH)
-        elif exc.errno not in (errno.EINVAL, errno.ENOENT):
+            return True
+        if exc.errno not in (errno.EINVAL, errno.ENOENT):
             raise
+    return False
 
 
 CONTROL = "/sys/fs/fuse/connections"
 
 
-def abort(mountpoint: str) -> None:
-    """Abort the FUSE connection behind ``mountpoint`` (through the fusectl
-    filesystem) and detach the mount: every waiting caller gets ENOTCONN.
-    The remedy for a daemon that hangs instead of dying."""
+def connection(mountpoint: str) -> str:
+    """The fusectl name of the FUSE connection mounted at ``mountpoint``
+    (the minor device number of its superblock), read from
+    /proc/self/mountinfo: stat-ing the mount would be a request to its own
+    server. The newest mount wins where several are stacked."""
     minor = None
     with open("/proc/self/mountinfo") as f:
         for line in f:
@@ -70,14 +74,30 @@ def abort(mountpoint: str) -> None:
                 minor = fields[2].split(":")[1]
     if minor is None:
         raise OSError(errno.EINVAL, f"{mountpoint} is not a mount point")
+    return minor
+
+
+def abort_connection(minor: str) -> None:
+    """Abort FUSE connection ``minor`` through the fusectl filesystem: every
+    waiting caller gets ENOTCONN, and the server's reads end with ENODEV.
+    Nothing happens when the connection is gone already."""
     if not os.path.exists(f"{CONTROL}/{minor}"):
         try:
             native.mount("fusectl", CONTROL, "fusectl", 0, "")
         except OSError as exc:
             if exc.errno != errno.EBUSY:
                 raise
-    with open(f"{CONTROL}/{minor}/abort", "w") as f:
-        f.write("1")
+    try:
+        with open(f"{CONTROL}/{minor}/abort", "w") as f:
+            f.write("1")
+    except FileNotFoundError:
+        pass
+
+
+def abort(mountpoint: str) -> None:
+    """Abort the FUSE connection behind ``mountpoint`` and detach the mount.
+    The remedy for a daemon that hangs instead of dying."""
+    abort_connection(connection(mountpoint))
     native.umount(mountpoint, native.MNT_DETACH)
 
 

@@ -2,9 +2,12 @@
 # requests until unmounted or cancelled, unmount.
 #
 # Requests are read and answered by one dedicated thread (the reader):
-# poll, read, handle, write, with no event loop between them, because a
-# trio wait_readable cycle per request costs more than the request itself
-# (docs/performance.md). The reader holds ``lock`` while it handles a
+# read, handle, write, with no event loop between them, because a trio
+# wait_readable cycle per request costs more than the request itself
+# (docs/performance.md). The reader sleeps in a blocking read, one system
+# call per request; it wakes with ENODEV when the connection ends (the last
+# user of an unmounted filesystem gone, or an abort), and stopping ends the
+# connection that way. The reader holds ``lock`` while it handles a
 # request; whoever else touches what the operations own (the daemon's trio
 # tasks) holds it too. Notifications that may wait on page locks are
 # written from their own thread, so they can never block the reader that
@@ -15,7 +18,6 @@ import errno
 import logging
 import os
 import queue
-import select
 import threading
 
 import trio
@@ -27,7 +29,10 @@ from ipufs.fuse.session import Session
 
 log = logging.getLogger(__name__)
 
-POLL_MS = 100  # how often an idle reader looks at its stop flag
+#: How long a stopping server waits for the reader to see the connection
+#: end after unmounting, before it aborts the connection (clients holding
+#: files keep a connection alive that someone else unmounted lazily).
+LINGER = 0.5
 
 
 class FuseServer:
@@ -51,7 +56,6 @@ class FuseServer:
         self._notes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._pending = 0
         self._pending_changed = threading.Condition()
-        self._stop = threading.Event()
 
     def backing_open(self, fd: int) -> int:
         """Register ``fd`` as a passthrough backing file of this connection."""
@@ -89,33 +93,27 @@ class FuseServer:
 
     def _reader(self, channel: FuseChannel, token: trio.lowlevel.TrioToken, ready: trio.Event,
                 done: trio.Event) -> None:
-        session, lock = self.session, self.lock
+        session, lock, fd, send = self.session, self.lock, channel.fd, channel.send
         buffer = bytearray(session.buffer_size)
-        poller = select.poll()
-        poller.register(channel.fd, select.POLLIN)
-        started = False
+        view = memoryview(buffer)
         try:
-            while not self._stop.is_set() and not session.destroyed:
-                try:
-                    # Read first: under load the next request is already
-                    # queued, and one system call fetches it.
-                    n = os.readv(channel.fd, [buffer])
-                except BlockingIOError:
-                    poller.poll(POLL_MS)
-                    continue
-                except OSError as exc:
-                    if exc.errno in (errno.EINTR, errno.ENOENT):
-                        continue  # interrupted, or the request was withdrawn
-                    if exc.errno in (errno.ENODEV, errno.ECONNABORTED, errno.EBADF):
-                        return  # unmounted or aborted
-                    raise
+            while not session.negotiated:
+                n = self._read(fd, buffer)
+                if n is None:
+                    return
                 with lock:
-                    reply = session.handle(memoryview(buffer)[:n])
+                    reply = session.handle(view[:n])
                 if reply is not None:
-                    channel.send(reply)
-                if not started and session.negotiated is not None:
-                    started = True
-                    token.run_sync_soon(ready.set)
+                    send(reply)
+            token.run_sync_soon(ready.set)
+            while not session.destroyed:
+                n = self._read(fd, buffer)
+                if n is None:
+                    return
+                with lock:
+                    reply = session.handle(view[:n])
+                if reply is not None:
+                    send(reply)
         except BaseException:
             log.exception("the FUSE reader failed")
         finally:
@@ -124,16 +122,32 @@ class FuseServer:
             except trio.RunFinishedError:
                 pass
 
+    @staticmethod
+    def _read(fd: int, buffer: bytearray) -> int | None:
+        """One request into ``buffer``: its length, or None once the
+        connection has ended."""
+        while True:
+            try:
+                return os.readv(fd, [buffer])
+            except OSError as exc:
+                if exc.errno in (errno.EINTR, errno.ENOENT):
+                    continue  # interrupted, or the request was withdrawn
+                if exc.errno in (errno.ENODEV, errno.ECONNABORTED, errno.EBADF):
+                    return None  # unmounted or aborted
+                raise
+
     async def run(self, *, task_status: trio.TaskStatus[Negotiated] = trio.TASK_STATUS_IGNORED) -> None:
         """Mount, call ``task_status.started(negotiated)`` once INIT is
         answered, serve until unmounted or cancelled, then unmount."""
         channel = self.channel = FuseChannel.open()
         mounted = False
+        connection: str | None = None
         reader = notifier = None
-        self._stop.clear()
         try:
-            fmount.mount(channel.fd, self.mountpoint, source=self.source)
+            where = os.path.realpath(self.mountpoint)  # as mountinfo spells it; before mounting
+            fmount.mount(channel.fd, where, source=self.source)
             mounted = True
+            connection = fmount.connection(where)
             ready, done = trio.Event(), trio.Event()
             token = trio.lowlevel.current_trio_token()
             notifier = threading.Thread(target=self._notifier, args=(channel,), name="ipufs-notify", daemon=True)
@@ -152,12 +166,16 @@ class FuseServer:
             task_status.started(negotiated)
             await done.wait()
         finally:
-            self._stop.set()
             with trio.CancelScope(shield=True):
-                if mounted:
-                    fmount.unmount(self.mountpoint)
+                lazy = mounted and fmount.unmount(self.mountpoint)
                 if reader is not None:
-                    await trio.to_thread.run_sync(reader.join, 2 * POLL_MS / 1000 + 1)
+                    if not lazy:
+                        await trio.to_thread.run_sync(reader.join, LINGER)
+                    if reader.is_alive() and connection is not None:
+                        # Clients still hold files: end the connection, as
+                        # closing /dev/fuse would once nobody read it.
+                        fmount.abort_connection(connection)
+                    await trio.to_thread.run_sync(reader.join, 5)
                 self._notes.put(None)
                 if notifier is not None:
                     await trio.to_thread.run_sync(notifier.join, 5)
