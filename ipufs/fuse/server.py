@@ -96,16 +96,8 @@ class FuseServer:
         session, lock, fd, send = self.session, self.lock, channel.fd, channel.send
         buffer = bytearray(session.buffer_size)
         view = memoryview(buffer)
+        started = False
         try:
-            while not session.negotiated:
-                n = self._read(fd, buffer)
-                if n is None:
-                    return
-                with lock:
-                    reply = session.handle(view[:n])
-                if reply is not None:
-                    send(reply)
-            token.run_sync_soon(ready.set)
             while not session.destroyed:
                 n = self._read(fd, buffer)
                 if n is None:
@@ -114,6 +106,9 @@ class FuseServer:
                     reply = session.handle(view[:n])
                 if reply is not None:
                     send(reply)
+                if not started and session.negotiated is not None:
+                    started = True
+                    token.run_sync_soon(ready.set)
         except BaseException:
             log.exception("the FUSE reader failed")
         finally:
