@@ -56,3 +56,31 @@ def vm_read(pid: int, address: int, length: int) -> bytes:
 def vm_write(pid: int, address: int, data: bytes) -> int:
     """Write `data` at `address` in process `pid` (process_vm_writev)."""
     return _check(_lib.ipufs_vm_write(pid, address, data, len(data)), "process_vm_writev")
+
+
+class Watch:
+    """The register watcher's detector: for each watched IPU, config space
+    ``words`` whose entries at ``index`` must equal ``expect``, and word
+    ``bell`` of ``bell_words`` that must stay 0. Each argument is a buffer
+    of uint32 (a numpy array, without numpy imported here); they must stay
+    alive and in place while the Watch is used."""
+
+    def __init__(self, entries: list[tuple[object, object, object, object, int]]) -> None:
+        self._keep = entries
+        self._watches = _ffi.new("struct ipufs_watch[]", max(len(entries), 1))
+        for slot, (words, index, expect, bell_words, bell) in zip(self._watches, entries, strict=False):
+            slot.words = _ffi.from_buffer("uint32_t[]", words)
+            slot.index = _ffi.from_buffer("uint32_t[]", index)
+            slot.expect = _ffi.from_buffer("uint32_t[]", expect)
+            slot.count = len(_ffi.from_buffer("uint32_t[]", index))
+            slot.bell = _ffi.from_buffer("uint32_t[]", bell_words) + bell
+        self._ready = _ffi.new("unsigned char[]", max(len(entries), 1))
+        self.count = len(entries)
+
+    def wait(self, period: float, timeout: float) -> list[int]:
+        """Poll every ``period`` seconds, without the GIL, until some watch
+        differs (returns their positions) or ``timeout`` passes (returns [])."""
+        if not self.count:
+            return []
+        found = _lib.ipufs_watch(self._watches, self.count, self._ready, int(period * 1e9), int(timeout * 1e9))
+        return [w for w in range(self.count) if self._ready[w]] if found else []

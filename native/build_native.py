@@ -3,14 +3,17 @@
 # mount(2)/umount2(2) for the FUSE mount, pidfd_send_signal(2) with a
 # siginfo carrying a value (the real driver's si_int),
 # process_vm_readv/writev(2) for device DMA into attached buffers, and
-# signalfd(2), through which a Python client can read si_int.
+# signalfd(2), through which a Python client can read si_int; and the
+# register watcher's detector, which polls shared memory without the GIL.
 from __future__ import annotations
 
 import pathlib
+import re
 
 from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
+SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -23,10 +26,16 @@ ffibuilder.cdef(
     long ipufs_vm_write(int pid, unsigned long remote, const void *local, size_t len);
     int ipufs_signalfd(int first, int last);
     """
+    # The watch table's layout, declared once, in the C source.
+    + re.search(r"^struct ipufs_watch \{.*?^\};$", SOURCE, re.M | re.S).group(0)  # type: ignore[union-attr]
+    + """
+    int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
+                    long period_ns, long timeout_ns);
+    """
 )
 ffibuilder.set_source(
     "ipufs._native",
-    (HERE / "src" / "ipufs_native.c").read_text(),
+    SOURCE,
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
 )
 

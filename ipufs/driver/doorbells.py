@@ -1,24 +1,33 @@
 # The register watcher: a store through a mapping of config space (or of
-# the mailbox's DOORBELL word) reaches no daemon code, so the command
-# registers of every IPU whose config space or mailbox is open are polled.
-# Detection runs in a small thread, because trio's event loop cannot sleep
-# for less than a millisecond (epoll's timeout unit): it only reads shared
-# memory, every FAST seconds while an IPU has been active within the last
-# BUSY seconds and every IDLE seconds otherwise, and hands the IPUs that
-# need acting on to the trio loop, where the model is changed. This is the
-# latency bound of a mapped command (docs/registers.md; benchmarks/).
+# the mailbox's DOORBELL word) reaches no daemon code, so the registers of
+# every IPU whose config space or mailbox is open are polled. Detection is
+# native code (ipufs.native.Watch) that compares the words with what the
+# model expects, every FAST seconds while an IPU has been active within the
+# last BUSY seconds and every IDLE seconds otherwise, without holding the
+# GIL: polling costs the request path nothing. When a watch differs, the
+# watcher thread acts at once under the daemon's lock, as the FUSE reader
+# does for a request. This is the latency bound of a mapped command
+# (docs/registers.md; benchmarks/).
 from __future__ import annotations
 
+import logging
 import threading
 import time
 
 import trio
 
+from ipufs import native
 from ipufs.driver.filesystem import IpuFilesystem
+from ipufs.model.ipu import MAILBOX_BELL
+
+log = logging.getLogger(__name__)
 
 FAST = 100e-6
 IDLE = 10e-3
 BUSY = 1.0
+#: Longest stretch the native detector runs before the thread looks again
+#: at which IPUs are open, whether they are busy, and whether to stop.
+ROUND = 20e-3
 
 
 class RegisterWatcher:
@@ -27,59 +36,75 @@ class RegisterWatcher:
         self.filesystem = filesystem
         self.lock = lock or threading.RLock()
         self.fast, self.idle, self.busy = fast, idle, busy
-        self.polls = 0
-        self.actions = 0
-        self._handed: set[int] = set()  # IPUs handed to the loop, not yet acted on
+        self.polls = 0  # rounds of the native detector
+        self.actions = 0  # IPUs that acted on a stored register
+        self._stop = threading.Event()
+        self._watched: tuple[int, ...] = ()
+        self._watch = native.Watch([])
 
-    def act(self, indices: list[int]) -> None:
-        """In the trio loop: let the model act on what the host stored."""
-        fs = self.filesystem
-        self._handed.difference_update(indices)
+    def act(self, indices: list[int]) -> list[int]:
+        """Let the model act on what the host stored (any thread); returns
+        the IPUs that had something to do."""
+        fs, acted = self.filesystem, []
         with self.lock:
             for index in indices:
                 if index < len(fs.devices.ipus) and fs.devices.ipus[index].poll_registers():
                     fs.activity[index] = time.monotonic()
                     fs.settle(index)
-                    self.actions += 1
+                    acted.append(index)
+        self.actions += len(acted)
+        return acted
 
-    def scan(self) -> tuple[list[int], bool]:
-        """Which watched IPUs need acting on, and whether any is busy. Reads
-        only; runs in the watcher thread."""
-        fs = self.filesystem
-        now = time.monotonic()
-        wanted, busy = [], False
-        for index, users in list(fs.register_users.items()):
-            if not users:
-                continue
-            if index not in self._handed and fs.devices.ipus[index].needs_poll():
-                wanted.append(index)
-            if now - fs.activity.get(index, float("-inf")) < self.busy:
-                busy = True
+    def _refresh(self) -> tuple[int, ...]:
+        """The IPUs whose registers a client may store to, with the native
+        watch rebuilt when that set changed."""
+        with self.lock:
+            watched = tuple(self.filesystem.watched())
+        if watched != self._watched:
+            ipus = self.filesystem.devices.ipus
+            self._watch = native.Watch([
+                (ipus[i].config.words, ipus[i].watch_index, ipus[i].watch_expect, ipus[i].icu.mailbox.words,
+                 MAILBOX_BELL) for i in watched
+            ])
+            self._watched = watched
+        return watched
+
+    def _busy(self, watched: tuple[int, ...]) -> bool:
+        now, activity = time.monotonic(), self.filesystem.activity
+        return any(now - activity.get(index, float("-inf")) < self.busy for index in watched)
+
+    def round(self, timeout: float = ROUND) -> list[int]:
+        """One round: wait up to ``timeout`` for a watched IPU to need acting
+        on, act, and return the IPUs that did."""
+        watched = self._refresh()
+        if not watched:
+            self._stop.wait(min(timeout, self.idle))
+            return []
+        period = self.fast if self._busy(watched) else self.idle
+        ready = self._watch.wait(period, timeout)
         self.polls += 1
-        return wanted, busy
+        wanted = [watched[w] for w in ready]
+        if wanted and len(self.act(wanted)) < len(wanted):
+            # Found, but nothing to do (a read-only register restored, or a
+            # word the model cannot settle): wait a period, so that such a
+            # word never turns the watcher into a loop starving the reader.
+            self._stop.wait(period)
+        return wanted
 
-    def _spin(self, token: trio.lowlevel.TrioToken, stop: threading.Event) -> None:
-        while not stop.is_set():
-            wanted, busy = self.scan()
-            if wanted:
-                self._handed.update(wanted)
-                try:
-                    token.run_sync_soon(self.act, wanted)  # wakes the loop; does not wait
-                except trio.RunFinishedError:
-                    return
-                busy = True
-            time.sleep(self.fast if busy else self.idle)
+    def _spin(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.round()
+        except BaseException:
+            log.exception("the register watcher failed")
 
     async def run(self) -> None:
-        stop = threading.Event()
-        thread = threading.Thread(target=self._spin, args=(trio.lowlevel.current_trio_token(), stop),
-                                  name="ipufs-registers", daemon=True)
+        self._stop.clear()
+        thread = threading.Thread(target=self._spin, name="ipufs-registers", daemon=True)
         thread.start()
         try:
             await trio.sleep_forever()
         finally:
-            stop.set()
-            # The thread may be waiting to hand work to this loop: let it
-            # finish from a worker thread rather than block the loop.
+            self._stop.set()
             with trio.CancelScope(shield=True):
-                await trio.to_thread.run_sync(thread.join, 1.0)
+                await trio.to_thread.run_sync(thread.join, ROUND + 1.0)

@@ -28,7 +28,9 @@ _STATUS = ("STATUS", "ERROR_STATE", "RESET_COUNT", "EXC_STATUS", "EXC_CAUSE", "E
            "SYNC_STATUS", "SYNC_GS1_COUNT", "SYNC_GS2_COUNT", "TEMPERATURE", "POWER", "CLOCK",
            "TDI_RESULT")
 _STATUS_INDEX = np.array([REG[name].index for name in _STATUS], dtype=np.intp)
-_DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4 + 1)
+_DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4)
+#: The word of the mailbox BAR that rings the ICU.
+MAILBOX_BELL = Header.DOORBELL // 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +94,14 @@ class Ipu:
         identity = self._identity()
         self._identity_index = np.array([REG[n].index for n in identity], dtype=np.intp)
         self._identity_values = np.array(list(identity.values()), dtype=np.uint32)
+        # What config space must hold while no command waits: doorbells 0,
+        # the status registers as last synced, the identity. A watcher
+        # (another thread, or native code) compares it with the words.
+        doorbells = np.arange(_DOORBELLS.start, _DOORBELLS.stop, dtype=np.uint32)
+        self.watch_index = np.concatenate([doorbells, _STATUS_INDEX, self._identity_index]).astype(np.uint32)
+        self.watch_expect = np.zeros(self.watch_index.size, dtype=np.uint32)
+        self.watch_expect[-self._identity_index.size :] = self._identity_values
+        self._status_slot = slice(doorbells.size, doorbells.size + _STATUS_INDEX.size)
         self._write_identity()
         self.sync_registers()
 
@@ -140,8 +150,9 @@ class Ipu:
 
     def sync_registers(self) -> None:
         """Bring every status register up to date with the model."""
-        self._status_values = np.array(self._status(), dtype=np.uint32)
-        self.config.store_words(_STATUS_INDEX, self._status_values)
+        values = np.array(self._status(), dtype=np.uint32)
+        self.config.store_words(_STATUS_INDEX, values)
+        self.watch_expect[self._status_slot] = values
 
     def _changed(self) -> None:
         """Model state changed: show it in the registers, unless a register
@@ -166,14 +177,11 @@ class Ipu:
     def needs_poll(self) -> bool:
         """Whether poll_registers has anything to do: a command stored, the
         mask changed, the mailbox rung, a read-only register overwritten.
-        Only reads, so another thread may ask."""
-        words = self.config.words
+        Only reads, so another thread may ask: config space differs from
+        ``watch_expect`` at ``watch_index``, or the mailbox DOORBELL is set."""
         return bool(
-            words[_DOORBELLS].any()
-            or words[REG["INT_MASK"].index] != self.interrupts.mask
-            or self.icu.mailbox.words[Header.DOORBELL // 4]
-            or not np.array_equal(words[self._identity_index], self._identity_values)
-            or not np.array_equal(words[_STATUS_INDEX], self._status_values)
+            self.icu.mailbox.words[MAILBOX_BELL]
+            or not np.array_equal(self.config.words[self.watch_index], self.watch_expect)
         )
 
     def poll_registers(self) -> bool:

@@ -132,7 +132,8 @@ REGISTERS: dict[str, Register] = {r.name: r for b in BLOCKS for r in b.registers
 BY_OFFSET: dict[int, Register] = {r.offset: r for r in REGISTERS.values()}
 #: Registers whose host writes have an effect: command and read-write-with-effect.
 ACTIVE = tuple(r for r in REGISTERS.values() if r.access in (Access.CMD, Access.RWS))
-DOORBELL_SPAN = (0x0800, 0x0814)  # the command registers, one contiguous run
+#: The command registers, one contiguous run: [start, end) in bytes.
+DOORBELL_SPAN = (BLOCK["DOORBELL"].registers[0].offset, BLOCK["DOORBELL"].registers[-1].offset + 4)
 
 ARCH_CODES = {"ipu1": 1, "ipu2": 2, "ipu21": 21}
 BOARD_CODES = {"C2": 1, "M2000": 2, "C600": 3}

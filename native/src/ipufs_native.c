@@ -6,10 +6,13 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <stdint.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef SYS_pidfd_send_signal
@@ -70,4 +73,60 @@ static int ipufs_signalfd(int first, int last)
         sigaddset(&set, sig);
     int fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
     return fd < 0 ? -errno : fd;
+}
+
+/* The register watcher's detector (ipufs/driver/doorbells.py). A store
+ * through a shared mapping reaches no daemon code, so the words a client
+ * may store to are compared, every period_ns, with what the model last put
+ * there: words[index[i]] must equal expect[i], and *bell (the mailbox
+ * DOORBELL word) must be 0. Runs without the GIL (cffi releases it), so
+ * polling costs the daemon's request path nothing. Marks ready[w] for each
+ * watch that differs and returns how many, or returns 0 once timeout_ns
+ * has passed with nothing to do. Sets the calling thread's timer slack
+ * to 1 us. The model may update expect[] while this
+ * reads it: a torn read is a spurious wake-up, which the caller tolerates. */
+struct ipufs_watch {
+    const uint32_t *words;
+    const uint32_t *index;
+    const uint32_t *expect;
+    size_t count;
+    const uint32_t *bell;
+};
+
+static int ipufs_watch_differs(const struct ipufs_watch *w)
+{
+    if (__atomic_load_n(w->bell, __ATOMIC_RELAXED) != 0)
+        return 1;
+    for (size_t i = 0; i < w->count; i++)
+        if (__atomic_load_n(&w->words[w->index[i]], __ATOMIC_RELAXED)
+            != __atomic_load_n(&w->expect[i], __ATOMIC_RELAXED))
+            return 1;
+    return 0;
+}
+
+static int64_t ipufs_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
+                       long period_ns, long timeout_ns)
+{
+    /* The default timer slack (50 us) would stretch a 100 us period by
+     * half; this thread only watches, so it may ask for precise sleeps. */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    int64_t deadline = ipufs_now_ns() + timeout_ns;
+    for (;;) {
+        int found = 0;
+        for (int w = 0; w < n; w++) {
+            ready[w] = (unsigned char)ipufs_watch_differs(&watches[w]);
+            found += ready[w];
+        }
+        if (found || ipufs_now_ns() >= deadline)
+            return found;
+        struct timespec pause = { period_ns / 1000000000, period_ns % 1000000000 };
+        nanosleep(&pause, NULL);
+    }
 }
