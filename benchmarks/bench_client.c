@@ -9,7 +9,8 @@
  *   bench_client event-latency DIR IPU N     attach; for N signals, the time from the daemon's stamp in
  *                                           SCRATCH (CLOCK_MONOTONIC, low 32 bits) to sigtimedwait's return
  *   bench_client ioctl-rate DIR IPU SECONDS  MAILBOX_READ_ONLY (8 bytes) as fast as it goes: prints the count
- *   bench_client sigqueue-floor N            sigqueue to another process -> its sigtimedwait
+ *   bench_client sigqueue-floor N [GAP_US]   sigqueue to another process -> its sigtimedwait, each
+ *                                           send GAP_US after the last answer (default 0: back to back)
  *   bench_client copy PATH BYTES N           memcpy into a MAP_SHARED mapping of PATH (MiB/s)
  *   bench_client copy-memfd BYTES N          the same into a plain memfd mapping (MiB/s)
  *   bench_client pio PATH BYTES N            pwrite+pread of BYTES at offset 0 of PATH (MiB/s)
@@ -158,7 +159,7 @@ static int ioctl_rate(const char *dir, int ipu, double seconds)
     return 0;
 }
 
-static int sigqueue_floor(int n)
+static int sigqueue_floor(int n, int gap_us)
 {
     block_driver_signals();
     volatile uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -176,6 +177,7 @@ static int sigqueue_floor(int n)
     }
     for (int i = 0; i < n + 5; i++) {
         union sigval v = { .sival_int = 7 };
+        if (gap_us) usleep((useconds_t)gap_us);
         shared[0] = now_ns();
         if (sigqueue(child, PCIE_HSPGS1E0_SIG, v) != 0) die("sigqueue");
         wait_signal(PCIE_HSPGS1E1_SIG);
@@ -223,7 +225,7 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "ioctl") && argc == 5) return ioctl_rtt(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "event-latency") && argc == 5) return event_latency(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "ioctl-rate") && argc == 5) return ioctl_rate(argv[2], atoi(argv[3]), atof(argv[4]));
-    if (!strcmp(mode, "sigqueue-floor")) return sigqueue_floor(atoi(argv[2]));
+    if (!strcmp(mode, "sigqueue-floor")) return sigqueue_floor(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 0);
     if (!strcmp(mode, "copy") && argc == 5) {
         int fd = open(argv[2], O_RDWR | O_CLOEXEC);
         if (fd < 0) die(argv[2]);

@@ -174,8 +174,7 @@ class FaultInjector:
             if p.get("stamp"):
                 # For latency measurements: the moment of the event, as the
                 # low 32 bits of CLOCK_MONOTONIC in ns, in SCRATCH.
-                model.config.write(REGISTERS["SCRATCH"].offset,
-                                   (time.monotonic_ns() & 0xFFFFFFFF).to_bytes(4, "little"))
+                model.config.store_word(REGISTERS["SCRATCH"].index, time.monotonic_ns() & 0xFFFFFFFF)
             model.raise_interrupt(_source(p.get("source")))
         self.fs.settle(fault.ipu)  # signals first, bookkeeping after
         self.fired.append(fault.describe())

@@ -27,7 +27,8 @@ _STATUS = ("STATUS", "ERROR_STATE", "RESET_COUNT", "EXC_STATUS", "EXC_CAUSE", "E
            "EXC_ADDRESS", "EXC_CONTEXT", "EXC_COUNT", "INT_MASK", "INT_PENDING", "INT_RAISED",
            "SYNC_STATUS", "SYNC_GS1_COUNT", "SYNC_GS2_COUNT", "TEMPERATURE", "POWER", "CLOCK",
            "TDI_RESULT")
-_STATUS_INDEX = np.array([REG[name].index for name in _STATUS], dtype=np.intp)
+_STATUS_WORDS = tuple(REG[name].index for name in _STATUS)
+_STATUS_INDEX = np.array(_STATUS_WORDS, dtype=np.intp)
 _DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4)
 #: The word of the mailbox BAR that rings the ICU.
 MAILBOX_BELL = Header.DOORBELL // 4
@@ -81,6 +82,7 @@ class Ipu:
         self.tdi_result = 0
         self.link_down = False
         self._batching = False
+        self._synced: list[int] = []  # the status values last stored, in _STATUS order
         self.icu = Icu(
             Board(pcb=3, bom=1, board_type=profile.board_type, firmware=(2, 5, 9),
                   bootloader=(1, 0, 4), temperature_mc=45_000, power_mw=profile.power_mw,
@@ -149,16 +151,27 @@ class Ipu:
         self.config.store_words(self._identity_index, self._identity_values)
 
     def sync_registers(self) -> None:
-        """Bring every status register up to date with the model."""
-        values = np.array(self._status(), dtype=np.uint32)
-        self.config.store_words(_STATUS_INDEX, values)
+        """Bring every status register up to date with the model, including
+        any the host stored over."""
+        values = self._status()
+        self.config.store_words(_STATUS_INDEX, np.array(values, dtype=np.uint32))
         self.watch_expect[self._status_slot] = values
+        self._synced = values
 
     def _changed(self) -> None:
         """Model state changed: show it in the registers, unless a register
-        command is running (poll_registers syncs once at its end)."""
-        if not self._batching:
-            self.sync_registers()
+        command is running (poll_registers syncs once at its end). Only the
+        registers whose value changed since the last sync are stored: this
+        runs between a device event and its signal, on the interrupt path."""
+        if self._batching:
+            return
+        values, synced = self._status(), self._synced
+        base = self._status_slot.start
+        for i, (value, old) in enumerate(zip(values, synced, strict=True)):
+            if value != old:
+                self.config.store_word(_STATUS_WORDS[i], value)
+                self.watch_expect[base + i] = value
+        self._synced = values
 
     def read_config(self, offset: int, length: int) -> bytes:
         """A host read of config space (pread on ipuN)."""

@@ -54,6 +54,12 @@ class BarMemory:
                 self._dirty.append((offset, n))
         return n
 
+    def store_word(self, index: int, value: int) -> None:
+        """Store u32 ``value`` at word ``index``."""
+        self.words[index] = value
+        if self.track_dirty:
+            self._dirty.append((index * 4, 4))
+
     def store_words(self, indices: NDArray[np.intp], values: NDArray[np.uint32]) -> None:
         """Store u32 ``values`` at word ``indices``, touching (and recording
         as dirty) only the words that change."""
