@@ -246,3 +246,30 @@ def test_a_mapped_doorbell_or_mailbox_bell_needs_a_poll() -> None:
     assert ipu.needs_poll()
     assert ipu.poll_registers()
     assert not ipu.needs_poll()
+
+
+# Model changes store only the status registers whose value moved; whatever
+# the sequence of events, config space must show exactly the model's state.
+_OPERATIONS = st.one_of(
+    st.tuples(st.just("raise_interrupt"), st.sampled_from(list(Interrupt))),
+    st.tuples(st.just("set_interrupt_mask"), st.integers(0, 63)),
+    st.tuples(st.just("raise_exception"), st.sampled_from(list(ExceptionCause)), st.integers(0, 1215)),
+    st.tuples(st.just("clear_exception")),
+    st.tuples(st.just("request_sync"), st.sampled_from([4, 5, 12, 13, 14, 15, 3])),
+    st.tuples(st.just("set_link"), st.booleans()),
+    st.tuples(st.just("set_icu_responsive"), st.booleans()),
+    st.tuples(st.just("reset")),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(operations=st.lists(_OPERATIONS, max_size=12))
+def test_status_registers_always_show_the_model(operations: list[tuple[object, ...]]) -> None:
+    from ipufs.model.ipu import _STATUS_WORDS
+
+    ipu = make()
+    for name, *args in operations:
+        getattr(ipu, str(name))(*args)
+        ipu.interrupts.take()
+        assert [int(ipu.config.words[i]) for i in _STATUS_WORDS] == ipu._status(), name
+        assert not ipu.needs_poll(), name
