@@ -25,7 +25,7 @@ from ipufs.driver.filesystem import IpuFilesystem, Ownership
 from ipufs.driver.watch import PidfdWatcher
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.operations import Negotiated
-from ipufs.fuse.server import FuseServer
+from ipufs.fuse.server import SPIN, FuseServer
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
 
 log = logging.getLogger(__name__)
@@ -50,6 +50,7 @@ class DaemonConfig:
     fault_plan: str | None = None  # a TOML fault plan to start with
     trace_file: str | None = None  # write the trace here (JSON lines)
     trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
+    spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
 
     @property
     def control_path(self) -> str:
@@ -62,6 +63,8 @@ class DaemonConfig:
             raise ValueError(f"--ipus must be between 1 and {MAX_IPUS}")
         if not 0 <= self.ownership.mode <= 0o1777:
             raise ValueError("--mode must be permission bits, such as 0660")
+        if not 0 <= self.spin_us <= 10_000:
+            raise ValueError("--spin-us must be between 0 and 10000")
         return PROFILES[self.profile]
 
 
@@ -87,6 +90,7 @@ class Daemon:
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=self.lock,
+            spin=config.spin_us / 1e6,
         )
         self.filesystem.attach_kernel(self.server)
         self.registers = RegisterWatcher(self.filesystem, lock=self.lock)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import struct
 
 from ipufs.fuse import abi
 
@@ -24,12 +25,13 @@ class FuseChannel:
     def open(cls, path: str = DEVICE) -> FuseChannel:
         return cls(os.open(path, os.O_RDWR | os.O_CLOEXEC))
 
-    def send(self, message: bytes) -> None:
-        """Write one reply. A reply to a request the kernel no longer waits
-        for (its caller was interrupted and it was withdrawn) fails with
-        ENOENT, which is not an error of ours."""
+    def send(self, message: bytes, fd: int | None = None) -> None:
+        """Write one reply, on ``fd`` when the request was read from a clone.
+        A reply to a request the kernel no longer waits for (its caller was
+        interrupted and it was withdrawn) fails with ENOENT, which is not an
+        error of ours."""
         try:
-            os.write(self.fd, message)
+            os.write(self.fd if fd is None else fd, message)
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.ENODEV):
                 raise
@@ -42,6 +44,20 @@ class FuseChannel:
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.ENODEV):
                 raise
+
+    def clone(self) -> int:
+        """A second, non-blocking file description on the same connection
+        (FUSE_DEV_IOC_CLONE). A request read from it must be answered
+        through it: each keeps its own list of requests being processed.
+        The caller owns and closes the fd."""
+        clone = os.open(DEVICE, os.O_RDWR | os.O_CLOEXEC)
+        try:
+            fcntl.ioctl(clone, abi.DEV_IOC_CLONE, struct.pack("<I", self.fd))
+        except BaseException:
+            os.close(clone)
+            raise
+        os.set_blocking(clone, False)
+        return clone
 
     def backing_open(self, fd: int) -> int:
         """Register ``fd`` as a passthrough backing file; returns its id.

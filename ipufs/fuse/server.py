@@ -4,8 +4,9 @@
 # Requests are read and answered by one dedicated thread (the reader):
 # read, handle, write, with no event loop between them, because a trio
 # wait_readable cycle per request costs more than the request itself
-# (docs/performance.md). The reader sleeps in a blocking read, one system
-# call per request; it wakes with ENODEV when the connection ends (the last
+# (docs/performance.md). After answering, the reader keeps trying a
+# non-blocking clone of the connection for ``spin`` seconds, then sleeps in
+# a blocking read; it wakes with ENODEV when the connection ends (the last
 # user of an unmounted filesystem gone, or an abort), and stopping ends the
 # connection that way. The reader holds ``lock`` while it handles a
 # request; whoever else touches what the operations own (the daemon's trio
@@ -19,6 +20,7 @@ import logging
 import os
 import queue
 import threading
+import time
 
 import trio
 
@@ -33,6 +35,11 @@ log = logging.getLogger(__name__)
 #: end after unmounting, before it aborts the connection (clients holding
 #: files keep a connection alive that someone else unmounted lazily).
 LINGER = 0.5
+#: How long, by default, the reader keeps trying for the next request after
+#: answering one before it sleeps in a blocking read (docs/performance.md).
+#: A client that asks again within it saves the reader's wake-up; one that
+#: does not costs up to this much CPU after its last request.
+SPIN = 50e-6
 
 
 class FuseServer:
@@ -46,12 +53,14 @@ class FuseServer:
         passthrough: bool = True,
         source: str = "ipufs",
         lock: threading.RLock | None = None,
+        spin: float = SPIN,
     ) -> None:
         self.operations = operations
         self.mountpoint = mountpoint
         self.source = source
         self.session = Session(operations, passthrough=passthrough)
         self.lock = lock or threading.RLock()
+        self.spin = spin
         self.channel: FuseChannel | None = None
         self._notes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._pending = 0
@@ -91,21 +100,22 @@ class FuseServer:
                     self._pending -= 1
                     self._pending_changed.notify_all()
 
-    def _reader(self, channel: FuseChannel, token: trio.lowlevel.TrioToken, ready: trio.Event,
+    def _reader(self, channel: FuseChannel, spinner: int, token: trio.lowlevel.TrioToken, ready: trio.Event,
                 done: trio.Event) -> None:
-        session, lock, fd, send = self.session, self.lock, channel.fd, channel.send
+        session, lock, send = self.session, self.lock, channel.send
         buffer = bytearray(session.buffer_size)
         view = memoryview(buffer)
         started = False
         try:
             while not session.destroyed:
-                n = self._read(fd, buffer)
-                if n is None:
+                got = self._read(channel.fd, spinner, buffer)
+                if got is None:
                     return
+                n, fd = got
                 with lock:
                     reply = session.handle(view[:n])
                 if reply is not None:
-                    send(reply)
+                    send(reply, fd)
                 if not started and session.negotiated is not None:
                     started = True
                     token.run_sync_soon(ready.set)
@@ -117,19 +127,28 @@ class FuseServer:
             except trio.RunFinishedError:
                 pass
 
-    @staticmethod
-    def _read(fd: int, buffer: bytearray) -> int | None:
-        """One request into ``buffer``: its length, or None once the
-        connection has ended."""
+    def _read(self, fd: int, spinner: int, buffer: bytearray) -> tuple[int, int] | None:
+        """One request into ``buffer``: its length and the fd to answer it
+        on, or None once the connection has ended. With a spinner (a
+        non-blocking clone of ``fd``), keep trying it for ``spin`` seconds
+        first: a client that asks again at once finds the reader awake."""
+        if spinner >= 0:
+            deadline = time.perf_counter() + self.spin
+            while True:
+                try:
+                    return os.readv(spinner, [buffer]), spinner
+                except BlockingIOError:
+                    if time.perf_counter() >= deadline:
+                        break
+                except OSError as exc:
+                    if _ended(exc):
+                        return None
         while True:
             try:
-                return os.readv(fd, [buffer])
+                return os.readv(fd, [buffer]), fd
             except OSError as exc:
-                if exc.errno in (errno.EINTR, errno.ENOENT):
-                    continue  # interrupted, or the request was withdrawn
-                if exc.errno in (errno.ENODEV, errno.ECONNABORTED, errno.EBADF):
-                    return None  # unmounted or aborted
-                raise
+                if _ended(exc):
+                    return None
 
     async def run(self, *, task_status: trio.TaskStatus[Negotiated] = trio.TASK_STATUS_IGNORED) -> None:
         """Mount, call ``task_status.started(negotiated)`` once INIT is
@@ -138,16 +157,19 @@ class FuseServer:
         mounted = False
         connection: str | None = None
         reader = notifier = None
+        spinner = -1
         try:
             where = os.path.realpath(self.mountpoint)  # as mountinfo spells it; before mounting
             fmount.mount(channel.fd, where, source=self.source)
             mounted = True
             connection = fmount.connection(where)
+            if self.spin > 0:
+                spinner = channel.clone()
             ready, done = trio.Event(), trio.Event()
             token = trio.lowlevel.current_trio_token()
             notifier = threading.Thread(target=self._notifier, args=(channel,), name="ipufs-notify", daemon=True)
             notifier.start()
-            reader = threading.Thread(target=self._reader, args=(channel, token, ready, done),
+            reader = threading.Thread(target=self._reader, args=(channel, spinner, token, ready, done),
                                       name="ipufs-fuse", daemon=True)
             reader.start()
             with trio.fail_after(30):
@@ -174,7 +196,20 @@ class FuseServer:
                 self._notes.put(None)
                 if notifier is not None:
                     await trio.to_thread.run_sync(notifier.join, 5)
+            if spinner >= 0:
+                os.close(spinner)
             channel.close()
+
+
+def _ended(exc: OSError) -> bool:
+    """Whether a failed read of /dev/fuse means the connection has ended;
+    False for a read to retry (interrupted, or the request was withdrawn).
+    Anything else is raised."""
+    if exc.errno in (errno.EINTR, errno.ENOENT):
+        return False
+    if exc.errno in (errno.ENODEV, errno.ECONNABORTED, errno.EBADF):
+        return True
+    raise exc
 
 
 async def _cancel_when(event: trio.Event, scope: trio.CancelScope) -> None:

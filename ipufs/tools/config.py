@@ -14,7 +14,8 @@ from ipufs.driver.filesystem import Ownership
 
 DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
 KEYS = {"mountpoint", "ipus", "profile", "owner", "group", "mode", "state_dir", "passthrough",
-        "link_dev", "dev_dir", "group_size", "control", "fault_plan", "trace_file", "trace_max_bytes"}
+        "link_dev", "dev_dir", "group_size", "control", "fault_plan", "trace_file", "trace_max_bytes",
+        "spin_us"}
 
 
 def uid_of(value: str | int) -> int:
@@ -57,4 +58,5 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
         fault_plan=s.get("fault_plan"),
         trace_file=s.get("trace_file"),
         trace_max_bytes=int(s.get("trace_max_bytes", 64 << 20)),
+        spin_us=int(s.get("spin_us", DaemonConfig.spin_us)),
     )

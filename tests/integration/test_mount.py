@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from ipufs.model.profile import PROFILES, Region
+from ipufs.model.registers import REGISTERS
 from tests.integration.harness import (
     BarClient,
     RunningDaemon,
@@ -236,3 +237,18 @@ def test_state_dir_keeps_bar_contents_across_mounts(tmp_path: Path, c_bar_client
         assert d.call(lambda: memory[Region.EXCHANGE].read(65536, 7)) == b"persist"
         assert d.call(lambda: memory[Region.HOST_MEMORY].read(100, 4)) == b"kept"
         assert os.stat(d.path("ipu0_mem")).st_size == PROFILES["ipu1"].host_memory_size
+
+
+@pytest.mark.parametrize("spin_us", [0, 50, 5000])
+def test_the_reader_serves_with_and_without_spinning(tmp_path: Path, spin_us: int) -> None:
+    # spin 0: only the blocking fd; otherwise requests may come through the
+    # non-blocking clone, whose replies must go back through it.
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", spin_us=spin_us) as d:
+        fd = os.open(d.path("ipu0"), os.O_RDWR)
+        scratch = REGISTERS["SCRATCH"].offset
+        try:
+            for i in range(200):
+                assert os.pwrite(fd, i.to_bytes(4, "little"), scratch) == 4
+                assert os.pread(fd, 4, scratch) == i.to_bytes(4, "little")
+        finally:
+            os.close(fd)
