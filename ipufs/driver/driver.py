@@ -20,7 +20,7 @@ from ipufs.driver.trace import Tracer
 from ipufs.fuse.errors import FUSEError
 from ipufs.model import icu
 from ipufs.model.icu import MESSAGE as icu_message
-from ipufs.model.interrupts import ALL_SOURCES, Interrupt
+from ipufs.model.interrupts import ALL_SOURCES, FIRST_SIGNAL, Interrupt
 
 log = logging.getLogger(__name__)
 
@@ -301,7 +301,7 @@ class IpuDriver:
                     self.signals_dropped[index][source] += 1
                     continue
                 try:
-                    self.send_signal(att.pidfd, source.signal, att.ipu_id)
+                    self.send_signal(att.pidfd, FIRST_SIGNAL + source, att.ipu_id)
                 except OSError as exc:
                     self.signals_dropped[index][source] += 1
                     if exc.errno == errno.ESRCH:

@@ -171,11 +171,12 @@ class FaultInjector:
         elif kind is Kind.RESET:
             model.reset()
         elif kind is Kind.INTERRUPT:
+            source = _source(p.get("source"))
             if p.get("stamp"):
                 # For latency measurements: the moment of the event, as the
                 # low 32 bits of CLOCK_MONOTONIC in ns, in SCRATCH.
                 model.config.store_word(REGISTERS["SCRATCH"].index, time.monotonic_ns() & 0xFFFFFFFF)
-            model.raise_interrupt(_source(p.get("source")))
+            model.raise_interrupt(source)
         self.fs.settle(fault.ipu)  # signals first, bookkeeping after
         self.fired.append(fault.describe())
         if self.on_fire is not None:

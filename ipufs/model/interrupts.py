@@ -46,7 +46,7 @@ class InterruptController:
     def raise_(self, source: Interrupt) -> None:
         """The device raises ``source``: deliverable now, or latched."""
         self.raised[source] += 1
-        if self.mask & source.bit:
+        if self.mask & 1 << source:
             self.pending |= source.bit
         else:
             self._out.append(source)

@@ -28,6 +28,7 @@ _STATUS = ("STATUS", "ERROR_STATE", "RESET_COUNT", "EXC_STATUS", "EXC_CAUSE", "E
            "SYNC_STATUS", "SYNC_GS1_COUNT", "SYNC_GS2_COUNT", "TEMPERATURE", "POWER", "CLOCK",
            "TDI_RESULT")
 _STATUS_WORDS = tuple(REG[name].index for name in _STATUS)
+_INT_RAISED, _INT_PENDING = _STATUS.index("INT_RAISED"), _STATUS.index("INT_PENDING")
 _STATUS_INDEX = np.array(_STATUS_WORDS, dtype=np.intp)
 _DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4)
 #: The word of the mailbox BAR that rings the ICU.
@@ -239,10 +240,21 @@ class Ipu:
 
     # --- interrupts and exceptions ----------------------------------------------
     def raise_interrupt(self, source: Interrupt) -> None:
-        """The device raises an interrupt source (delivered by the driver)."""
-        self.raised_sticky |= source.bit
+        """The device raises an interrupt source (delivered by the driver).
+        The registers it moves are stored directly: this is the whole of
+        the model's work between a device event and its signal."""
+        self.raised_sticky |= 1 << source
         self.interrupts.raise_(source)
-        self._changed()
+        if not self._batching:
+            self._store_status(_INT_RAISED, self.raised_sticky)
+            self._store_status(_INT_PENDING, self.interrupts.pending)
+
+    def _store_status(self, slot: int, value: int) -> None:
+        """Status register number ``slot`` (in _STATUS order) now holds ``value``."""
+        if self._synced[slot] != value:
+            self._synced[slot] = value
+            self.config.store_word(_STATUS_WORDS[slot], value)
+            self.watch_expect[self._status_slot.start + slot] = value
 
     def set_interrupt_mask(self, mask: int) -> None:
         self.interrupts.set_mask(mask)
@@ -257,6 +269,7 @@ class Ipu:
         if 0 <= tile < self.profile.tiles:
             self.tdi.setdefault(tile, TileDebug()).excepted[context] = int(cause)
         self.raise_interrupt(Interrupt.EXCEPTION)
+        self._changed()
 
     def clear_exception(self) -> None:
         self.exception = None
@@ -346,6 +359,7 @@ class Ipu:
         self.sync_status = (self.sync_status & ~(R.SYNC_WAITING | 0xFF00)) | (zone & 0xFF) << 8
         self.sync_counts[2 if is_global2(zone) else 1] += 1
         self.raise_interrupt(interrupt_for(zone))
+        self._changed()
 
     # --- the fault API -----------------------------------------------------------
     def set_link(self, up: bool) -> None:
