@@ -218,10 +218,13 @@ def measure(smoke: bool) -> list[Row]:
             tmpfs.truncate(64 << 20)
             for size, label in ((4096, "4 KiB"), (1 << 20, "1 MiB")):
                 reps = 20 if smoke else (20000 if size == 4096 else 500)
+                before = requests(mnt)
                 mem = run_client(binary, "pio", mnt / "ipu0_mem", size, reps)
+                served = requests(mnt) - before  # open, release, a first write's xattr: no I/O
                 ref = run_client(binary, "pio", tmpfs.name, size, reps)
-                rows.append(Row(f"ipu0_mem pwrite+pread, {label}", f"{p50(mem):,.0f} MiB/s",
-                                f"tmpfs: {p50(ref):,.0f} MiB/s", f"{p50(mem) / p50(ref):.2f}×", "≥ 0.9×"))
+                rows.append(Row(f"ipu0_mem pwrite+pread, {label} (requests the daemon saw: {served})",
+                                f"{p50(mem):,.0f} MiB/s", f"tmpfs: {p50(ref):,.0f} MiB/s",
+                                f"{p50(mem) / p50(ref):.2f}×", "≥ 0.9×"))
         rows.append(Row("daemon RSS, 4 IPUs serving", f"{rss_mib(pid):.0f} MiB", "—", "—", "—"))
     for count in (4, 64) if smoke else (4, 64, 256, 1024):
         with daemon(count) as (_, pid, seconds):
@@ -246,6 +249,14 @@ def event_latency(binary: Path, mnt: Path, n: int) -> list[float]:
             time.sleep(EVENT_GAP)
     out, _ = client.communicate(timeout=60)
     return [float(x) for x in out.split()]
+
+
+def requests(mnt: Path) -> int:
+    """FUSE requests the daemon has handled (its control socket's status)."""
+    from ipufs.client import Control
+
+    with Control.of_mount(mnt) as control:
+        return int(control.status()["requests"])
 
 
 def off_cost_ns() -> float:

@@ -35,8 +35,9 @@ def _owner_uid(pid: int) -> int:
 
 
 class Operations:
-    def __init__(self, filesystem: IpuFilesystem) -> None:
+    def __init__(self, filesystem: IpuFilesystem, requests: Callable[[], int] = lambda: 0) -> None:
         self.fs = filesystem
+        self.requests = requests
 
     def handlers(self) -> dict[str, Handler]:
         return {"status": self.status, "ipu": self.ipu}
@@ -79,6 +80,7 @@ class Operations:
             "version": __version__,
             "profile": fs.devices.profile.name,
             "mode": fs.mode,
+            "requests": self.requests(),
             "ipus": [self._ipu(i) for i in range(len(fs.devices.ipus))],
         }
 

@@ -72,6 +72,7 @@ class Session:
         self.max_write = max_write
         self.negotiated: Negotiated | None = None
         self.destroyed = False
+        self.requests = 0  # messages handled, for status and benchmarks
         self._table = rq.decoders()
         # Request type -> handler. Until INIT is answered only the requests
         # that need no negotiation are served; INIT swaps in the full table,
@@ -94,6 +95,7 @@ class Session:
         return self.max_write + PAGE_SIZE
 
     def handle(self, message: bytes | bytearray | memoryview) -> bytes | None:
+        self.requests += 1
         try:
             request = rq.decode(message, self._table)
         except ProtocolError as exc:

@@ -252,3 +252,25 @@ def test_trace_subscribers_that_vanish_do_not_hurt_the_daemon(board: RunningDaem
         assert wait_for(lambda: not board.daemon.filesystem.tracer.enabled, 5)
     subprocess.run([sys.executable, "-c", WORKLOAD, str(board.mountpoint)], check=True, timeout=60)
     assert os.getxattr(board.mountpoint, "user.ipufs.ipus") == b"4"
+
+
+def test_status_counts_requests_and_passthrough_io_makes_none(board: RunningDaemon) -> None:
+    mem = os.open(board.path("ipu1_mem"), os.O_RDWR)
+    config = os.open(board.path("ipu1"), os.O_RDWR)
+    try:
+        # The first write to an inode asks for security.capability once (then
+        # the kernel marks it S_NOSEC): a request, but only the first.
+        os.pwrite(mem, b"x", 0)
+        with Control.of_mount(board.mountpoint) as control:
+            before = control.status()["requests"]
+            for _ in range(50):
+                os.pwrite(mem, b"x" * 4096, 0)
+                os.pread(mem, 4096, 0)
+            after_mem = control.status()["requests"]
+            assert after_mem == before  # the kernel served them from the backing file
+            for _ in range(50):
+                os.pread(config, 4, 0)
+            assert control.status()["requests"] >= after_mem + 50  # config space is the daemon's
+    finally:
+        os.close(mem)
+        os.close(config)
