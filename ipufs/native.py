@@ -2,6 +2,7 @@
 # OS errors are translated here, once, into OSError with the right errno.
 from __future__ import annotations
 
+import errno
 import os
 
 from ipufs import _native  # type: ignore[attr-defined]
@@ -56,6 +57,26 @@ def vm_read(pid: int, address: int, length: int) -> bytes:
 def vm_write(pid: int, address: int, data: bytes) -> int:
     """Write `data` at `address` in process `pid` (process_vm_writev)."""
     return _check(_lib.ipufs_vm_write(pid, address, data, len(data)), "process_vm_writev")
+
+
+class SpinReader:
+    """Reads into ``buffer`` from non-blocking ``fd``, trying for up to a
+    given time without holding the GIL (the FUSE reader's spin)."""
+
+    def __init__(self, fd: int, buffer: bytearray) -> None:
+        self.fd = fd
+        self._buffer = _ffi.from_buffer(buffer)
+        self._length = len(buffer)
+
+    def read(self, seconds: float) -> int | None:
+        """The length read, or None when nothing came within ``seconds``.
+        Other failures raise OSError."""
+        n = _lib.ipufs_spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9))
+        if n == -errno.EAGAIN:
+            return None
+        if n < 0:
+            raise OSError(-n, os.strerror(-n))
+        return int(n)
 
 
 class Watch:

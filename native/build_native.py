@@ -4,7 +4,8 @@
 # siginfo carrying a value (the real driver's si_int),
 # process_vm_readv/writev(2) for device DMA into attached buffers, and
 # signalfd(2), through which a Python client can read si_int; and the
-# register watcher's detector, which polls shared memory without the GIL.
+# register watcher's detector, which polls shared memory without the GIL,
+# and the FUSE reader's spin.
 from __future__ import annotations
 
 import pathlib
@@ -31,6 +32,7 @@ ffibuilder.cdef(
     + """
     int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
                     long period_ns, long timeout_ns);
+    long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns);
     """
 )
 ffibuilder.set_source(

@@ -20,10 +20,10 @@ import logging
 import os
 import queue
 import threading
-import time
 
 import trio
 
+from ipufs import native
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.channel import FuseChannel
 from ipufs.fuse.operations import Negotiated, Operations
@@ -105,10 +105,11 @@ class FuseServer:
         session, lock, send = self.session, self.lock, channel.send
         buffer = bytearray(session.buffer_size)
         view = memoryview(buffer)
+        spin = native.SpinReader(spinner, buffer) if spinner >= 0 else None
         started = False
         try:
             while not session.destroyed:
-                got = self._read(channel.fd, spinner, buffer)
+                got = self._read(channel.fd, spin, buffer)
                 if got is None:
                     return
                 n, fd = got
@@ -127,22 +128,23 @@ class FuseServer:
             except trio.RunFinishedError:
                 pass
 
-    def _read(self, fd: int, spinner: int, buffer: bytearray) -> tuple[int, int] | None:
+    def _read(self, fd: int, spin: native.SpinReader | None, buffer: bytearray) -> tuple[int, int] | None:
         """One request into ``buffer``: its length and the fd to answer it
-        on, or None once the connection has ended. With a spinner (a
-        non-blocking clone of ``fd``), keep trying it for ``spin`` seconds
-        first: a client that asks again at once finds the reader awake."""
-        if spinner >= 0:
-            deadline = time.perf_counter() + self.spin
+        on, or None once the connection has ended. With ``spin`` (reading a
+        non-blocking clone of ``fd``), keep trying it for ``self.spin``
+        seconds first: a client that asks again at once finds the reader
+        awake."""
+        if spin is not None:
             while True:
                 try:
-                    return os.readv(spinner, [buffer]), spinner
-                except BlockingIOError:
-                    if time.perf_counter() >= deadline:
-                        break
+                    n = spin.read(self.spin)
                 except OSError as exc:
                     if _ended(exc):
                         return None
+                    continue
+                if n is not None:
+                    return n, spin.fd
+                break
         while True:
             try:
                 return os.readv(fd, [buffer]), fd

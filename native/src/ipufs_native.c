@@ -147,3 +147,22 @@ static int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *
         nanosleep(&pause, NULL);
     }
 }
+
+/* The FUSE reader's spin (ipufs/fuse/server.py): read a request from the
+ * non-blocking fd, trying again until spin_ns have passed. Runs without the
+ * GIL and raises no exception per empty try, so a request that arrives
+ * while spinning is picked up within a system call's time. Returns the
+ * length read, or -errno (-EAGAIN when the time ran out). */
+static long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns)
+{
+    int64_t deadline = ipufs_now_ns() + spin_ns;
+    for (;;) {
+        ssize_t n = read(fd, buffer, length);
+        if (n >= 0)
+            return (long)n;
+        if (errno != EAGAIN)
+            return -errno;
+        if (ipufs_now_ns() >= deadline)
+            return -EAGAIN;
+    }
+}
