@@ -9,8 +9,10 @@
  *   bench_client event-latency DIR IPU N     attach; for N signals, the time from the daemon's stamp in
  *                                           SCRATCH (CLOCK_MONOTONIC, low 32 bits) to sigtimedwait's return
  *   bench_client ioctl-rate DIR IPU SECONDS  MAILBOX_READ_ONLY (8 bytes) as fast as it goes: prints the count
- *   bench_client sigqueue-floor N [GAP_US]   sigqueue to another process -> its sigtimedwait, each
- *                                           send GAP_US after the last answer (default 0: back to back)
+ *   bench_client sigqueue-floor N [GAP_US [CPU]]
+ *                                           sigqueue to another process -> its sigtimedwait, each send
+ *                                           GAP_US after the last answer (default 0: back to back), the
+ *                                           sender moved to CPU (the receiver stays where it started)
  *   bench_client copy PATH BYTES N           memcpy into a MAP_SHARED mapping of PATH (MiB/s)
  *   bench_client copy-memfd BYTES N          the same into a plain memfd mapping (MiB/s)
  *   bench_client pio PATH BYTES N            pwrite+pread of BYTES at offset 0 of PATH (MiB/s)
@@ -26,6 +28,7 @@
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sched.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -159,7 +162,7 @@ static int ioctl_rate(const char *dir, int ipu, double seconds)
     return 0;
 }
 
-static int sigqueue_floor(int n, int gap_us)
+static int sigqueue_floor(int n, int gap_us, int sender_cpu)
 {
     block_driver_signals();
     volatile uint64_t *shared = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
@@ -174,6 +177,12 @@ static int sigqueue_floor(int n, int gap_us)
             sigqueue(getppid(), PCIE_HSPGS1E1_SIG, v);
         }
         _exit(0);
+    }
+    if (sender_cpu >= 0) {
+        cpu_set_t cpus;
+        CPU_ZERO(&cpus);
+        CPU_SET(sender_cpu, &cpus);
+        if (sched_setaffinity(0, sizeof cpus, &cpus) != 0) die("sched_setaffinity");
     }
     for (int i = 0; i < n + 5; i++) {
         union sigval v = { .sival_int = 7 };
@@ -225,7 +234,8 @@ int main(int argc, char **argv)
     if (!strcmp(mode, "ioctl") && argc == 5) return ioctl_rtt(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "event-latency") && argc == 5) return event_latency(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "ioctl-rate") && argc == 5) return ioctl_rate(argv[2], atoi(argv[3]), atof(argv[4]));
-    if (!strcmp(mode, "sigqueue-floor")) return sigqueue_floor(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 0);
+    if (!strcmp(mode, "sigqueue-floor")) return sigqueue_floor(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 0,
+                                                               argc > 4 ? atoi(argv[4]) : -1);
     if (!strcmp(mode, "copy") && argc == 5) {
         int fd = open(argv[2], O_RDWR | O_CLOEXEC);
         if (fd < 0) die(argv[2]);

@@ -234,10 +234,14 @@ def measure(smoke: bool) -> list[Row]:
         rows.append(Row("ioctl round trip with `ipufs trace` attached, p50",
                         us(p50(traced)), f"tracing off, measured just before: {us(p50(untraced))}",
                         f"{p50(traced) / p50(untraced):.2f}×", "off: one attribute check per site"))
-        floor = run_client(binary, "sigqueue-floor", n_lat)
+        # The floors: one process signals another, the sender on the
+        # servers' CPU and the receiver on the clients', as the daemon
+        # signals a client.
+        sender = SERVER_CPU if (os.cpu_count() or 1) > 1 else -1
+        floor = run_client(binary, "sigqueue-floor", n_lat, 0, sender)
         # Events come EVENT_GAP apart, so the client sleeps between them:
         # the floor for them is a sigqueue paced the same way.
-        paced = run_client(binary, "sigqueue-floor", n_lat, int(EVENT_GAP * 1e6))
+        paced = run_client(binary, "sigqueue-floor", n_lat, int(EVENT_GAP * 1e6), sender)
         events = event_latency(binary, mnt, n_lat)
         rows.append(Row("device event → client's signal (interrupt latency), p50 / p99",
                         f"{us(p50(events))} / {us(p99(events))}",
