@@ -93,16 +93,17 @@ def build_baseline() -> Path | None:
 
 
 @contextmanager
-def baseline_server(binary: Path | None) -> Iterator[Path | None]:
-    if binary is None:
+def baseline_server(command: list[str] | None) -> Iterator[Path | None]:
+    """A baseline FUSE server (``command`` MOUNTPOINT, which prints "ready"
+    once mounted) on the servers' CPU; yields its mount point."""
+    if command is None:
         yield None
         return
     with tempfile.TemporaryDirectory(prefix="ipufs-baseline-") as tmp:
         mnt = Path(tmp) / "mnt"
         mnt.mkdir()
-        proc = subprocess.Popen([str(binary), str(mnt)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                preexec_fn=on_server_cpu,
-                                text=True)
+        proc = subprocess.Popen([*command, str(mnt)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                preexec_fn=on_server_cpu, text=True)
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
             yield mnt
@@ -179,23 +180,30 @@ def measure(smoke: bool) -> list[Row]:
     baseline = build_baseline()
     seconds = 0.3 if smoke else 1.0
     rounds = 2 if smoke else ROUNDS
-    with daemon(4) as (mnt, pid, _), baseline_server(baseline) as bmnt:
+    python_floor = [sys.executable, str(ROOT / "benchmarks" / "python_floor.py")]
+    with daemon(4) as (mnt, pid, _), baseline_server([str(baseline)] if baseline else None) as bmnt, \
+            baseline_server(python_floor) as pmnt:
         run_client(binary, "ioctl", mnt, 0, n_ioctl // 4)  # warm up the daemon's caches
         # Alternate ipufs and the C server, round by round, so that both see
         # the same moods of this machine; each round's ratio is in the same
         # moment, and the table gives the medians over the rounds.
         rtt: list[list[float]] = []
         base_rtt: list[list[float]] = []
+        py_rtt: list[list[float]] = []
         rates: dict[int, list[float]] = {1: [], 8: [], 64: []}
         base_rates: dict[int, list[float]] = {1: [], 8: [], 64: []}
+        py_rates: dict[int, list[float]] = {1: [], 8: [], 64: []}
         for _ in range(rounds):
             rtt.append(run_client(binary, "ioctl", mnt, 0, n_ioctl // rounds))
             if bmnt is not None:
                 base_rtt.append(run_client(binary, "ioctl", bmnt, 0, n_ioctl // rounds))
+            assert pmnt is not None
+            py_rtt.append(run_client(binary, "ioctl", pmnt, 0, n_ioctl // rounds))
             for clients in rates:
                 rates[clients].append(rate(binary, mnt, clients, seconds))
                 if bmnt is not None:
                     base_rates[clients].append(rate(binary, bmnt, clients, seconds))
+                py_rates[clients].append(rate(binary, pmnt, clients, seconds))
         ours_all = [x for r in rtt for x in r]
         figure = "ioctl round trip (SET_IPU_ID), p50 / p99"
         if base_rtt:
@@ -219,6 +227,20 @@ def measure(smoke: bool) -> list[Row]:
                                 "report the ratio"))
             else:
                 rows.append(Row(label, f"{ours:,.0f}", "—", "—", "report the ratio"))
+        # The language's floor: a bare Python loop answering the same ioctl.
+        py_all = [x for r in py_rtt for x in r]
+        yardstick = "the bare Python loop (benchmarks/python_floor.py)"
+        ratios = [p50(a) / p50(b) for a, b in zip(rtt, py_rtt, strict=True)]
+        rows.append(Row(f"ioctl round trip, p50 / p99, against {yardstick}",
+                        f"{us(p50(ours_all))} / {us(p99(ours_all))}",
+                        f"bare Python loop: {us(p50(py_all))} / {us(p99(py_all))}",
+                        f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})", "—"))
+        for clients in py_rates:
+            ratios = [a / b for a, b in zip(rates[clients], py_rates[clients], strict=True)]
+            rows.append(Row(f"sustained ioctls/s, {clients} client{'s' if clients > 1 else ''}, against {yardstick}",
+                            f"{statistics.median(rates[clients]):,.0f}",
+                            f"bare Python loop: {statistics.median(py_rates[clients]):,.0f}",
+                            f"{statistics.median(ratios):.2f}× ({min(ratios):.2f}–{max(ratios):.2f})", "—"))
         untraced = run_client(binary, "ioctl", mnt, 0, n_ioctl)
         tracer = subprocess.Popen([sys.executable, "-m", "ipufs", "trace", "--json", "--dev", str(mnt)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

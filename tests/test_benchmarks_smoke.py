@@ -16,6 +16,6 @@ def test_benchmark_smoke_run_produces_every_figure() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--smoke"],
                          capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stderr
-    for figure in ("ioctl round trip", "mapped store CMD_SYNC", "memcpy into the ipu0_ex mapping",
+    for figure in ("ioctl round trip", "against the bare Python loop", "mapped store CMD_SYNC", "memcpy into the ipu0_ex mapping",
                    "ipu0_mem pwrite+pread", "mount 64 × ipu2"):
         assert figure in out.stdout

@@ -1,0 +1,82 @@
+# python_floor: the Python yardstick for ipufs's control path. The least a
+# Python FUSE server can do per request: one file, "ipu0", and a loop that
+# reads a request, answers every IOCTL at once (zeroed output, result 0)
+# with two struct operations and a write, and leaves everything else
+# (INIT, LOOKUP, GETATTR, OPEN...) to ipufs's session. One thread, blocking
+# reads, no spin: the C server's shape in Python. benchmarks/run.py measures
+# the same clients against it, against the C server and against ipufs.
+#
+# Run: python benchmarks/python_floor.py MOUNTPOINT   (as root; stops when
+# unmounted)
+from __future__ import annotations
+
+import errno
+import os
+import stat
+import struct
+import sys
+
+from ipufs.fuse import abi
+from ipufs.fuse import mount as fmount
+from ipufs.fuse import replies as rp
+from ipufs.fuse import requests as rq
+from ipufs.fuse.channel import FuseChannel
+from ipufs.fuse.errors import FUSEError
+from ipufs.fuse.operations import Operations
+from ipufs.fuse.session import Session
+
+FILE = rp.Attr(ino=2, mode=stat.S_IFREG | 0o666, size=1 << 20)
+ROOT = rp.Attr(ino=1, mode=stat.S_IFDIR | 0o755, nlink=2)
+
+
+class OneFile(Operations):
+    def lookup(self, req: rq.Lookup) -> rp.Reply:
+        if req.nodeid != 1 or req.name != b"ipu0":
+            raise FUSEError(errno.ENOENT)
+        return rp.Entry(FILE)
+
+    def getattr(self, req: rq.Getattr) -> rp.Reply:
+        return rp.AttrReply(ROOT if req.nodeid == 1 else FILE)
+
+    def open(self, req: rq.Open) -> rp.Reply:
+        return rp.Opened(0, abi.OpenFlag.DIRECT_IO)
+
+    def release(self, req: rq.Release) -> rp.Reply:
+        return rp.Empty()
+
+
+def main() -> int:
+    mountpoint = sys.argv[1]
+    channel = FuseChannel.open()
+    session = Session(OneFile(), passthrough=False)
+    fmount.mount(channel.fd, mountpoint)
+    print("ready", flush=True)
+    fd = channel.fd
+    buffer = bytearray(session.buffer_size)
+    view = memoryview(buffer)
+    out_header, ioctl_out = abi.OUT_HEADER, abi.IOCTL_OUT
+    out_size_at = abi.IN_HEADER.size + abi.IOCTL_IN.size - 4
+    zeros = bytes(4096)
+    while True:
+        try:
+            n = os.readv(fd, [buffer])
+        except OSError as exc:
+            if exc.errno in (errno.EINTR, errno.ENOENT):
+                continue
+            return 0  # unmounted
+        _, opcode, unique = struct.unpack_from("<IIQ", buffer)
+        if opcode == abi.Opcode.IOCTL:
+            (out_size,) = struct.unpack_from("<I", buffer, out_size_at)
+            body = ioctl_out.pack(0, 0, 0, 0) + zeros[:out_size]
+            reply: bytes | None = out_header.pack(out_header.size + len(body), 0, unique) + body
+        else:
+            reply = session.handle(view[:n])
+        if reply is not None:
+            try:
+                os.write(fd, reply)
+            except OSError:
+                pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())
