@@ -166,7 +166,10 @@ class FuseServer:
             mounted = True
             connection = fmount.connection(where)
             if self.spin > 0:
-                spinner = channel.clone()
+                try:
+                    spinner = channel.clone()
+                except OSError as exc:  # a kernel without FUSE_DEV_IOC_CLONE
+                    log.warning("no clone of the FUSE connection (%s): the reader will not spin", exc)
             ready, done = trio.Event(), trio.Event()
             token = trio.lowlevel.current_trio_token()
             notifier = threading.Thread(target=self._notifier, args=(channel,), name="ipufs-notify", daemon=True)

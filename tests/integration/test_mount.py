@@ -252,3 +252,19 @@ def test_the_reader_serves_with_and_without_spinning(tmp_path: Path, spin_us: in
                 assert os.pread(fd, 4, scratch) == i.to_bytes(4, "little")
         finally:
             os.close(fd)
+
+
+def test_without_a_clone_the_reader_serves_without_spinning(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipufs.fuse.channel import FuseChannel
+
+    def no_clone(self: FuseChannel) -> int:
+        raise OSError(errno.ENOTTY, "FUSE_DEV_IOC_CLONE not supported")
+
+    monkeypatch.setattr(FuseChannel, "clone", no_clone)
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1") as d:
+        fd = os.open(d.path("ipu0"), os.O_RDWR)
+        try:
+            assert os.pread(fd, 4, REGISTERS["VENDOR_ID"].offset) == (0x1D95).to_bytes(4, "little")
+        finally:
+            os.close(fd)
