@@ -74,8 +74,8 @@ class RegisterWatcher:
         return any(now - activity.get(index, float("-inf")) < self.busy for index in watched)
 
     def round(self, timeout: float = ROUND) -> list[int]:
-        """One round: wait up to ``timeout`` for a watched IPU to need acting
-        on, act, and return the IPUs that did."""
+        """One round: wait up to ``timeout`` for watched IPUs to need acting
+        on, act on them, and return them."""
         watched = self._refresh()
         if not watched:
             self._stop.wait(min(timeout, self.idle))
