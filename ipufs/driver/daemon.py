@@ -3,7 +3,6 @@
 # until cancelled. Model-side actions run in its trio loop through call().
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
@@ -215,10 +214,6 @@ class Daemon:
                 if self.links is not None:
                     self.links.clear_stale()
                     self.links.install()
-                # What start-up built lives as long as the daemon: keep the
-                # collector from scanning it again and again while requests
-                # are served (each full collection walked every object).
-                gc.freeze()
                 task_status.started(negotiated)
                 nursery.start_soon(self.registers.run)
         finally:
