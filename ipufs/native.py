@@ -87,14 +87,14 @@ class Watch:
     alive and in place while the Watch is used."""
 
     def __init__(self, entries: list[tuple[object, object, object, object, int]]) -> None:
-        self._keep = entries
         self._watches = _ffi.new("struct ipufs_watch[]", max(len(entries), 1))
+        self._views: list[object] = []  # the buffers' cdata, alive as long as the watch
         for slot, (words, index, expect, bell_words, bell) in zip(self._watches, entries, strict=False):
-            slot.words = _ffi.from_buffer("uint32_t[]", words)
-            slot.index = _ffi.from_buffer("uint32_t[]", index)
-            slot.expect = _ffi.from_buffer("uint32_t[]", expect)
-            slot.count = len(_ffi.from_buffer("uint32_t[]", index))
-            slot.bell = _ffi.from_buffer("uint32_t[]", bell_words) + bell
+            views = [_ffi.from_buffer("uint32_t[]", b) for b in (words, index, expect, bell_words)]
+            self._views += views
+            slot.words, slot.index, slot.expect = views[0], views[1], views[2]
+            slot.count = len(views[1])
+            slot.bell = views[3] + bell
         self._ready = _ffi.new("unsigned char[]", max(len(entries), 1))
         self.count = len(entries)
 

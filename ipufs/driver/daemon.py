@@ -112,7 +112,8 @@ class Daemon:
         for ipu in self.devices.ipus:
             ipu.icu.observer = self._icu_observer(ipu.index)
         o = config.ownership
-        handlers = Operations(self.filesystem, lambda: self.server.session.requests).handlers() | self.device_side.handlers()
+        status = Operations(self.filesystem, lambda: self.server.session.requests)
+        handlers = status.handlers() | self.device_side.handlers()
         self.control = ControlServer(
             config.control_path,
             {op: self._locked(handler) for op, handler in handlers.items()},

@@ -25,6 +25,9 @@ from ipufs.model.interrupts import ALL_SOURCES, FIRST_SIGNAL, Interrupt
 log = logging.getLogger(__name__)
 
 U64 = 8
+#: An ioctl's argument bytes: a view of the request buffer, valid only
+#: while the request is handled.
+Arg = bytes | memoryview
 
 
 #: The ioctls whose meaning depends on which process asks.
@@ -51,7 +54,7 @@ def _alive(pidfd: int) -> bool:
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
+        pass  # it exists; we may not signal it
     return True
 
 
@@ -66,7 +69,7 @@ def _as_int32(value: int) -> int:
 
 
 class _Command(NamedTuple):
-    handler: Callable[[int, int, int, int, bytes | memoryview, int], tuple[int, bytes]]
+    handler: Callable[[int, int, int, int, Arg, int], tuple[int, bytes]]
     caller_matters: bool
     writes: bool
     reads: bool
@@ -124,7 +127,7 @@ class IpuDriver:
                 self.detach(att.ipu, "its last file was closed")
 
     # --- ioctls ----------------------------------------------------------------
-    def ioctl(self, ipu: int, fh: int, pid: int, cmd: int, arg: int, data: bytes | memoryview) -> tuple[int, bytes]:
+    def ioctl(self, ipu: int, fh: int, pid: int, cmd: int, arg: int, data: Arg) -> tuple[int, bytes]:
         """Serve one ioctl of thread ``pid`` on IPU ``ipu``: returns the
         ioctl's result and the bytes to copy back to the caller. The
         interrupts it raises are the caller's to deliver (``deliver``)."""
@@ -167,7 +170,7 @@ class IpuDriver:
             raise FUSEError(errno.EPERM, "only the attached process may do this")
         return att
 
-    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         att = self.attachments.get(ipu)
         if att is not None and not _alive(att.pidfd):
             self.detach(ipu, "its process exited")
@@ -192,12 +195,12 @@ class IpuDriver:
             self.tracer.emit("attach", ipu, pid=tgid, command=procs.command_of(tgid))
         return 0, b""
 
-    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         att.ipu_id = _as_int32(arg)
         return 0, b""
 
-    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         address, length, _, flags = abi.BUFFER.unpack(data)
         if flags & ~(abi.BUFFER_DEVICE_READS | abi.BUFFER_DEVICE_WRITES):
@@ -216,26 +219,26 @@ class IpuDriver:
         att.buffers[buffer.id] = buffer
         return 0, abi.BUFFER.pack(address, length, buffer.id, flags)
 
-    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         (buffer_id,) = struct.unpack("<Q", data)
         if att.buffers.pop(buffer_id, None) is None:
             raise FUSEError(errno.EINVAL, f"no buffer {buffer_id}")
         return 0, b""
 
-    def _mask_bits(self, data: bytes | memoryview) -> int:
+    def _mask_bits(self, data: Arg) -> int:
         (bits,) = struct.unpack("<Q", data)
         if bits & ~ALL_SOURCES:
             raise FUSEError(errno.EINVAL, "unknown interrupt source bits")
         return int(bits)
 
-    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         self._caller_attachment(ipu, tgid)
         model = self.devices.ipus[ipu]
         model.set_interrupt_mask(model.interrupts.mask | self._mask_bits(data))
         return 0, model.interrupts.mask.to_bytes(U64, "little")
 
-    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         self._caller_attachment(ipu, tgid)
         model = self.devices.ipus[ipu]
         model.set_interrupt_mask(model.interrupts.mask & ~self._mask_bits(data))
@@ -243,7 +246,7 @@ class IpuDriver:
 
     # The mailbox ioctls serve any process that has a node of the IPU open,
     # as board management tools do not attach.
-    def _mailbox_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _mailbox_read(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         icu = self.devices.ipus[ipu].icu
         if size == U64:
             return 0, icu.responses_waiting.to_bytes(U64, "little")
@@ -252,23 +255,23 @@ class IpuDriver:
             raise FUSEError(errno.EAGAIN, "no ICU response is waiting")
         return 0, icu_message.pack(*response)
 
-    def _mailbox_write(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _mailbox_write(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         self.devices.ipus[ipu].icu_submit(icu_message.unpack_from(data))
         return 0, b""
 
-    def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         model = self.devices.ipus[ipu]
         if model.icu.unresponsive:
             raise FUSEError(errno.ETIMEDOUT, "the ICU does not answer")
         response = model.icu.handle(icu_message.unpack_from(data))
         return 0, icu_message.pack(*(response or (0, 0, 0, 0, 0)))
 
-    def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         if size == U64:
             return 0, struct.pack("<II", icu.REQUEST_RING, icu.RESPONSE_RING)
         return 0, struct.pack("<IIII", icu.REQUEST_RING, icu.SLOTS, icu.RESPONSE_RING, icu.SLOTS)
 
-    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: bytes | memoryview, size: int) -> tuple[int, bytes]:
+    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         self.devices.ipus[ipu].reset()
         log.info("IPU %d reset (by thread %d)", ipu, tgid)
         return 0, b""

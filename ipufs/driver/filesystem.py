@@ -149,8 +149,7 @@ class IpuFilesystem(Operations):
     def settle(self, ipu: int | None = None) -> None:
         """After the model acted (on one IPU, or any): publish what it wrote,
         send the signals of the interrupts it raised, wake pollers."""
-        if self.publisher is not None:
-            self.publisher.publish()
+        self.publish()
         # An IPU's action can raise interrupts across its sync group (a GS2
         # barrier completing), so deliver for every member.
         self.driver.deliver(None if ipu is None else self.devices.ipus[ipu].group.members)
@@ -444,7 +443,7 @@ class IpuFilesystem(Operations):
             result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
         self.activity[ipu] = time.monotonic()
         self.settle(ipu)
-        return rp.IoctlReply(result, data[: req.out_size] if len(data) > req.out_size else data)
+        return rp.IoctlReply(result, data[: req.out_size])
 
     def _traced_ioctl(self, ipu: int, req: rq.Ioctl) -> tuple[int, bytes]:
         fields = describe_ioctl(req.cmd, req.arg, req.in_data)

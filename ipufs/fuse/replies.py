@@ -1,5 +1,6 @@
-# FUSE replies as frozen records, each able to encode its payload
-# (linux/fuse.h, protocol 7.40). Pure: records in, bytes out.
+# FUSE replies as records (immutable to mypy, ipufs/fuse/record.py), each
+# able to encode its payload (linux/fuse.h, protocol 7.40). Pure: records
+# in, bytes out.
 from __future__ import annotations
 
 import stat as _stat

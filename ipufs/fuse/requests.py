@@ -1,6 +1,6 @@
-# FUSE requests as frozen, slotted records, and the table that decodes one
-# message read from /dev/fuse into one record (linux/fuse.h, protocol 7.40).
-# Pure: bytes in, records out; no I/O.
+# FUSE requests as slotted records (immutable to mypy, ipufs/fuse/record.py),
+# and the table that decodes one message read from /dev/fuse into one
+# record (linux/fuse.h, protocol 7.40). Pure: bytes in, records out; no I/O.
 from __future__ import annotations
 
 import struct

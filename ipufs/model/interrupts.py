@@ -46,8 +46,9 @@ class InterruptController:
     def raise_(self, source: Interrupt) -> None:
         """The device raises ``source``: deliverable now, or latched."""
         self.raised[source] += 1
-        if self.mask & 1 << source:
-            self.pending |= source.bit
+        bit = 1 << source  # Interrupt.bit, without the enum property
+        if self.mask & bit:
+            self.pending |= bit
         else:
             self._out.append(source)
 

@@ -166,13 +166,8 @@ class Ipu:
         runs between a device event and its signal, on the interrupt path."""
         if self._batching:
             return
-        values, synced = self._status(), self._synced
-        base = self._status_slot.start
-        for i, (value, old) in enumerate(zip(values, synced, strict=True)):
-            if value != old:
-                self.config.store_word(_STATUS_WORDS[i], value)
-                self.watch_expect[base + i] = value
-        self._synced = values
+        for slot, value in enumerate(self._status()):
+            self._store_status(slot, value)
 
     def read_config(self, offset: int, length: int) -> bytes:
         """A host read of config space (pread on ipuN)."""
