@@ -59,24 +59,21 @@ def vm_write(pid: int, address: int, data: bytes) -> int:
     return _check(_lib.ipufs_vm_write(pid, address, data, len(data)), "process_vm_writev")
 
 
-class SpinReader:
-    """Reads into ``buffer`` from non-blocking ``fd``, trying for up to a
-    given time without holding the GIL (the FUSE reader's spin)."""
+class Awake:
+    """A word the FUSE reader sets while it is awake (spinning, or acting on
+    what its spin found) and clears before it sleeps in a blocking read.
+    While it is set the reader scans the register watches itself, and the
+    watcher thread sleeps on the word instead of polling (docs/registers.md)."""
 
-    def __init__(self, fd: int, buffer: bytearray) -> None:
-        self.fd = fd
-        self._buffer = _ffi.from_buffer(buffer)
-        self._length = len(buffer)
+    def __init__(self) -> None:
+        self._word = _ffi.new("uint32_t *")
 
-    def read(self, seconds: float) -> int | None:
-        """The length read, or None when nothing came within ``seconds``.
-        Other failures raise OSError."""
-        n = _lib.ipufs_spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9))
-        if n == -errno.EAGAIN:
-            return None
-        if n < 0:
-            raise OSError(-n, os.strerror(-n))
-        return int(n)
+    def __bool__(self) -> bool:
+        return bool(self._word[0])
+
+    def clear(self) -> None:
+        """The reader sleeps (or stops): wake the watcher thread to poll."""
+        _lib.ipufs_asleep(self._word)
 
 
 class Watch:
@@ -84,7 +81,8 @@ class Watch:
     ``words`` whose entries at ``index`` must equal ``expect``, and word
     ``bell`` of ``bell_words`` that must stay 0. Each argument is a buffer
     of uint32 (a numpy array, without numpy imported here); they must stay
-    alive and in place while the Watch is used."""
+    alive and in place while the Watch is used. One thread may wait() while
+    another spins a SpinReader over the same Watch."""
 
     def __init__(self, entries: list[tuple[object, object, object, object, int]]) -> None:
         self._watches = _ffi.new("struct ipufs_watch[]", max(len(entries), 1))
@@ -95,13 +93,46 @@ class Watch:
             slot.words, slot.index, slot.expect = views[0], views[1], views[2]
             slot.count = len(views[1])
             slot.bell = views[3] + bell
-        self._ready = _ffi.new("unsigned char[]", max(len(entries), 1))
+        self._ready = _ffi.new("unsigned char[]", max(len(entries), 1))  # wait()'s
+        self._spun = _ffi.new("unsigned char[]", max(len(entries), 1))  # a SpinReader's
         self.count = len(entries)
 
-    def wait(self, period: float, timeout: float) -> list[int]:
+    def wait(self, period: float, timeout: float, awake: Awake) -> list[int]:
         """Poll every ``period`` seconds, without the GIL, until some watch
-        differs (returns their positions) or ``timeout`` passes (returns [])."""
+        differs (returns their positions) or ``timeout`` passes (returns []).
+        While ``awake`` is set, sleep on it instead of polling."""
         if not self.count:
             return []
-        found = _lib.ipufs_watch(self._watches, self.count, self._ready, int(period * 1e9), int(timeout * 1e9))
+        found = _lib.ipufs_watch(self._watches, self.count, self._ready, int(period * 1e9), int(timeout * 1e9),
+                                 awake._word)
         return [w for w in range(self.count) if self._ready[w]] if found else []
+
+
+class SpinReader:
+    """Reads into ``buffer`` from non-blocking ``fd``, trying for up to a
+    given time without holding the GIL (the FUSE reader's spin), with
+    ``awake`` set meanwhile."""
+
+    def __init__(self, fd: int, buffer: bytearray, awake: Awake) -> None:
+        self.fd = fd
+        self.awake = awake
+        self._buffer = _ffi.from_buffer(buffer)
+        self._length = len(buffer)
+
+    def read(self, seconds: float, watch: Watch | None = None) -> int | list[int] | None:
+        """The length read; or, when some of ``watch`` differs between two
+        tries, their positions (``awake`` stays set); or None when nothing
+        came within ``seconds`` (``awake`` is cleared). Other failures
+        raise OSError."""
+        watches, count = (watch._watches, watch.count) if watch is not None else (_ffi.NULL, 0)
+        spun = watch._spun if watch is not None else _ffi.NULL
+        n = _lib.ipufs_spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9), watches, count, spun,
+                                 self.awake._word)
+        if n == _lib.IPUFS_SPIN_WATCHED:
+            assert watch is not None
+            return [w for w in range(count) if watch._spun[w]]
+        if n == -errno.EAGAIN:
+            return None
+        if n < 0:
+            raise OSError(-n, os.strerror(-n))
+        return int(n)

@@ -5,7 +5,7 @@
 # process_vm_readv/writev(2) for device DMA into attached buffers, and
 # signalfd(2), through which a Python client can read si_int; and the
 # register watcher's detector, which polls shared memory without the GIL,
-# and the FUSE reader's spin.
+# and the FUSE reader's spin, which scans the same watches while it waits.
 from __future__ import annotations
 
 import pathlib
@@ -31,8 +31,12 @@ ffibuilder.cdef(
     + re.search(r"^struct ipufs_watch \{.*?^\};$", SOURCE, re.M | re.S).group(0)  # type: ignore[union-attr]
     + """
     int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
-                    long period_ns, long timeout_ns);
-    long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns);
+                    long period_ns, long timeout_ns, uint32_t *awake);
+    void ipufs_asleep(uint32_t *awake);
+    #define IPUFS_SPIN_WATCHED ...
+    long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
+                         const struct ipufs_watch *watches, int n, unsigned char *ready,
+                         uint32_t *awake);
     """
 )
 ffibuilder.set_source(

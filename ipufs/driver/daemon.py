@@ -84,6 +84,7 @@ class Daemon:
             self.devices, driver=self.driver, ownership=config.ownership,
             passthrough=config.passthrough,
         )
+        self.registers = RegisterWatcher(self.filesystem, lock=self.lock)
         self.server = FuseServer(
             self.filesystem,
             config.mountpoint,
@@ -91,9 +92,9 @@ class Daemon:
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=self.lock,
             spin=config.spin_us / 1e6,
+            watcher=self.registers,
         )
         self.filesystem.attach_kernel(self.server)
-        self.registers = RegisterWatcher(self.filesystem, lock=self.lock)
         self.links = DevLinks(config.dev_dir, config.mountpoint, self.filesystem.tree) if config.link_dev else None
         self.filesystem.control_path = config.control_path
         self.injector = FaultInjector(self.filesystem, self._later)

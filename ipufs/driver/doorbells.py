@@ -2,12 +2,18 @@
 # the mailbox's DOORBELL word) reaches no daemon code, so the registers of
 # every IPU whose config space or mailbox is open are polled. Detection is
 # native code (ipufs.native.Watch) that compares the words with what the
-# model expects, every FAST seconds while an IPU has been active within the
-# last BUSY seconds and every IDLE seconds otherwise, without holding the
-# GIL: polling costs the request path nothing. When a watch differs, the
-# watcher thread acts at once under the daemon's lock, as the FUSE reader
-# does for a request. This is the latency bound of a mapped command
-# (docs/registers.md; benchmarks/).
+# model expects, without holding the GIL. Two threads do it:
+# - the FUSE reader, between its tries while it spins awaiting the next
+#   request (ipufs/fuse/server.py): a store is seen within a system call's
+#   time while requests keep coming;
+# - the watcher's own thread, while the reader sleeps: every FAST seconds
+#   while an IPU has been active within the last BUSY seconds and every
+#   IDLE seconds otherwise. While the reader is awake this thread sleeps
+#   (on native.Awake), for its wake-ups on the reader's CPU would delay
+#   requests: every 100 µs they once made one ioctl round trip in six
+#   take 13 µs longer.
+# Either acts at once under the daemon's lock. This is the latency bound
+# of a mapped command (docs/registers.md; benchmarks/).
 from __future__ import annotations
 
 import logging
@@ -39,8 +45,9 @@ class RegisterWatcher:
         self.polls = 0  # rounds of the native detector
         self.actions = 0  # IPUs that acted on a stored register
         self._stop = threading.Event()
-        self._watched: tuple[int, ...] = ()
-        self._watch = native.Watch([])
+        self.awake = native.Awake()
+        # The watch and the IPUs it watches, in its order; replaced whole.
+        self._now: tuple[native.Watch, tuple[int, ...]] = (native.Watch([]), ())
 
     def act(self, indices: list[int]) -> list[int]:
         """Let the model act on what the host stored (any thread); returns
@@ -55,19 +62,30 @@ class RegisterWatcher:
         self.actions += len(acted)
         return acted
 
-    def _refresh(self) -> tuple[int, ...]:
-        """The IPUs whose registers a client may store to, with the native
-        watch rebuilt when that set changed."""
+    def _refresh(self) -> tuple[native.Watch, tuple[int, ...]]:
+        """The IPUs whose registers a client may store to, and their native
+        watch, rebuilt when that set changed."""
         with self.lock:
             watched = tuple(self.filesystem.watched())
-        if watched != self._watched:
+        if watched != self._now[1]:
             ipus = self.filesystem.devices.ipus
-            self._watch = native.Watch([
+            self._now = (native.Watch([
                 (ipus[i].config.words, ipus[i].watch_index, ipus[i].watch_expect, ipus[i].icu.mailbox.words,
                  MAILBOX_BELL) for i in watched
-            ])
-            self._watched = watched
-        return watched
+            ]), watched)
+        return self._now
+
+    # --- what the FUSE reader scans while it spins (fuse.server.Watcher) ---
+    def current(self) -> native.Watch | None:
+        watch, watched = self._now
+        return watch if watched else None
+
+    def changed(self, watch: native.Watch, positions: list[int]) -> bool:
+        now, watched = self._now
+        if watch is not now:
+            return True  # rebuilt meanwhile: the new watch is scanned next
+        wanted = [watched[w] for w in positions]
+        return len(self.act(wanted)) == len(wanted)
 
     def _busy(self, watched: tuple[int, ...]) -> bool:
         now, activity = time.monotonic(), self.filesystem.activity
@@ -76,12 +94,12 @@ class RegisterWatcher:
     def round(self, timeout: float = ROUND) -> list[int]:
         """One round: wait up to ``timeout`` for watched IPUs to need acting
         on, act on them, and return them."""
-        watched = self._refresh()
+        watch, watched = self._refresh()
         if not watched:
             self._stop.wait(min(timeout, self.idle))
             return []
         period = self.fast if self._busy(watched) else self.idle
-        ready = self._watch.wait(period, timeout)
+        ready = watch.wait(period, timeout, self.awake)
         self.polls += 1
         wanted = [watched[w] for w in ready]
         if wanted and len(self.act(wanted)) < len(wanted):

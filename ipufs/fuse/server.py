@@ -8,7 +8,11 @@
 # non-blocking clone of the connection for ``spin`` seconds, then sleeps in
 # a blocking read; it wakes with ENODEV when the connection ends (the last
 # user of an unmounted filesystem gone, or an abort), and stopping ends the
-# connection that way. The reader holds ``lock`` while it handles a
+# connection that way. While it spins, the reader also scans shared memory
+# that clients store to through mappings (a ``watcher``'s native.Watch),
+# and lets the watcher act on what changed; the watcher's own thread sleeps
+# meanwhile, for its wake-ups would delay the requests (docs/registers.md).
+# The reader holds ``lock`` while it handles a
 # request; whoever else touches what the operations own (the daemon's trio
 # tasks) holds it too. Notifications that may wait on page locks are
 # written from their own thread, so they can never block the reader that
@@ -20,6 +24,7 @@ import logging
 import os
 import queue
 import threading
+from typing import Protocol
 
 import trio
 
@@ -42,6 +47,22 @@ LINGER = 0.5
 SPIN = 50e-6
 
 
+class Watcher(Protocol):
+    """Shared memory the reader scans between tries while it spins."""
+
+    #: Set by the reader while it is awake (native.SpinReader), so that the
+    #: watcher's own thread may sleep.
+    awake: native.Awake
+
+    def current(self) -> native.Watch | None:
+        """What to scan now (None: nothing)."""
+
+    def changed(self, watch: native.Watch, positions: list[int]) -> bool:
+        """Act on the ``positions`` of ``watch`` that differ; False when
+        some had nothing to do (the reader then stops scanning until its
+        next request, so that such a word cannot keep it busy)."""
+
+
 class FuseServer:
     """Serves ``operations`` at ``mountpoint``."""
 
@@ -54,6 +75,7 @@ class FuseServer:
         source: str = "ipufs",
         lock: threading.RLock | None = None,
         spin: float = SPIN,
+        watcher: Watcher | None = None,
     ) -> None:
         self.operations = operations
         self.mountpoint = mountpoint
@@ -61,6 +83,7 @@ class FuseServer:
         self.session = Session(operations, passthrough=passthrough)
         self.lock = lock or threading.RLock()
         self.spin = spin
+        self.watcher = watcher
         self.channel: FuseChannel | None = None
         self._notes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
         self._pending = 0
@@ -105,7 +128,8 @@ class FuseServer:
         session, lock, send = self.session, self.lock, channel.send
         buffer = bytearray(session.buffer_size)
         view = memoryview(buffer)
-        spin = native.SpinReader(spinner, buffer) if spinner >= 0 else None
+        awake = self.watcher.awake if self.watcher is not None else native.Awake()
+        spin = native.SpinReader(spinner, buffer, awake) if spinner >= 0 else None
         started = False
         try:
             while not session.destroyed:
@@ -123,6 +147,7 @@ class FuseServer:
         except BaseException:
             log.exception("the FUSE reader failed")
         finally:
+            awake.clear()
             try:
                 token.run_sync_soon(done.set)
             except trio.RunFinishedError:
@@ -133,17 +158,24 @@ class FuseServer:
         on, or None once the connection has ended. With ``spin`` (reading a
         non-blocking clone of ``fd``), keep trying it for ``self.spin``
         seconds first: a client that asks again at once finds the reader
-        awake."""
+        awake. Meanwhile, scan what the watcher watches."""
         if spin is not None:
+            watcher = self.watcher
             while True:
+                watch = watcher.current() if watcher is not None else None
                 try:
-                    n = spin.read(self.spin)
+                    got = spin.read(self.spin, watch)
                 except OSError as exc:
                     if _ended(exc):
                         return None
                     continue
-                if n is not None:
-                    return n, spin.fd
+                if isinstance(got, list):
+                    assert watcher is not None and watch is not None
+                    if not watcher.changed(watch, got):
+                        watcher = None
+                    continue
+                if got is not None:
+                    return got, spin.fd
                 break
         while True:
             try:

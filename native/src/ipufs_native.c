@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -94,14 +95,10 @@ static int ipufs_signalfd(int first, int last)
 
 /* The register watcher's detector (ipufs/driver/doorbells.py). A store
  * through a shared mapping reaches no daemon code, so the words a client
- * may store to are compared, every period_ns, with what the model last put
- * there: words[index[i]] must equal expect[i], and *bell (the mailbox
- * DOORBELL word) must be 0. Runs without the GIL (cffi releases it), so
- * polling costs the daemon's request path nothing. Marks ready[w] for each
- * watch that differs and returns how many, or returns 0 once timeout_ns
- * has passed with nothing to do. Sets the calling thread's timer slack
- * to 1 us. The model may update expect[] while this
- * reads it: a torn read is a spurious wake-up, which the caller tolerates. */
+ * may store to are compared with what the model last put there:
+ * words[index[i]] must equal expect[i], and *bell (the mailbox DOORBELL
+ * word) must be 0. The model may update expect[] while this reads it: a
+ * torn read is a spurious wake-up, which the callers tolerate. */
 struct ipufs_watch {
     const uint32_t *words;
     const uint32_t *index;
@@ -121,6 +118,17 @@ static int ipufs_watch_differs(const struct ipufs_watch *w)
     return 0;
 }
 
+/* Marks ready[w] for each watch that differs; returns how many. */
+static int ipufs_watch_scan(const struct ipufs_watch *watches, int n, unsigned char *ready)
+{
+    int found = 0;
+    for (int w = 0; w < n; w++) {
+        ready[w] = (unsigned char)ipufs_watch_differs(&watches[w]);
+        found += ready[w];
+    }
+    return found;
+}
+
 static int64_t ipufs_now_ns(void)
 {
     struct timespec ts;
@@ -128,41 +136,75 @@ static int64_t ipufs_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+static struct timespec ipufs_timespec(int64_t ns)
+{
+    struct timespec ts = { (time_t)(ns / 1000000000), (long)(ns % 1000000000) };
+    return ts;
+}
+
+/* The watcher thread's wait: scan every period_ns until some watch differs
+ * (returns how many, ready[] marked) or timeout_ns pass (returns 0). While
+ * *awake is set, the FUSE reader is awake and scans the watches itself
+ * between its reads (ipufs_spin_read), so this sleeps on that word (a
+ * futex) instead of polling: a wake-up of this thread on the reader's CPU
+ * would delay the request being answered. Runs without the GIL (cffi
+ * releases it). Sets the calling thread's timer slack to 1 us. */
 static int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
-                       long period_ns, long timeout_ns)
+                       long period_ns, long timeout_ns, uint32_t *awake)
 {
     /* The default timer slack (50 us) would stretch a 100 us period by
      * half; this thread only watches, so it may ask for precise sleeps. */
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     int64_t deadline = ipufs_now_ns() + timeout_ns;
     for (;;) {
-        int found = 0;
-        for (int w = 0; w < n; w++) {
-            ready[w] = (unsigned char)ipufs_watch_differs(&watches[w]);
-            found += ready[w];
-        }
-        if (found || ipufs_now_ns() >= deadline)
+        int found = ipufs_watch_scan(watches, n, ready);
+        int64_t left = deadline - ipufs_now_ns();
+        if (found || left <= 0)
             return found;
-        struct timespec pause = { period_ns / 1000000000, period_ns % 1000000000 };
-        nanosleep(&pause, NULL);
+        if (__atomic_load_n(awake, __ATOMIC_ACQUIRE)) {
+            struct timespec pause = ipufs_timespec(left);
+            syscall(SYS_futex, awake, FUTEX_WAIT_PRIVATE, 1, &pause, NULL, 0);
+        } else {
+            struct timespec pause = ipufs_timespec(period_ns < left ? period_ns : left);
+            nanosleep(&pause, NULL);
+        }
     }
 }
+
+/* The reader is going to sleep: the watcher thread polls again. */
+static void ipufs_asleep(uint32_t *awake)
+{
+    if (__atomic_exchange_n(awake, 0, __ATOMIC_RELEASE))
+        syscall(SYS_futex, awake, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
+#define IPUFS_SPIN_WATCHED (-100000L)
 
 /* The FUSE reader's spin (ipufs/fuse/server.py): read a request from the
  * non-blocking fd, trying again until spin_ns have passed. Runs without the
  * GIL and raises no exception per empty try, so a request that arrives
- * while spinning is picked up within a system call's time. Returns the
- * length read, or -errno (-EAGAIN when the time ran out). */
-static long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns)
+ * while spinning is picked up within a system call's time. Between tries
+ * it scans the n watches, and marks *awake so that the watcher thread
+ * sleeps meanwhile (ipufs_watch); *awake stays set while the caller acts
+ * on what this returns, and is cleared when the spin ends without one.
+ * Returns the length read, IPUFS_SPIN_WATCHED when some watch differs
+ * (ready[] marked), or -errno (-EAGAIN when the time ran out). */
+static long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
+                            const struct ipufs_watch *watches, int n, unsigned char *ready,
+                            uint32_t *awake)
 {
+    __atomic_store_n(awake, 1, __ATOMIC_RELEASE);
     int64_t deadline = ipufs_now_ns() + spin_ns;
     for (;;) {
-        ssize_t n = read(fd, buffer, length);
-        if (n >= 0)
-            return (long)n;
-        if (errno != EAGAIN)
-            return -errno;
-        if (ipufs_now_ns() >= deadline)
-            return -EAGAIN;
+        ssize_t got = read(fd, buffer, length);
+        if (got >= 0)
+            return (long)got;
+        int error = errno;
+        if (error == EAGAIN && n > 0 && ipufs_watch_scan(watches, n, ready))
+            return IPUFS_SPIN_WATCHED;
+        if (error != EAGAIN || ipufs_now_ns() >= deadline) {
+            ipufs_asleep(awake);
+            return -error;
+        }
     }
 }
