@@ -34,6 +34,9 @@ class DeviceSet:
         self.backing: dict[tuple[int, Region], BackingFile] = {}
         self.ipus: list[Ipu] = []
         self.groups: list[SyncGroup] = []
+        #: The IPUs whose interrupt controllers have signals to deliver
+        #: (each controller's outbox).
+        self.deliverable: set[int] = set()
         try:
             for first in range(0, count, self.group_size):
                 members = tuple(range(first, min(first + self.group_size, count)))
@@ -43,7 +46,8 @@ class DeviceSet:
                     placement = Placement(board=first // self.group_size, index_on_board=index - first,
                                           serial=SERIAL_BASE + first // self.group_size,
                                           group_size=len(members))
-                    self.ipus.append(Ipu(profile, index, self._memory(index), placement=placement, group=group))
+                    self.ipus.append(Ipu(profile, index, self._memory(index), placement=placement, group=group,
+                                         outbox=self.deliverable))
         except BaseException:
             self.close()
             raise

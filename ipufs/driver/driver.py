@@ -8,7 +8,7 @@ import logging
 import os
 import signal
 import struct
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from ipufs import native
@@ -292,13 +292,13 @@ class IpuDriver:
         if self.tracer.enabled:
             self.tracer.emit("detach", ipu, pid=att.pid, reason=reason)
 
-    def deliver(self, ipus: Iterable[int] | None = None) -> None:
-        """Send the signals of every interrupt the model made deliverable."""
-        for index in range(len(self.devices.ipus)) if ipus is None else ipus:
-            controller = self.devices.ipus[index].interrupts
-            if not controller.ready:
-                continue
-            for source in controller.take():
+    def deliver(self) -> None:
+        """Send the signals of every interrupt the model made deliverable,
+        IPU by IPU in index order."""
+        deliverable = self.devices.deliverable
+        while deliverable:
+            index = min(deliverable)
+            for source in self.devices.ipus[index].interrupts.take():  # takes index out
                 att = self.attachments.get(index)
                 if att is None:
                     self.signals_dropped[index][source] += 1

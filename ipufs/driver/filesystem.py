@@ -150,9 +150,9 @@ class IpuFilesystem(Operations):
         """After the model acted (on one IPU, or any): publish what it wrote,
         send the signals of the interrupts it raised, wake pollers."""
         self.publish()
-        # An IPU's action can raise interrupts across its sync group (a GS2
-        # barrier completing), so deliver for every member.
-        self.driver.deliver(None if ipu is None else self.devices.ipus[ipu].group.members)
+        # Every IPU with signals to send: an IPU's action can raise
+        # interrupts across its sync group (a GS2 barrier completing).
+        self.driver.deliver()
         if not self.pollers:
             return
         for index in list(self.pollers) if ipu is None else [ipu]:

@@ -36,11 +36,16 @@ ALL_SOURCES = (1 << len(Interrupt)) - 1
 
 @dataclass
 class InterruptController:
-    """Mask, pending latch and counters of one IPU's interrupt sources."""
+    """Mask, pending latch and counters of one IPU's interrupt sources.
+    Controllers may share an ``outbox``: the ``index`` of each one that has
+    sources to deliver is in it exactly while it has, so whoever delivers
+    finds them without asking every controller."""
 
     mask: int = 0  # bit set: source masked
     pending: int = 0  # bit set: raised while masked, not yet delivered
     raised: dict[Interrupt, int] = field(default_factory=lambda: dict.fromkeys(Interrupt, 0))
+    index: int = 0
+    outbox: set[int] = field(default_factory=set)
     _out: list[Interrupt] = field(default_factory=list)
 
     def raise_(self, source: Interrupt) -> None:
@@ -51,6 +56,7 @@ class InterruptController:
             self.pending |= bit
         else:
             self._out.append(source)
+            self.outbox.add(self.index)
 
     def set_mask(self, mask: int) -> None:
         """Replace the mask; pending sources it unmasks become deliverable,
@@ -58,7 +64,9 @@ class InterruptController:
         self.mask = mask & ALL_SOURCES
         released = self.pending & ~self.mask
         self.pending &= self.mask
-        self._out.extend(s for s in Interrupt if released & s.bit)
+        if released:
+            self._out.extend(s for s in Interrupt if released & s.bit)
+            self.outbox.add(self.index)
 
     def mask_sources(self, bits: int) -> None:
         self.set_mask(self.mask | bits)
@@ -66,14 +74,10 @@ class InterruptController:
     def unmask_sources(self, bits: int) -> None:
         self.set_mask(self.mask & ~bits)
 
-    @property
-    def ready(self) -> bool:
-        """Whether take() has anything to give."""
-        return bool(self._out)
-
     def take(self) -> list[Interrupt]:
         """The sources to deliver now, in order."""
         out, self._out = self._out, []
+        self.outbox.discard(self.index)
         return out
 
     def clear(self) -> None:
@@ -81,3 +85,4 @@ class InterruptController:
         self.mask = 0
         self.pending = 0
         self._out.clear()
+        self.outbox.discard(self.index)

@@ -62,6 +62,7 @@ class Ipu:
         *,
         placement: Placement | None = None,
         group: SyncGroup | None = None,
+        outbox: set[int] | None = None,
     ) -> None:
         for region in Region:
             if memory[region].size != profile.region_size(region):
@@ -72,7 +73,7 @@ class Ipu:
         self.config = self.memory[Region.CONFIG]
         self.placement = placement or Placement(index, 0, 0x1D950000 + index, 1)
         self.group = group or SyncGroup((index,), lambda member, zone: self.sync_completed(zone))
-        self.interrupts = InterruptController()
+        self.interrupts = InterruptController(index=index, outbox=set() if outbox is None else outbox)
         self.tiles = TileMemory(profile, self.memory[Region.EXCHANGE])
         self.tdi: dict[int, TileDebug] = {}
         self.exception: HeldException | None = None
