@@ -6,6 +6,11 @@
 # reads, no spin: the C server's shape in Python. benchmarks/run.py measures
 # the same clients against it, against the C server and against ipufs.
 #
+# A second file, "mem", is a bare passthrough file: opened with a memfd as
+# its backing file, as ipufs opens ipuN_mem, so that its reads and writes
+# never reach this loop. It measures what the kernel's passthrough path
+# costs whatever the server.
+#
 # Run: python benchmarks/python_floor.py MOUNTPOINT   (as root; stops when
 # unmounted)
 from __future__ import annotations
@@ -25,20 +30,34 @@ from ipufs.fuse.errors import FUSEError
 from ipufs.fuse.operations import Operations
 from ipufs.fuse.session import Session
 
-FILE = rp.Attr(ino=2, mode=stat.S_IFREG | 0o666, size=1 << 20)
 ROOT = rp.Attr(ino=1, mode=stat.S_IFDIR | 0o755, nlink=2)
+FILES = {
+    b"ipu0": rp.Attr(ino=2, mode=stat.S_IFREG | 0o666, size=1 << 20),
+    b"mem": rp.Attr(ino=3, mode=stat.S_IFREG | 0o666, size=64 << 20),
+}
+BY_INO = {attr.ino: attr for attr in FILES.values()}
 
 
-class OneFile(Operations):
+class TwoFiles(Operations):
+    def __init__(self, channel: FuseChannel) -> None:
+        self.channel = channel
+        self.memfd = os.memfd_create("python-floor-mem")
+        os.ftruncate(self.memfd, FILES[b"mem"].size)
+        self.backing_id = 0
+
     def lookup(self, req: rq.Lookup) -> rp.Reply:
-        if req.nodeid != 1 or req.name != b"ipu0":
+        if req.nodeid != 1 or req.name not in FILES:
             raise FUSEError(errno.ENOENT)
-        return rp.Entry(FILE)
+        return rp.Entry(FILES[req.name])
 
     def getattr(self, req: rq.Getattr) -> rp.Reply:
-        return rp.AttrReply(ROOT if req.nodeid == 1 else FILE)
+        return rp.AttrReply(ROOT if req.nodeid == 1 else BY_INO[req.nodeid])
 
     def open(self, req: rq.Open) -> rp.Reply:
+        if req.nodeid == FILES[b"mem"].ino:
+            if not self.backing_id:  # once the connection has negotiated passthrough
+                self.backing_id = self.channel.backing_open(self.memfd)
+            return rp.Opened(0, abi.OpenFlag.PASSTHROUGH, self.backing_id)
         return rp.Opened(0, abi.OpenFlag.DIRECT_IO)
 
     def release(self, req: rq.Release) -> rp.Reply:
@@ -48,7 +67,7 @@ class OneFile(Operations):
 def main() -> int:
     mountpoint = sys.argv[1]
     channel = FuseChannel.open()
-    session = Session(OneFile(), passthrough=False)
+    session = Session(TwoFiles(channel), passthrough=True)
     fmount.mount(channel.fd, mountpoint)
     print("ready", flush=True)
     fd = channel.fd

@@ -301,18 +301,28 @@ def measure(smoke: bool) -> list[Row]:
             tmpfs.truncate(64 << 20)
             for size, label in ((4096, "4 KiB"), (1 << 20, "1 MiB")):
                 reps = 20 if smoke else (4000 if size == 4096 else 100)
-                mem, ref, ratios = [], [], []
+                mem, ref, bare, ratios, bare_ratios = [], [], [], [], []
                 before = requests(mnt)
                 for _ in range(rounds):
                     m = run_client(binary, "pio", mnt / "ipu0_mem", size, reps)
                     r = run_client(binary, "pio", tmpfs.name, size, reps)
+                    assert pmnt is not None
+                    f = run_client(binary, "pio", pmnt / "mem", size, reps)
                     mem += m
                     ref += r
+                    bare += f
                     ratios.append(p50(m) / p50(r))
+                    bare_ratios.append(p50(m) / p50(f))
                 served = requests(mnt) - before  # opens, releases, a first write's xattr: no I/O
                 rows.append(Row(f"ipu0_mem pwrite+pread, {label} (requests the daemon saw: {served})",
                                 f"{p50(mem):,.0f} MiB/s", f"tmpfs: {p50(ref):,.0f} MiB/s", spread(ratios),
                                 "≥ 0.9×"))
+                # The kernel's share: the same calls on a passthrough file
+                # of a server that does nothing else.
+                rows.append(Row(f"ipu0_mem pwrite+pread, {label}, against a bare passthrough file "
+                                "(benchmarks/python_floor.py's `mem`)",
+                                f"{p50(mem):,.0f} MiB/s", f"bare passthrough file: {p50(bare):,.0f} MiB/s",
+                                spread(bare_ratios), "—"))
         rows.append(Row("daemon RSS, 4 IPUs serving", f"{rss_mib(pid):.0f} MiB", "—", "—", "—"))
     for count in (4, 64) if smoke else (4, 64, 256, 1024):
         with daemon(count) as (_, pid, seconds):
