@@ -10,9 +10,11 @@ reported as median (p50) and 99th percentile over the repetitions.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import platform
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -246,6 +248,9 @@ def measure(smoke: bool) -> list[Row]:
                             f"{statistics.median(rates[clients]):,.0f}",
                             f"bare Python loop: {statistics.median(py_rates[clients]):,.0f}",
                             spread(ratios), "—"))
+        daemon_us = in_process_us(smoke)
+        rows.append(Row("daemon time of one ioctl in process, no kernel (SET_IPU_ID / MAILBOX_READ_ONLY)",
+                        " / ".join(f"{t:.1f} µs" for t in daemon_us.values()), "—", "—", "—"))
         untraced = run_client(binary, "ioctl", mnt, 0, n_ioctl)
         tracer = subprocess.Popen([sys.executable, "-m", "ipufs", "trace", "--json", "--dev", str(mnt)],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -356,6 +361,66 @@ def requests(mnt: Path) -> int:
 
     with Control.of_mount(mnt) as control:
         return int(control.status()["requests"])
+
+
+def in_process_us(smoke: bool) -> dict[str, float]:
+    """Daemon time of one ioctl without the kernel: a Session over a real
+    IpuFilesystem (4 × ipu2) handling the request message a read from
+    /dev/fuse would give, from decoding to the framed reply (µs, best of
+    five), on the servers' CPU."""
+    import signal
+    import timeit
+
+    from ipufs.driver import abi as dabi
+    from ipufs.driver.devices import DeviceSet
+    from ipufs.driver.filesystem import IpuFilesystem
+    from ipufs.fuse import abi
+    from ipufs.fuse.session import Session
+    from ipufs.model.profile import PROFILES
+
+    signal.pthread_sigmask(signal.SIG_BLOCK, range(44, 50))  # we attach ourselves
+    logging.getLogger("ipufs").setLevel(logging.ERROR)  # no kernel, so no passthrough: said once here
+    affinity = os.sched_getaffinity(0)
+    on_server_cpu()
+    devices = DeviceSet(PROFILES["ipu2"], 4)
+    try:
+        session = Session(IpuFilesystem(devices, passthrough=False), passthrough=False)
+        pid, unique = os.getpid(), 0
+
+        def call(opcode: int, nodeid: int, body: bytes) -> bytes:
+            nonlocal unique
+            unique += 1
+            message = abi.IN_HEADER.pack(abi.IN_HEADER.size + len(body), opcode, unique, nodeid, 0, 0, pid,
+                                         0, 0) + body
+            reply = session.handle(message)
+            assert reply is not None and abi.OUT_HEADER.unpack_from(reply)[1] == 0, reply
+            return reply[abi.OUT_HEADER.size:]
+
+        O = abi.Opcode
+        call(O.INIT, 0, abi.INIT_IN.pack(7, 44, 131072, 0xFFFFFFFF, 0))
+        (nodeid,) = struct.unpack_from("<Q", call(O.LOOKUP, 1, b"ipu0\0"))
+        (fh,) = struct.unpack_from("<Q", call(O.OPEN, nodeid, abi.OPEN_IN.pack(os.O_RDWR, 0)))
+        by_name = {spec.name: spec for spec in dabi.IOCTLS}
+
+        def ioctl(cmd: int, arg: int = 0, out_size: int = 0) -> bytes:
+            return abi.IN_HEADER.pack(abi.IN_HEADER.size + abi.IOCTL_IN.size, O.IOCTL, 1 << 40, nodeid, 0, 0,
+                                      pid, 0, 0) + abi.IOCTL_IN.pack(fh, 0, cmd, arg, 0, out_size)
+
+        call(O.IOCTL, nodeid, ioctl(by_name["ATTACH"].cmd)[abi.IN_HEADER.size:])
+        messages = {
+            "SET_IPU_ID": ioctl(by_name["SET_IPU_ID"].cmd, 7),
+            "MAILBOX_READ_ONLY": ioctl(dabi.ioc(dabi.Dir.READ, by_name["MAILBOX_READ_ONLY"].nr, 8), 0, 8),
+        }
+        n = 2_000 if smoke else 100_000
+        times = {}
+        for name, message in messages.items():
+            view = memoryview(bytearray(message))
+            assert abi.OUT_HEADER.unpack_from(session.handle(view) or b"")[1] == 0, name
+            times[name] = min(timeit.repeat(lambda: session.handle(view), number=n, repeat=5)) / n * 1e6
+        return times
+    finally:
+        devices.close()
+        os.sched_setaffinity(0, affinity)
 
 
 def off_cost_ns() -> float:
