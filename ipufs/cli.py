@@ -280,8 +280,9 @@ def parser() -> argparse.ArgumentParser:
     m.add_argument("--trace-max-bytes", dest="trace_max_bytes", type=int,
                    help="rotate the trace file past this size (default 64 MiB)")
     m.add_argument("--spin-us", dest="spin_us", type=int,
-                   help="after answering a request, keep looking for the next one this many µs before "
-                        "sleeping (default 50; 0 saves CPU, costs latency: docs/performance.md)")
+                   help="after answering a request, keep looking for the next one (and for stores to "
+                        "mapped registers) this many µs before sleeping (default 50; 0 saves CPU, costs "
+                        "latency: docs/performance.md)")
     m.set_defaults(func=cmd_mount)
 
     u = sub.add_parser("umount", help="unmount an ipufs mount (the daemon then exits)")
