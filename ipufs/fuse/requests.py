@@ -313,11 +313,10 @@ Decoder = Callable[[int, int, Context, memoryview], Request]
 
 
 def _unpack(st: struct.Struct, body: memoryview, unique: int) -> tuple[int, ...]:
-    if len(body) < st.size:
-        raise ProtocolError(
-            f"body of {len(body)} bytes, expected at least {st.size}", unique=unique
-        )
-    return st.unpack_from(body)
+    try:
+        return st.unpack_from(body)
+    except struct.error:  # shorter than the struct (cheaper than checking first)
+        raise ProtocolError(f"body of {len(body)} bytes, expected at least {st.size}", unique=unique) from None
 
 
 def _names(body: memoryview, count: int, unique: int) -> list[bytes]:
