@@ -111,11 +111,13 @@ class Watch:
 class SpinReader:
     """Reads into ``buffer`` from non-blocking ``fd``, trying for up to a
     given time without holding the GIL (the FUSE reader's spin), with
-    ``awake`` set meanwhile."""
+    ``awake`` set meanwhile. It runs once per request, so read() does as
+    little as it can around the native call."""
 
     def __init__(self, fd: int, buffer: bytearray, awake: Awake) -> None:
         self.fd = fd
         self.awake = awake
+        self._word = awake._word
         self._buffer = _ffi.from_buffer(buffer)
         self._length = len(buffer)
 
@@ -124,15 +126,23 @@ class SpinReader:
         tries, their positions (``awake`` stays set); or None when nothing
         came within ``seconds`` (``awake`` is cleared). Other failures
         raise OSError."""
-        watches, count = (watch._watches, watch.count) if watch is not None else (_ffi.NULL, 0)
-        spun = watch._spun if watch is not None else _ffi.NULL
-        n = _lib.ipufs_spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9), watches, count, spun,
-                                 self.awake._word)
-        if n == _lib.IPUFS_SPIN_WATCHED:
+        if watch is None:
+            n = _spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9), _NULL, 0, _NULL,
+                           self._word)
+        else:
+            n = _spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9), watch._watches, watch.count,
+                           watch._spun, self._word)
+        if n >= 0:
+            return int(n)
+        if n == _SPIN_WATCHED:
             assert watch is not None
-            return [w for w in range(count) if watch._spun[w]]
-        if n == -errno.EAGAIN:
+            return [w for w in range(watch.count) if watch._spun[w]]
+        if n == _EAGAIN:
             return None
-        if n < 0:
-            raise OSError(-n, os.strerror(-n))
-        return int(n)
+        raise OSError(-n, os.strerror(-n))
+
+
+_spin_read = _lib.ipufs_spin_read
+_NULL = _ffi.NULL
+_SPIN_WATCHED = _lib.IPUFS_SPIN_WATCHED
+_EAGAIN = -errno.EAGAIN
