@@ -371,7 +371,7 @@ def in_process_us(smoke: bool) -> dict[str, float]:
     import signal
     import timeit
 
-    from ipufs.driver import abi as dabi
+    from ipufs.abi import ioctls as dabi
     from ipufs.driver.devices import DeviceSet
     from ipufs.driver.filesystem import IpuFilesystem
     from ipufs.fuse import abi
@@ -428,7 +428,7 @@ def off_cost_ns() -> float:
     checks an ioctl passes (the filesystem's and the driver's), timed."""
     import timeit
 
-    from ipufs.driver.trace import Tracer
+    from ipufs.daemon.trace import Tracer
 
     tracer = Tracer()
     n = 1_000_000

@@ -35,9 +35,9 @@ def _sd_notify(message: str) -> None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    from ipufs.driver.daemon import Daemon
+    from ipufs.daemon.daemon import Daemon
     from ipufs.fuse.operations import Negotiated
-    from ipufs.tools import config as cfg
+    from ipufs.daemon import config as cfg
 
     settings: dict[str, Any] = {}
     if args.config or os.path.exists(cfg.DEFAULT_FILE) and args.config is None:
@@ -212,7 +212,7 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
-    from ipufs.driver.trace import render
+    from ipufs.daemon.trace import render
 
     with _control(args) as control:
         control.sock.settimeout(None)

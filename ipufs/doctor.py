@@ -82,7 +82,8 @@ def check_privileges() -> Finding:
 def probe_passthrough() -> Finding:
     """Mount a one-IPU ipufs in a temporary directory and register a
     backing file with the kernel, as a real mount would."""
-    from ipufs.driver.daemon import Daemon, DaemonConfig
+    from ipufs.daemon.config import DaemonConfig
+    from ipufs.daemon.daemon import Daemon
 
     async def probe(mountpoint: str) -> Finding:
         daemon = Daemon(DaemonConfig(mountpoint=mountpoint, ipus=1, profile="ipu1"))

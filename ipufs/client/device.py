@@ -10,9 +10,9 @@ import os
 import struct
 from pathlib import Path
 
-from ipufs.driver import abi
-from ipufs.model import icu
-from ipufs.model.registers import REGISTERS, TdiCommand, TdiResult
+from ipufs.abi import ioctls as abi
+from ipufs.abi import icu
+from ipufs.abi.registers import REGISTERS, TdiCommand, TdiResult
 
 _U64 = struct.Struct("<Q")
 

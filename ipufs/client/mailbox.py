@@ -9,8 +9,8 @@ import select
 import struct
 from pathlib import Path
 
-from ipufs.model import icu
-from ipufs.model.icu import Header
+from ipufs.abi import icu
+from ipufs.abi.icu import Header
 
 _U32 = struct.Struct("<I")
 

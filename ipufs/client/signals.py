@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 
 from ipufs import native
-from ipufs.driver.abi import SIGNAL_NAMES
-from ipufs.model.interrupts import FIRST_SIGNAL, Interrupt
+from ipufs.abi.interrupts import SIGNAL_NAMES
+from ipufs.abi.interrupts import FIRST_SIGNAL, Interrupt
 
 SIGNALFD_SIGINFO = struct.Struct("<IiiIIiIIIIiiQ")  # first fields of the 128-byte record
 RECORD = 128

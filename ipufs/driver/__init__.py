@@ -1,2 +1,3 @@
-# The PCIe-driver personality: the node tree, open files, backing memory,
-# and (later) ioctls, attachments and signals, joining FUSE and the model.
+# The PCIe-driver personality: the node tree, open files and their backing
+# memory, the 0xED ioctls, attachments and their signals, DMA into attached
+# buffers, joining the FUSE core and the model.

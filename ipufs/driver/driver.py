@@ -12,15 +12,16 @@ from collections.abc import Callable
 from typing import NamedTuple, Protocol
 
 from ipufs import native
-from ipufs.driver import abi, procs
-from ipufs.driver.abi import Dir, Encoding
+from ipufs.abi import ioctls as abi
+from ipufs.driver import procs
+from ipufs.abi.ioctls import Dir, Encoding
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.trace import Tracer
+from ipufs.driver.events import EventSink, NoEvents
 from ipufs.fuse.errors import FUSEError
-from ipufs.model import icu
-from ipufs.model.icu import MESSAGE as icu_message
-from ipufs.model.interrupts import ALL_SOURCES, FIRST_SIGNAL, Interrupt
+from ipufs.abi import icu
+from ipufs.abi.icu import MESSAGE as icu_message
+from ipufs.abi.interrupts import ALL_SOURCES, FIRST_SIGNAL, SIGNAL_NAMES, Interrupt
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +83,10 @@ class IpuDriver:
         devices: DeviceSet,
         *,
         send_signal: Callable[[int, int, int], None] = native.pidfd_send_value,
+        events: EventSink | None = None,
     ) -> None:
         self.devices = devices
-        self.tracer = Tracer()
+        self.tracer: EventSink = events if events is not None else NoEvents()
         self.attachments = AttachmentTable()
         self.watcher: Watcher | None = None
         self.send_signal = send_signal
@@ -316,7 +318,7 @@ class IpuDriver:
                 self.signals_sent[index][source] += 1
                 if self.tracer.enabled:
                     self.tracer.emit("signal", index, pid=att.pid, signo=source.signal,
-                                     name=abi.SIGNAL_NAMES[source], si_int=att.ipu_id)
+                                     name=SIGNAL_NAMES[source], si_int=att.ipu_id)
 
     # --- device side -----------------------------------------------------------
     def raise_interrupt(self, ipu: int, source: Interrupt) -> None:

@@ -357,7 +357,7 @@ class IpuFilesystem(Operations):
         if node.region is Region.CONFIG:
             data = ipu.read_config(req.offset, req.size)
             if self.tracer.enabled:
-                self.tracer.emit("register-read", node.ipu, pid=req.ctx.pid, **_registers(req.offset, data))
+                self.tracer.emit("register-read", node.ipu, pid=req.ctx.pid, offset=req.offset, data=data)
             return rp.Data(data)
         return rp.Data(ipu.memory[node.region].read(req.offset, req.size))
 
@@ -372,13 +372,14 @@ class IpuFilesystem(Operations):
             self.on_access(node.ipu)
         if node.region is Region.CONFIG:
             if self.tracer.enabled:
-                self.tracer.emit("register-write", node.ipu, pid=req.ctx.pid, **_registers(req.offset, req.data))
+                self.tracer.emit("register-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
+                                 data=bytes(req.data))
             n = ipu.write_config(req.offset, req.data)
             self.activity[node.ipu] = time.monotonic()
         elif node.region is Region.MAILBOX:
             if self.tracer.enabled:
                 self.tracer.emit("mailbox-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
-                                 data=bytes(req.data[:64]).hex())
+                                 data=bytes(req.data[:64]))
             n = ipu.write_mailbox(req.offset, req.data)
             self.activity[node.ipu] = time.monotonic()
         else:
@@ -446,14 +447,13 @@ class IpuFilesystem(Operations):
         return rp.IoctlReply(result, data[: req.out_size])
 
     def _traced_ioctl(self, ipu: int, req: rq.Ioctl) -> tuple[int, bytes]:
-        fields = describe_ioctl(req.cmd, req.arg, req.in_data)
+        request = {"pid": req.ctx.pid, "cmd": req.cmd, "arg": req.arg, "data": bytes(req.in_data)}
         try:
             result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
         except FUSEError as exc:
-            self.tracer.emit("ioctl", ipu, pid=req.ctx.pid, **fields,
-                             error=errno.errorcode.get(exc.errno, str(exc.errno)))
+            self.tracer.emit("ioctl", ipu, **request, error=exc.errno)
             raise
-        self.tracer.emit("ioctl", ipu, pid=req.ctx.pid, **fields, result=result, out=data[:32].hex())
+        self.tracer.emit("ioctl", ipu, **request, result=result, out=data[:32])
         return result, data
 
     # --- extended attributes: read-only facts about the mount -------------
@@ -493,43 +493,6 @@ class IpuFilesystem(Operations):
     def removexattr(self, req: rq.Removexattr) -> rp.Reply:
         self._state(req.nodeid)
         raise FUSEError(errno.EPERM, "ipufs attributes are read-only")
-
-
-def _registers(offset: int, data: bytes | memoryview) -> dict[str, object]:
-    """Trace fields of a config space access: the registers it covers and,
-    for a single register, its value."""
-    from ipufs.model.registers import BY_OFFSET
-
-    names = [BY_OFFSET[o].name for o in range(offset - offset % 4, offset + len(data), 4) if o in BY_OFFSET]
-    fields: dict[str, object] = {"offset": hex(offset), "length": len(data), "registers": names}
-    if len(data) == 4 and offset % 4 == 0:
-        fields["value"] = hex(int.from_bytes(bytes(data), "little"))
-    return fields
-
-
-def describe_ioctl(cmd: int, arg: int, data: bytes | memoryview) -> dict[str, object]:
-    """An ioctl request decoded by name, for the trace."""
-    from ipufs.driver import abi as dabi
-    from ipufs.model.icu import MESSAGE, Op
-
-    direction, type_, nr, size = dabi.ioc_fields(cmd)
-    spec = dabi.BY_NR.get(nr) if type_ == dabi.IOCTL_TYPE else None
-    fields: dict[str, object] = {"name": spec.name if spec else f"0x{cmd:08x}", "size": size}
-    raw = bytes(data)
-    if spec is None:
-        return fields
-    if spec.name == "SET_IPU_ID":
-        fields["id"] = arg
-    elif spec.name in ("MASK_INTERRUPT", "UNMASK_INTERRUPT", "DETACH_BUFFER") and len(raw) == 8:
-        fields["value"] = hex(int.from_bytes(raw, "little"))
-    elif spec.name == "ATTACH_BUFFER" and len(raw) == dabi.BUFFER.size:
-        address, length, _, flags = dabi.BUFFER.unpack(raw)
-        fields.update(address=hex(address), length=length, flags=flags)
-    elif spec.name.startswith("MAILBOX_WRITE") and len(raw) >= MESSAGE.size:
-        words = MESSAGE.unpack_from(raw)
-        op = (words[0] >> 16) & 0xFFF
-        fields.update(icu_op=Op(op).name if op in Op.__members__.values() else op, words=[hex(w) for w in words])
-    return fields
 
 
 def _sized(value: bytes, size: int) -> rp.Reply:

@@ -16,9 +16,9 @@ class PidfdWatcher:
     process behind a pidfd exits. ``unwatch`` takes the pidfd over and
     closes it once the loop has stopped waiting on it."""
 
-    def __init__(self, nursery: trio.Nursery, lock: threading.RLock | None = None) -> None:
+    def __init__(self, nursery: trio.Nursery, *, lock: threading.RLock) -> None:
         self.nursery = nursery
-        self.lock = lock or threading.RLock()
+        self.lock = lock
         self.token = trio.lowlevel.current_trio_token()
         self.scopes: dict[int, trio.CancelScope] = {}
 

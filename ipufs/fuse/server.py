@@ -72,8 +72,8 @@ class FuseServer:
         mountpoint: str,
         *,
         passthrough: bool = True,
+        lock: threading.RLock,
         source: str = "ipufs",
-        lock: threading.RLock | None = None,
         spin: float = SPIN,
         watcher: Watcher | None = None,
     ) -> None:
@@ -81,7 +81,7 @@ class FuseServer:
         self.mountpoint = mountpoint
         self.source = source
         self.session = Session(operations, passthrough=passthrough)
-        self.lock = lock or threading.RLock()
+        self.lock = lock
         self.spin = spin
         self.watcher = watcher
         self.channel: FuseChannel | None = None

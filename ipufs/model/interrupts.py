@@ -1,37 +1,12 @@
-# The IPU's interrupt sources and the controller that masks and latches
-# them. The six sources are the chip's first MSI-X vectors (IPUEX,
-# MCUDRVALID, HSPGS1E0, HSPGS1E1, HSPGS2E0, HSPGS2E1), which the real driver
-# turns into signals 44..49 (shared/reference/ipu-facts.md). Latching is
-# ipufs's own definition, as an interrupt controller does it: a source
-# raised while masked sets one pending bit and is delivered once on unmask.
+# The interrupt controller that masks and latches an IPU's interrupt
+# sources (ipufs/abi/interrupts.py). Latching is ipufs's own definition, as
+# an interrupt controller does it: a source raised while masked sets one
+# pending bit and is delivered once on unmask.
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
 
-
-class Interrupt(enum.IntEnum):
-    """Interrupt sources; the value is the source's bit number."""
-
-    EXCEPTION = 0  # IPUEX: an IPU exception
-    ICU_DOORBELL = 1  # MCUDRVALID: the ICU queued a message for the host
-    GS1_E0 = 2  # HSPGS1E0: GS1 sync, slave zone
-    GS1_E1 = 3  # HSPGS1E1: GS1 sync, master zone
-    GS2_E0 = 4  # HSPGS2E0: GS2 sync, slave zone
-    GS2_E1 = 5  # HSPGS2E1: GS2 sync, master zone
-
-    @property
-    def bit(self) -> int:
-        return 1 << self.value
-
-    @property
-    def signal(self) -> int:
-        """The POSIX real-time signal the driver sends for this source."""
-        return FIRST_SIGNAL + self.value
-
-
-FIRST_SIGNAL = 44
-ALL_SOURCES = (1 << len(Interrupt)) - 1
+from ipufs.abi.interrupts import ALL_SOURCES, Interrupt
 
 
 @dataclass

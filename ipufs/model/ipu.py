@@ -11,12 +11,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ipufs.model import registers as R
-from ipufs.model.icu import Board, Header, Icu
-from ipufs.model.interrupts import Interrupt, InterruptController
+from ipufs.abi import registers as R
+from ipufs.abi.icu import Header
+from ipufs.model.icu import Board, Icu
+from ipufs.abi.interrupts import Interrupt
+from ipufs.model.interrupts import InterruptController
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import Profile, Region
-from ipufs.model.registers import ExceptionCause, TdiCommand, TdiResult
+from ipufs.abi.registers import ExceptionCause, TdiCommand, TdiResult
 from ipufs.model.sync import SyncGroup, SyncRefused, interrupt_for
 from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
 from ipufs.model.tiles import MisalignedAccess, TileMemory

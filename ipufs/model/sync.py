@@ -13,7 +13,7 @@ import enum
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ipufs.model.interrupts import Interrupt
+from ipufs.abi.interrupts import Interrupt
 
 
 class Zone(enum.IntEnum):

@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass, field
 
-from ipufs.model.registers import TdiResult
+from ipufs.abi.registers import TdiResult
 
 
 class TdiRegister(enum.IntEnum):

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from ipufs.client import Control, ControlError, Device
-from ipufs.model.icu import ERROR_MARKER, Op, op_word
-from ipufs.model.registers import ARCH_CODES, BOARD_CODES, REGISTERS, ExceptionCause
+from ipufs.abi.icu import ERROR_MARKER, Op, op_word
+from ipufs.abi.registers import ARCH_CODES, BOARD_CODES, REGISTERS, ExceptionCause
 
 ARCH_NAMES = {v: k for k, v in ARCH_CODES.items()}
 BOARD_NAMES = {v: k for k, v in BOARD_CODES.items()}

@@ -93,7 +93,7 @@ static int ipufs_signalfd(int first, int last)
     return fd < 0 ? -errno : fd;
 }
 
-/* The register watcher's detector (ipufs/driver/doorbells.py). A store
+/* The register watcher's detector (ipufs/daemon/register_watcher.py). A store
  * through a shared mapping reaches no daemon code, so the words a client
  * may store to are compared with what the model last put there:
  * words[index[i]] must equal expect[i], and *bell (the mailbox DOORBELL

@@ -17,7 +17,7 @@ def test_exit_of_a_watched_process_is_reported() -> None:
         fd = os.pidfd_open(proc.pid)
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
-                PidfdWatcher(nursery).watch(fd, lambda: called.append(proc.pid))
+                PidfdWatcher(nursery, lock=threading.RLock()).watch(fd, lambda: called.append(proc.pid))
                 while not called:
                     await trio.sleep(0.01)
         os.close(fd)
@@ -33,7 +33,7 @@ def test_unwatching_at_once_or_while_waiting_is_safe_from_any_thread() -> None:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            watcher = PidfdWatcher(nursery)
+            watcher = PidfdWatcher(nursery, lock=threading.RLock())
             for _ in range(3):  # unwatched before the waiting task first runs
                 fd = os.pidfd_open(os.getpid())
                 watcher.watch(fd, lambda: called.append(1))

@@ -16,7 +16,8 @@ from typing import TypeVar
 
 import trio
 
-from ipufs.driver.daemon import Daemon, DaemonConfig
+from ipufs.daemon.config import DaemonConfig
+from ipufs.daemon.daemon import Daemon
 from ipufs.fuse import mount as fmount
 
 T = TypeVar("T")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 
 from ipufs.client import Device, IoctlError, Mailbox, SignalReceiver
-from ipufs.model.registers import REGISTERS
+from ipufs.abi.registers import REGISTERS
 
 
 def words(items: tuple[int, ...] | None) -> str:

@@ -18,9 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ipufs.driver import abi
-from ipufs.model.icu import ERROR_MARKER, MESSAGE, Op, op_word
-from ipufs.model.registers import REGISTERS, TdiCommand
+from ipufs.abi import ioctls as abi
+from ipufs.abi.icu import ERROR_MARKER, MESSAGE, Op, op_word
+from ipufs.abi.registers import REGISTERS, TdiCommand
 from tests.integration.harness import RunningDaemon, running_daemon
 
 pytestmark = pytest.mark.mount
@@ -111,7 +111,7 @@ def test_random_tdi_commands(ipufs: RunningDaemon, config: tuple[int, mmap.mmap]
 GOOD_CLIENT = """
 import sys
 from ipufs.client import Device, SignalReceiver
-from ipufs.model.icu import Op, op_word
+from ipufs.abi.icu import Op, op_word
 with SignalReceiver() as signals, Device(1, sys.argv[1]) as dev:
     dev.attach()
     dev.set_ipu_id(9)

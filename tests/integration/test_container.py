@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ipufs.model.interrupts import Interrupt
+from ipufs.abi.interrupts import Interrupt
 from tests.integration.harness import ROOT, running_daemon
 
 pytestmark = [pytest.mark.mount,

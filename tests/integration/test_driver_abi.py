@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from ipufs.driver.driver import DmaError
-from ipufs.model.interrupts import Interrupt
+from ipufs.abi.interrupts import Interrupt
 from ipufs.model.profile import Region
 from tests.integration.harness import LineClient, RunningDaemon, running_daemon, wait_for
 

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from ipufs.client import Control, ControlError
-from ipufs.model.icu import Op, op_word
-from ipufs.model.registers import ExceptionCause
+from ipufs.abi.icu import Op, op_word
+from ipufs.abi.registers import ExceptionCause
 from tests.integration.harness import PyClient as Client
 from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon, wait_for
 
@@ -183,7 +183,7 @@ def test_a_fault_plan_replays_exactly(tmp_path: Path) -> None:
 SESSION = """
 import os, struct, sys
 from ipufs.client import Device, SignalReceiver
-from ipufs.model.icu import Op, op_word
+from ipufs.abi.icu import Op, op_word
 signals = SignalReceiver()
 with Device(0, sys.argv[1]) as dev:
     dev.attach()

@@ -14,8 +14,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ipufs.driver import abi
-from ipufs.model.interrupts import Interrupt
+from ipufs.abi import ioctls as abi
+from ipufs.abi.interrupts import Interrupt
 from tests.integration.harness import RunningDaemon, running_daemon
 
 pytestmark = pytest.mark.mount

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from ipufs.model.icu import ERROR_MARKER, Op, op_word
-from ipufs.model.registers import REGISTERS, ExceptionCause
+from ipufs.abi.icu import ERROR_MARKER, Op, op_word
+from ipufs.abi.registers import REGISTERS, ExceptionCause
 from ipufs.model.tdi import TdiRegister
 from tests.integration.harness import PyClient as Client
 from tests.integration.harness import RunningDaemon, wait_for

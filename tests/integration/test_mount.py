@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ipufs.model.profile import PROFILES, Region
-from ipufs.model.registers import REGISTERS
+from ipufs.abi.registers import REGISTERS
 from tests.integration.harness import (
     BarClient,
     RunningDaemon,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from ipufs.driver.filesystem import Ownership
-from ipufs.model.interrupts import Interrupt
+from ipufs.abi.interrupts import Interrupt
 from tests.integration.harness import ROOT, LineClient, RunningDaemon, running_daemon
 
 pytestmark = pytest.mark.mount

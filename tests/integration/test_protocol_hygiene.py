@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from ipufs.driver import abi
+from ipufs.abi import ioctls as abi
 from tests.integration.harness import daemon_process, is_mounted, running_daemon, stop_processes, wait_for
 
 pytestmark = pytest.mark.mount

@@ -5,11 +5,11 @@ import struct
 
 import pytest
 
-from ipufs.model.icu import (
-    ERROR_MARKER, MESSAGE, REQUEST_RING, RESPONSE_RING, SLOT_SIZE, SLOTS, Board, Header, Icu, IcuError,
-    Op, op_word,
+from ipufs.abi.icu import (
+    ERROR_MARKER, MESSAGE, REQUEST_RING, RESPONSE_RING, SLOT_SIZE, SLOTS, Header, IcuError, Op, op_word,
 )
-from ipufs.model.interrupts import Interrupt
+from ipufs.abi.interrupts import Interrupt
+from ipufs.model.icu import Board, Icu
 from ipufs.model.memory import BarMemory
 from ipufs.model.sync import SyncGroup, SyncRefused, Zone, interrupt_for
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipufs.model.interrupts import ALL_SOURCES, Interrupt, InterruptController
+from ipufs.abi.interrupts import ALL_SOURCES, Interrupt
+from ipufs.model.interrupts import InterruptController
 
 
 def test_a_masked_source_is_latched_and_delivered_once_on_unmask() -> None:

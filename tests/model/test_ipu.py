@@ -10,12 +10,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipufs.model.icu import Header, Op, op_word
-from ipufs.model.interrupts import Interrupt
+from ipufs.abi.icu import Header, Op, op_word
+from ipufs.abi.interrupts import Interrupt
 from ipufs.model.ipu import Ipu
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import PROFILES, Region
-from ipufs.model.registers import BLOCKS, REGISTERS, ExceptionCause, TdiCommand, TdiResult
+from ipufs.abi.registers import BLOCKS, REGISTERS, ExceptionCause, TdiCommand, TdiResult
 from ipufs.model.tdi import TdiRegister, TdiStatus
 
 P = PROFILES["ipu1"]

@@ -7,66 +7,29 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TypeVar
 
 import trio
 
-from ipufs.control.operations import DeviceSide, Operations
-from ipufs.control.server import ControlServer
+from ipufs.abi.icu import op_name
+from ipufs.daemon.config import DaemonConfig
+from ipufs.daemon.control.operations import DeviceSide, Operations
+from ipufs.daemon.control.server import ControlServer
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.devlinks import DevLinks
-from ipufs.driver.doorbells import RegisterWatcher
-from ipufs.driver.faults import Fault, FaultInjector
-from ipufs.driver.plan import FaultPlan
+from ipufs.daemon.devlinks import DevLinks
+from ipufs.daemon.register_watcher import RegisterWatcher
+from ipufs.daemon.faults import Fault, FaultInjector
+from ipufs.daemon.plan import FaultPlan
+from ipufs.daemon.trace import Tracer
 from ipufs.driver.driver import IpuDriver
-from ipufs.driver.filesystem import IpuFilesystem, Ownership
+from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.driver.watch import PidfdWatcher
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.operations import Negotiated
-from ipufs.fuse.server import SPIN, FuseServer
-from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
+from ipufs.fuse.server import FuseServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
-
-DEFAULT_MOUNTPOINT = "/run/ipufs"
-MAX_IPUS = 4096
-
-
-@dataclass
-class DaemonConfig:
-    mountpoint: str = DEFAULT_MOUNTPOINT
-    ipus: int = 4
-    profile: str = DEFAULT_PROFILE
-    ownership: Ownership = field(default_factory=Ownership)
-    passthrough: bool = True
-    state_dir: Path | None = None
-    group_size: int | None = None  # IPUs per GS2 group (default: per board)
-    control: str | None = None  # control socket path (default: MOUNTPOINT.ctl)
-    link_dev: bool = False  # link DEV_DIR/ipuN* to the nodes (the CLI's default as root)
-    dev_dir: str = "/dev"
-    fault_plan: str | None = None  # a TOML fault plan to start with
-    trace_file: str | None = None  # write the trace here (JSON lines)
-    trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
-    spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
-
-    @property
-    def control_path(self) -> str:
-        return self.control or self.mountpoint.rstrip("/") + ".ctl"
-
-    def validate(self) -> Profile:
-        if self.profile not in PROFILES:
-            raise ValueError(f"unknown profile {self.profile!r} (known: {', '.join(PROFILES)})")
-        if not 0 < self.ipus <= MAX_IPUS:
-            raise ValueError(f"--ipus must be between 1 and {MAX_IPUS}")
-        if not 0 <= self.ownership.mode <= 0o1777:
-            raise ValueError("--mode must be permission bits, such as 0660")
-        if not 0 <= self.spin_us <= 10_000:
-            raise ValueError("--spin-us must be between 0 and 10000")
-        return PROFILES[self.profile]
-
 
 class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
@@ -79,7 +42,8 @@ class Daemon:
         self.lock = threading.RLock()
         self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir,
                                  group_size=config.group_size)
-        self.driver = IpuDriver(self.devices)
+        self.tracer = Tracer()
+        self.driver = IpuDriver(self.devices, events=self.tracer)
         self.filesystem = IpuFilesystem(
             self.devices, driver=self.driver, ownership=config.ownership,
             passthrough=config.passthrough,
@@ -99,7 +63,7 @@ class Daemon:
         self.filesystem.control_path = config.control_path
         self.injector = FaultInjector(self.filesystem, self._later)
         self.injector.on_fire = self._traced_fault
-        self.device_side = DeviceSide(self.filesystem, self.injector, self._start_plan, self.lock)
+        self.device_side = DeviceSide(self.filesystem, self.tracer, self.injector, self._start_plan, lock=self.lock)
         self.plan: FaultPlan | None = None
         self._nursery: trio.Nursery | None = None
         self._token: trio.lowlevel.TrioToken | None = None
@@ -109,7 +73,7 @@ class Daemon:
                 self.plan = FaultPlan.parse(f.read(), config.ipus)
             self.device_side.plan = self.plan
         if config.trace_file:
-            self.filesystem.tracer.open_file(config.trace_file, config.trace_max_bytes)
+            self.tracer.open_file(config.trace_file, config.trace_max_bytes)
         for ipu in self.devices.ipus:
             ipu.icu.observer = self._icu_observer(ipu.index)
         o = config.ownership
@@ -123,14 +87,11 @@ class Daemon:
         )
 
     def _icu_observer(self, index: int) -> Callable[[tuple[int, ...], tuple[int, ...] | None], None]:
-        tracer = self.filesystem.tracer
+        tracer = self.tracer
 
         def observe(request: tuple[int, ...], answer: tuple[int, ...] | None) -> None:
             if tracer.enabled:
-                from ipufs.model.icu import Op
-
-                op = (request[0] >> 16) & 0xFFF
-                tracer.emit("icu", index, op=Op(op).name if op in Op.__members__.values() else op,
+                tracer.emit("icu", index, op=op_name(request[0]),
                             request=[hex(w) for w in request],
                             answer=None if answer is None else [hex(w) for w in answer])
 
@@ -144,8 +105,8 @@ class Daemon:
         return run
 
     def _traced_fault(self, fault: Fault) -> None:
-        if self.filesystem.tracer.enabled:
-            self.filesystem.tracer.emit("fault", fault.ipu, fault=fault.describe())
+        if self.tracer.enabled:
+            self.tracer.emit("fault", fault.ipu, fault=fault.describe())
 
     def _later(self, seconds: float, action: Callable[[], None]) -> None:
         """Run ``action`` in the loop after ``seconds`` (an ICU timeout's end)."""
@@ -197,9 +158,9 @@ class Daemon:
         self.prepare_mountpoint(self.config.mountpoint)
         try:
             async with trio.open_nursery() as nursery:
-                self.driver.watcher = PidfdWatcher(nursery, self.lock)
+                self.driver.watcher = PidfdWatcher(nursery, lock=self.lock)
                 self._token = trio.lowlevel.current_trio_token()
-                self.filesystem.tracer.token = self._token
+                self.tracer.token = self._token
                 self._nursery = nursery
                 for seconds, action in self._pending:
                     self._later(seconds, action)
@@ -220,7 +181,7 @@ class Daemon:
                 nursery.start_soon(self.registers.run)
         finally:
             self._nursery = None
-            self.filesystem.tracer.close()
+            self.tracer.close()
             if self.links is not None:
                 self.links.remove()
             self.driver.watcher = None

@@ -1,7 +1,7 @@
 # The device ABI of the emulated Graphcore PCIe driver, as one table: ioctl
 # numbers and the encodings accepted for each, the signals, the argument
 # structs. native/include/ipufs/ipu.h and the tables of docs/abi.md are
-# generated from here (ipufs/driver/header.py) and checked by tests.
+# generated from here (scripts/generate_abi.py) and checked by tests.
 #
 # Facts (shared/reference/ipu-facts.md): type byte 0xED, the numbers, the
 # signals 44..49 and their names. The reverse engineers' direction and size
@@ -12,8 +12,6 @@ from __future__ import annotations
 import enum
 import struct
 from dataclasses import dataclass
-
-from ipufs.model.interrupts import Interrupt
 
 IOCTL_TYPE = 0xED
 
@@ -114,14 +112,4 @@ BY_NAME: dict[str, IoctlSpec] = {s.name: s for s in IOCTLS}
 ACCEPTED: dict[int, tuple[IoctlSpec, bool, bool, int]] = {
     e.cmd(s.nr): (s, bool(e.direction & Dir.WRITE), bool(e.direction & Dir.READ), e.size)
     for s in IOCTLS for e in s.encodings
-}
-
-#: Signal names of the real driver, in source order (44..49).
-SIGNAL_NAMES: dict[Interrupt, str] = {
-    Interrupt.EXCEPTION: "PCIE_IPU_EXCEPTION_SIG",
-    Interrupt.ICU_DOORBELL: "PCIE_ICU_DR_SIG",
-    Interrupt.GS1_E0: "PCIE_HSPGS1E0_SIG",
-    Interrupt.GS1_E1: "PCIE_HSPGS1E1_SIG",
-    Interrupt.GS2_E0: "PCIE_HSPGS2E0_SIG",
-    Interrupt.GS2_E1: "PCIE_HSPGS2E1_SIG",
 }

@@ -21,8 +21,8 @@ import tomllib
 from dataclasses import dataclass
 from typing import Any
 
-from ipufs.driver import faults
-from ipufs.driver.faults import Fault, FaultError
+from ipufs.daemon import faults
+from ipufs.daemon.faults import Fault, FaultError
 
 
 @dataclass

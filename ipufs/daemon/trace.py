@@ -1,22 +1,29 @@
 # The trace of what clients do and what the device does back: opens,
 # register reads and writes, ioctls decoded by name, ICU messages, signals,
-# attach and detach, faults fired (docs/faults.md). Events go to live
-# subscribers (`ipufs trace`, through the control socket) and to a file of
-# bounded size. With neither, `enabled` is False and every emitting site
-# costs one attribute check.
+# attach and detach, faults fired (docs/faults.md). The driver emits raw
+# facts (ipufs/driver/events.py); the tracer decodes them into readable
+# fields and sends them to live subscribers (`ipufs trace`, through the
+# control socket) and to a file of bounded size. With neither, `enabled` is
+# False and every emitting site costs one attribute check.
 from __future__ import annotations
 
 import collections
+import errno
 import json
 import logging
 import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
+
+from ipufs.abi import ioctls
+from ipufs.abi.icu import MESSAGE, op_name
+from ipufs.abi.registers import BY_OFFSET
 
 log = logging.getLogger(__name__)
 
@@ -102,6 +109,9 @@ class Tracer:
     def emit(self, kind: str, ipu: int | None, **fields: Any) -> None:
         """Record an event; call only when ``enabled``."""
         self.sequence += 1
+        decode = _DECODE.get(kind)
+        if decode is not None:
+            fields = decode(fields)
         event = {"seq": self.sequence, "time": round(time.time(), 6), "kind": kind, "ipu": ipu, **fields}
         if self.subscribers:
             if self.token is None:
@@ -149,6 +159,60 @@ class Tracer:
             self.file.close()
             self.file = None
         self._update()
+
+
+def _registers(offset: int, data: bytes) -> dict[str, Any]:
+    """A config space access: the registers it covers and, for a single
+    register, its value."""
+    names = [BY_OFFSET[o].name for o in range(offset - offset % 4, offset + len(data), 4) if o in BY_OFFSET]
+    fields: dict[str, Any] = {"offset": hex(offset), "length": len(data), "registers": names}
+    if len(data) == 4 and offset % 4 == 0:
+        fields["value"] = hex(int.from_bytes(data, "little"))
+    return fields
+
+
+def _register_access(raw: dict[str, Any]) -> dict[str, Any]:
+    return {"pid": raw["pid"], **_registers(raw["offset"], raw["data"])}
+
+
+def _mailbox_write(raw: dict[str, Any]) -> dict[str, Any]:
+    return {**raw, "data": raw["data"].hex()}
+
+
+def describe_ioctl(cmd: int, arg: int, data: bytes) -> dict[str, Any]:
+    """An ioctl request decoded by name."""
+    direction, type_, nr, size = ioctls.ioc_fields(cmd)
+    spec = ioctls.BY_NR.get(nr) if type_ == ioctls.IOCTL_TYPE else None
+    fields: dict[str, Any] = {"name": spec.name if spec else f"0x{cmd:08x}", "size": size}
+    if spec is None:
+        return fields
+    if spec.name == "SET_IPU_ID":
+        fields["id"] = arg
+    elif spec.name in ("MASK_INTERRUPT", "UNMASK_INTERRUPT", "DETACH_BUFFER") and len(data) == 8:
+        fields["value"] = hex(int.from_bytes(data, "little"))
+    elif spec.name == "ATTACH_BUFFER" and len(data) == ioctls.BUFFER.size:
+        address, length, _, flags = ioctls.BUFFER.unpack(data)
+        fields.update(address=hex(address), length=length, flags=flags)
+    elif spec.name.startswith("MAILBOX_WRITE") and len(data) >= MESSAGE.size:
+        words = MESSAGE.unpack_from(data)
+        fields.update(icu_op=op_name(words[0]), words=[hex(w) for w in words])
+    return fields
+
+
+def _ioctl(raw: dict[str, Any]) -> dict[str, Any]:
+    fields = {"pid": raw["pid"], **describe_ioctl(raw["cmd"], raw["arg"], raw["data"])}
+    if "error" in raw:
+        fields["error"] = errno.errorcode.get(raw["error"], str(raw["error"]))
+    else:
+        fields.update(result=raw["result"], out=bytes(raw["out"]).hex())
+    return fields
+
+
+#: Kinds whose raw facts the tracer turns into readable fields.
+_DECODE: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+    "register-read": _register_access, "register-write": _register_access,
+    "mailbox-write": _mailbox_write, "ioctl": _ioctl,
+}
 
 
 def render(event: dict[str, Any]) -> str:

@@ -10,13 +10,15 @@ from typing import Any
 import trio
 
 from ipufs import __version__
-from ipufs.control.protocol import ControlError, Handler, encode
-from ipufs.driver import abi, faults, procs
-from ipufs.driver.faults import FaultError, FaultInjector
+from ipufs.daemon.control.protocol import ControlError, Handler, encode
+from ipufs.abi.interrupts import SIGNAL_NAMES
+from ipufs.daemon import faults
+from ipufs.driver import procs
+from ipufs.daemon.faults import FaultError, FaultInjector
 from ipufs.driver.filesystem import IpuFilesystem
-from ipufs.driver.plan import FaultPlan
-from ipufs.driver.trace import KINDS, Filter
-from ipufs.model.interrupts import Interrupt
+from ipufs.daemon.plan import FaultPlan
+from ipufs.daemon.trace import KINDS, Filter, Tracer
+from ipufs.abi.interrupts import Interrupt
 
 
 def _user(uid: int) -> str:
@@ -57,7 +59,7 @@ class Operations:
             uid = _owner_uid(att.pid)
             attached = {"pid": att.pid, "command": procs.command_of(att.pid), "uid": uid,
                         "user": _user(uid), "ipu_id": att.ipu_id, "buffers": len(att.buffers)}
-        names = abi.SIGNAL_NAMES
+        names = SIGNAL_NAMES
         board = model.icu.board
         return {
             "ipu": index,
@@ -93,10 +95,11 @@ class DeviceSide:
     """The control operations that act on the device: faults, fault plans
     and the live trace (docs/faults.md)."""
 
-    def __init__(self, filesystem: IpuFilesystem, injector: FaultInjector,
-                 start_plan: Callable[[FaultPlan], None], lock: threading.RLock | None = None) -> None:
+    def __init__(self, filesystem: IpuFilesystem, tracer: Tracer, injector: FaultInjector,
+                 start_plan: Callable[[FaultPlan], None], *, lock: threading.RLock) -> None:
         self.fs = filesystem
-        self.lock = lock or threading.RLock()
+        self.tracer = tracer
+        self.lock = lock
         self.injector = injector
         self.start_plan = start_plan
         self.plan: FaultPlan | None = None
@@ -139,7 +142,7 @@ class DeviceSide:
             await stream.send_all(encode({"ok": False, "error": f"kinds must be among {', '.join(KINDS)}"}))
             return
         with self.lock:
-            sub, events = self.fs.tracer.subscribe(Filter(ipu, frozenset(kinds)))
+            sub, events = self.tracer.subscribe(Filter(ipu, frozenset(kinds)))
         gone = (trio.BrokenResourceError, trio.ClosedResourceError)
         try:
             await stream.send_all(encode({"ok": True, "tracing": True}))
@@ -167,5 +170,5 @@ class DeviceSide:
             pass  # the client left before the first line
         finally:
             with self.lock:
-                self.fs.tracer.unsubscribe(sub)
+                self.tracer.unsubscribe(sub)
             await events.aclose()

@@ -37,10 +37,10 @@ ROUND = 20e-3
 
 
 class RegisterWatcher:
-    def __init__(self, filesystem: IpuFilesystem, *, fast: float = FAST, idle: float = IDLE,
-                 busy: float = BUSY, lock: threading.RLock | None = None) -> None:
+    def __init__(self, filesystem: IpuFilesystem, *, lock: threading.RLock, fast: float = FAST,
+                 idle: float = IDLE, busy: float = BUSY) -> None:
         self.filesystem = filesystem
-        self.lock = lock or threading.RLock()
+        self.lock = lock
         self.fast, self.idle, self.busy = fast, idle, busy
         self.polls = 0  # rounds of the native detector
         self.actions = 0  # IPUs that acted on a stored register

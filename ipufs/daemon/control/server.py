@@ -1,5 +1,5 @@
 # The control socket of a daemon: a trio Unix socket server answering JSON
-# lines with the handlers of ipufs/control/operations.py. The socket gets the
+# lines with the handlers of ipufs/daemon/control/operations.py. The socket gets the
 # nodes' owner, group and mode, so whoever may open the nodes may use it.
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import trio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ipufs.control.protocol import MAX_LINE, ControlError, Handler, answer, decode
+from ipufs.daemon.control.protocol import MAX_LINE, ControlError, Handler, answer, decode
 
 #: An operation that takes the connection over (a live trace): it gets the
 #: request and the stream, and returns when the client goes away.

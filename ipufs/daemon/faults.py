@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ipufs.driver.filesystem import IpuFilesystem
-from ipufs.model.interrupts import Interrupt
-from ipufs.model.registers import REGISTERS, ExceptionCause
+from ipufs.abi.interrupts import Interrupt
+from ipufs.abi.registers import REGISTERS, ExceptionCause
 from ipufs.model.sync import HOST_ZONES, Zone, interrupt_for
 
 

@@ -14,11 +14,11 @@ import pytest
 
 from ipufs import native
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.doorbells import RegisterWatcher
+from ipufs.daemon.register_watcher import RegisterWatcher
 from ipufs.driver.filesystem import IpuFilesystem
-from ipufs.model.icu import Header
+from ipufs.abi.icu import Header
 from ipufs.model.profile import PROFILES
-from ipufs.model.registers import REGISTERS
+from ipufs.abi.registers import REGISTERS
 
 
 @pytest.fixture

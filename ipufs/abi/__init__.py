@@ -1,0 +1,3 @@
+"""What host programs, the daemon and the header generator share, with no
+dependencies: the ioctl table, the config space register map, the ICU's
+wire format, the interrupt sources and their signals."""

@@ -1,0 +1,104 @@
+# The daemon's configuration: DaemonConfig, and the configuration file
+# (/etc/ipufs/ipufs.toml) holding the same settings as `ipufs mount`'s
+# options. Options given on the command line win over the file.
+from __future__ import annotations
+
+import grp
+import os
+import pwd
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ipufs.driver.filesystem import Ownership
+from ipufs.fuse.server import SPIN
+from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
+
+DEFAULT_MOUNTPOINT = "/run/ipufs"
+MAX_IPUS = 4096
+
+
+@dataclass
+class DaemonConfig:
+    mountpoint: str = DEFAULT_MOUNTPOINT
+    ipus: int = 4
+    profile: str = DEFAULT_PROFILE
+    ownership: Ownership = field(default_factory=Ownership)
+    passthrough: bool = True
+    state_dir: Path | None = None
+    group_size: int | None = None  # IPUs per GS2 group (default: per board)
+    control: str | None = None  # control socket path (default: MOUNTPOINT.ctl)
+    link_dev: bool = False  # link DEV_DIR/ipuN* to the nodes (the CLI's default as root)
+    dev_dir: str = "/dev"
+    fault_plan: str | None = None  # a TOML fault plan to start with
+    trace_file: str | None = None  # write the trace here (JSON lines)
+    trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
+    spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
+
+    @property
+    def control_path(self) -> str:
+        return self.control or self.mountpoint.rstrip("/") + ".ctl"
+
+    def validate(self) -> Profile:
+        if self.profile not in PROFILES:
+            raise ValueError(f"unknown profile {self.profile!r} (known: {', '.join(PROFILES)})")
+        if not 0 < self.ipus <= MAX_IPUS:
+            raise ValueError(f"--ipus must be between 1 and {MAX_IPUS}")
+        if not 0 <= self.ownership.mode <= 0o1777:
+            raise ValueError("--mode must be permission bits, such as 0660")
+        if not 0 <= self.spin_us <= 10_000:
+            raise ValueError("--spin-us must be between 0 and 10000")
+        return PROFILES[self.profile]
+
+
+DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
+KEYS = {"mountpoint", "ipus", "profile", "owner", "group", "mode", "state_dir", "passthrough",
+        "link_dev", "dev_dir", "group_size", "control", "fault_plan", "trace_file", "trace_max_bytes",
+        "spin_us"}
+
+
+def uid_of(value: str | int) -> int:
+    return value if isinstance(value, int) else int(value) if value.isdigit() else pwd.getpwnam(value).pw_uid
+
+
+def gid_of(value: str | int) -> int:
+    return value if isinstance(value, int) else int(value) if value.isdigit() else grp.getgrnam(value).gr_gid
+
+
+def mode_of(value: str | int) -> int:
+    return value if isinstance(value, int) else int(value, 8)
+
+
+def load(path: str | os.PathLike[str]) -> dict[str, Any]:
+    with open(path, "rb") as f:
+        data = tomllib.load(f)
+    settings = data.get("ipufs", data)
+    unknown = set(settings) - KEYS
+    if unknown:
+        raise ValueError(f"{path}: unknown settings {', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
+    return dict(settings)
+
+
+def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
+    """A DaemonConfig from merged settings (file, then command line); what
+    they leave out keeps DaemonConfig's default."""
+    s, d = settings, DaemonConfig()
+    o = d.ownership
+    return DaemonConfig(
+        mountpoint=os.path.abspath(s.get("mountpoint", d.mountpoint)),
+        ipus=int(s.get("ipus", d.ipus)),
+        profile=str(s.get("profile", d.profile)),
+        ownership=Ownership(uid=uid_of(s.get("owner", o.uid)), gid=gid_of(s.get("group", o.gid)),
+                            mode=mode_of(s.get("mode", o.mode))),
+        passthrough=bool(s.get("passthrough", d.passthrough)),
+        state_dir=Path(s["state_dir"]).resolve() if s.get("state_dir") else None,
+        group_size=int(s["group_size"]) if s.get("group_size") else None,
+        control=s.get("control"),
+        link_dev=bool(s.get("link_dev", os.geteuid() == 0)),
+        dev_dir=str(s.get("dev_dir", d.dev_dir)),
+        fault_plan=s.get("fault_plan"),
+        trace_file=s.get("trace_file"),
+        trace_max_bytes=int(s.get("trace_max_bytes", d.trace_max_bytes)),
+        spin_us=int(s.get("spin_us", d.spin_us)),
+    )
