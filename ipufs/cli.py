@@ -70,8 +70,25 @@ def cmd_mount(args: argparse.Namespace) -> int:
                          f", linked in {config.dev_dir}" if links and links.made else "")
                 _sd_notify(f"READY=1\nSTATUS={config.ipus} IPUs at {config.mountpoint} ({fs.mode})")
 
-    trio.run(main)
+    try:
+        trio.run(main)
+    except BaseExceptionGroup as group:
+        raise _alone(group) from None
     return 0
+
+
+def _alone(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one error a nursery wrapped (a refusal at start, shown in one
+    line by main()); the group itself when it holds several."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        error = pending.pop()
+        if isinstance(error, BaseExceptionGroup):
+            pending += error.exceptions
+        else:
+            leaves.append(error)
+    return leaves[0] if len(leaves) == 1 else group
 
 
 def cmd_umount(args: argparse.Namespace) -> int:
@@ -237,18 +254,31 @@ def cmd_trace(args: argparse.Namespace) -> int:
 
 
 def cmd_docker(args: argparse.Namespace) -> int:
-    from ipufs.tools import devices, docker
+    from ipufs.tools import docker
 
     root = _root(args)
-    ids = devices.indices(root) if args.all else (args.device_id or [])
-    if not ids:
-        raise ValueError("name the IPUs: --device-id N (repeatable) or --all")
+    ids = [] if args.all else (args.device_id or [])
     extra = args.docker_args[1:] if args.docker_args[:1] == ["--"] else args.docker_args
-    argv = docker.command(args.engine, root, ids, extra)
+    argv = docker.command(args.engine, root, ids, extra, use_cdi=args.cdi)
     if args.echo:
         print(shlex.join(argv))
         return 0
+    docker.check_image(args.engine, extra)
     os.execvp(argv[0], argv)
+
+
+def cmd_cdi(args: argparse.Namespace) -> int:
+    from ipufs.container import cdi
+    from ipufs.tools import devices
+
+    root = _root(args)
+    ids = devices.indices(root)
+    if not ids:
+        raise ValueError(f"no IPUs in {root}")
+    mount_dir = devices.mountpoint_of(root, ids[0])
+    prefix = cdi.default_prefix(mount_dir) if args.prefix is None else cdi.check_prefix(args.prefix)
+    print(json.dumps(cdi.spec(mount_dir, ids, prefix), indent=2))
+    return 0
 
 
 def parser() -> argparse.ArgumentParser:
@@ -283,6 +313,12 @@ def parser() -> argparse.ArgumentParser:
                    help="after answering a request, keep looking for the next one (and for stores to "
                         "mapped registers) this many µs before sleeping (default 50; 0 saves CPU, costs "
                         "latency: docs/performance.md)")
+    m.add_argument("--no-cdi", dest="cdi", action="store_const", const=False,
+                   help="write no CDI spec (writing one into /var/run/cdi is the default as root)")
+    m.add_argument("--cdi-dir", dest="cdi_dir", help="where to write the CDI spec (default /var/run/cdi)")
+    m.add_argument("--cdi-prefix", dest="cdi_prefix",
+                   help="before the CDI device names (default: none for /run/ipufs, else the mount "
+                        "point's last component: graphcore.ai/ipu=PREFIX-0; docs/docker.md)")
     m.set_defaults(func=cmd_mount)
 
     u = sub.add_parser("umount", help="unmount an ipufs mount (the daemon then exits)")
@@ -360,13 +396,21 @@ def parser() -> argparse.ArgumentParser:
     tr.add_argument("--count", type=int, help="stop after this many events")
     tr.set_defaults(func=cmd_trace)
 
-    k = tool("docker", "run a container with IPUs bound in, like gc-docker")
-    k.add_argument("--device-id", type=int, action="append", help="an IPU to pass (repeatable)")
-    k.add_argument("--all", action="store_true", help="pass every IPU")
+    k = tool("docker", "run a container with IPUs passed in, like gc-docker")
+    k.add_argument("--device-id", type=int, action="append",
+                   help="an id `ipufs ls` prints: an IPU, or a multi-IPU device's members (repeatable; "
+                        "default: every IPU)")
+    k.add_argument("--all", action="store_true", help="pass every IPU (the default)")
     k.add_argument("--echo", action="store_true", help="print the command instead of running it")
-    k.add_argument("--engine", default="docker", help="docker (default) or podman")
+    k.add_argument("--engine", default="docker", choices=["docker", "podman"], help="docker (default) or podman")
+    k.add_argument("--no-cdi", dest="cdi", action="store_false",
+                   help="bind the nodes even where the engine reads the mount's CDI spec")
     k.add_argument("docker_args", nargs=argparse.REMAINDER, help="-- then arguments for `docker run`")
     k.set_defaults(func=cmd_docker)
+
+    c = tool("cdi", "print the CDI spec of the IPUs in --dev (for /etc/cdi; docs/docker.md)")
+    c.add_argument("--prefix", help="before the device names (default: as `ipufs mount` would)")
+    c.set_defaults(func=cmd_cdi)
     return p
 
 

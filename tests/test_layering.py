@@ -20,8 +20,9 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"abi"},
     "client": {"abi", "native"},
     "driver": {"abi", "native", "fuse", "model"},
-    "daemon": {"abi", "native", "fuse", "model", "driver"},
-    "tools": {"abi", "native", "client"},
+    "container": {"native", "fuse"},
+    "daemon": {"abi", "native", "fuse", "model", "driver", "container"},
+    "tools": {"abi", "native", "client", "container"},
 }
 #: Modules at the top of the package that every layer may import.
 SHARED = {"__init__"}  # ipufs.__version__

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ipufs.container import cdi
 from ipufs.driver.filesystem import Ownership
 from ipufs.fuse.server import SPIN
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
@@ -35,6 +36,8 @@ class DaemonConfig:
     trace_file: str | None = None  # write the trace here (JSON lines)
     trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
     spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
+    cdi_dir: str | None = None  # write the mount's CDI spec here (the CLI's default as root: /var/run/cdi)
+    cdi_prefix: str | None = None  # before the CDI device names (default: container.cdi.default_prefix)
 
     @property
     def control_path(self) -> str:
@@ -49,13 +52,15 @@ class DaemonConfig:
             raise ValueError("--mode must be permission bits, such as 0660")
         if not 0 <= self.spin_us <= 10_000:
             raise ValueError("--spin-us must be between 0 and 10000")
+        if self.cdi_prefix is not None:
+            cdi.check_prefix(self.cdi_prefix)
         return PROFILES[self.profile]
 
 
 DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
 KEYS = {"mountpoint", "ipus", "profile", "owner", "group", "mode", "state_dir", "passthrough",
         "link_dev", "dev_dir", "group_size", "control", "fault_plan", "trace_file", "trace_max_bytes",
-        "spin_us"}
+        "spin_us", "cdi", "cdi_dir", "cdi_prefix"}
 
 
 def uid_of(value: str | int) -> int:
@@ -101,4 +106,7 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
         trace_file=s.get("trace_file"),
         trace_max_bytes=int(s.get("trace_max_bytes", d.trace_max_bytes)),
         spin_us=int(s.get("spin_us", d.spin_us)),
+        cdi_dir=(None if not s.get("cdi", True) else
+                 str(s["cdi_dir"]) if s.get("cdi_dir") else cdi.DEFAULT_DIR if os.geteuid() == 0 else None),
+        cdi_prefix=None if s.get("cdi_prefix") is None else str(s["cdi_prefix"]),
     )

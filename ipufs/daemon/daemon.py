@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import trio
 
 from ipufs.abi.icu import op_name
+from ipufs.container.cdi import SpecFile, default_prefix
 from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.control.operations import DeviceSide, Operations
 from ipufs.daemon.control.server import ControlServer
@@ -61,6 +62,10 @@ class Daemon:
         self.filesystem.attach_kernel(self.server)
         self.links = DevLinks(config.dev_dir, config.mountpoint, self.filesystem.tree) if config.link_dev else None
         self.filesystem.control_path = config.control_path
+        mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon
+        self.cdi = (SpecFile(config.cdi_dir, mount_dir, range(config.ipus),
+                             default_prefix(mount_dir) if config.cdi_prefix is None else config.cdi_prefix)
+                    if config.cdi_dir else None)
         self.injector = FaultInjector(self.filesystem, self._later)
         self.injector.on_fire = self._traced_fault
         self.device_side = DeviceSide(self.filesystem, self.tracer, self.injector, self._start_plan, lock=self.lock)
@@ -177,10 +182,14 @@ class Daemon:
                 if self.links is not None:
                     self.links.clear_stale()
                     self.links.install()
+                if self.cdi is not None:
+                    self.cdi.write()
                 task_status.started(negotiated)
                 nursery.start_soon(self.registers.run)
         finally:
             self._nursery = None
+            if self.cdi is not None:
+                self.cdi.remove()
             self.tracer.close()
             if self.links is not None:
                 self.links.remove()

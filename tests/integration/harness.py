@@ -173,6 +173,8 @@ class PyClient(LineClient):
 def daemon_process(mountpoint: Path, *options: str) -> subprocess.Popen[str]:
     """A real `ipufs mount` process, returned once it serves (its root's
     user.ipufs.pid names it)."""
+    if not {"--cdi-dir", "--no-cdi"} & set(options):
+        options += ("--no-cdi",)  # never the host's /var/run/cdi
     proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), *options), stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
 

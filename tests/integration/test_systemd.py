@@ -39,7 +39,9 @@ def test_ready_is_notified_once_the_filesystem_answers(tmp_path: Path) -> None:
     notify = tmp_path / "notify.sock"
     mnt = tmp_path / "mnt"
     config = tmp_path / "ipufs.toml"
-    config.write_text(f'[ipufs]\nmountpoint = "{mnt}"\nipus = 2\nprofile = "ipu1"\nlink_dev = false\n')
+    cdi = tmp_path / "cdi"
+    config.write_text(f'[ipufs]\nmountpoint = "{mnt}"\nipus = 2\nprofile = "ipu1"\nlink_dev = false\n'
+                      f'cdi_dir = "{cdi}"\n')
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
         sock.bind(str(notify))
         sock.settimeout(20)
@@ -52,10 +54,12 @@ def test_ready_is_notified_once_the_filesystem_answers(tmp_path: Path) -> None:
             # Ready means answering: the nodes are there now.
             assert sorted(os.listdir(mnt))[:2] == ["ipu0", "ipu0_ex"]
             assert os.getxattr(mnt, "user.ipufs.ipus") == b"2"
+            assert os.listdir(cdi) == ["graphcore.ai-ipu_mnt.json"]  # written before READY
             proc.send_signal(signal.SIGTERM)
             assert sock.recv(4096).decode().startswith("STOPPING=1")
             assert proc.wait(10) == 0
             assert not is_mounted(mnt)
+            assert os.listdir(cdi) == []  # and removed at unmount
         finally:
             proc.kill()
             proc.communicate()
@@ -72,7 +76,7 @@ def test_a_config_file_with_unknown_settings_is_refused(tmp_path: Path) -> None:
 
 
 def test_an_out_of_range_spin_is_refused(tmp_path: Path) -> None:
-    out = subprocess.run(ipufs_command("mount", "--spin-us", "20000", "--no-link-dev", str(tmp_path / "m")),
+    out = subprocess.run(ipufs_command("mount", "--spin-us", "20000", "--no-link-dev", "--no-cdi", str(tmp_path / "m")),
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1 and "--spin-us must be between 0 and 10000" in out.stderr
     assert not is_mounted(tmp_path / "m")

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ipufs.client import Control, Device
-from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon
+from tests.integration.harness import RunningDaemon, ipufs_command, is_mounted, running_daemon
 
 pytestmark = pytest.mark.mount
 
@@ -97,7 +97,21 @@ def test_docker_echo_binds_the_four_nodes(board: RunningDaemon) -> None:
         for s in ("", "_ex", "_mailbox", "_mem"):
             expected += ["--mount", f"type=bind,source={m}/ipu{i}{s},target=/dev/ipu{i}{s}"]
     assert out.split() == expected + ["-ti", "graphcore/tools", "gc-inventory"]
-    assert ipufs("docker", "--all", "--echo", "--engine", "podman", "--dev", str(m), "--", "img").count("--mount") == 16
+    assert ipufs("docker", "--all", "--echo", "--engine", "podman", "--no-cdi", "--dev", str(m), "--", "img"
+                 ).count("--mount") == 16
+    # No ids: every IPU, as gc-docker; a multi-IPU id of `ipufs ls`: its members.
+    assert ipufs("docker", "--echo", "--no-cdi", "--dev", str(m), "--", "img").count("--mount") == 16
+    group = ipufs("docker", "--echo", "--device-id", "5", "--dev", str(m), "--", "img").split()
+    assert [a.split(",")[2] for a in group if a.startswith("type=bind")] == [
+        f"target=/dev/ipu{i}{s}" for i in (2, 3) for s in ("", "_ex", "_mailbox", "_mem")]
+
+
+def test_cdi_prints_the_spec_of_the_nodes(board: RunningDaemon) -> None:
+    spec = json.loads(ipufs("cdi", "--dev", str(board.mountpoint), "--prefix", "b"))
+    assert spec["kind"] == "graphcore.ai/ipu"
+    assert [d["name"] for d in spec["devices"]] == ["b-0", "b-1", "b-2", "b-3", "b-all"]
+    assert spec["devices"][2]["containerEdits"]["mounts"][3] == {
+        "hostPath": f"{board.mountpoint}/ipu2_mem", "containerPath": "/dev/ipu2_mem", "options": ["bind", "rw"]}
 
 
 def test_control_channel_answers_and_refuses_clearly(board: RunningDaemon) -> None:
@@ -113,7 +127,7 @@ def test_control_channel_answers_and_refuses_clearly(board: RunningDaemon) -> No
         assert control.request("ipu", ipu=0)["reset_count"] == 0  # still serving
 
 
-@pytest.mark.parametrize("command", ["mount", "umount", "doctor", "ls", "info", "monitor", "reset", "docker"])
+@pytest.mark.parametrize("command", ["mount", "umount", "doctor", "ls", "info", "monitor", "reset", "docker", "cdi"])
 def test_every_command_has_help(command: str) -> None:
     assert "usage: ipufs" in ipufs(command, "--help")
 
@@ -136,3 +150,22 @@ def test_dev_links_are_made_kept_away_from_strangers_and_removed(tmp_path: Path)
         with Device(0, dev) as device:  # a tool that hard-codes DIR/ipu0
             assert device.read_register("VENDOR_ID") == 0x1D95
     assert sorted(os.listdir(dev)) == ["ipu0_mem", "ipu1"]
+
+
+def test_a_second_mount_may_not_take_a_live_mounts_cdi_names(board: RunningDaemon, tmp_path: Path) -> None:
+    from ipufs.container import cdi
+
+    cdi_dir = tmp_path / "cdi"
+    cdi.SpecFile(cdi_dir, str(board.mountpoint), range(4), "b").write()
+    refused = subprocess.run(ipufs_command("mount", str(tmp_path / "second"), "--ipus", "1", "--no-link-dev",
+                                           "--cdi-dir", str(cdi_dir), "--cdi-prefix", "b"),
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 1
+    assert refused.stderr.splitlines()[-1] == (
+        f"ipufs mount: CDI names graphcore.ai/ipu=b-N are taken by the mount at {board.mountpoint} "
+        f"({cdi_dir}/graphcore.ai-ipu_b.json): give this mount another --cdi-prefix, or --no-cdi")
+    assert not is_mounted(tmp_path / "second")
+    with running_daemon(tmp_path / "third", ipus=1, cdi_dir=str(cdi_dir)) as third:  # prefix "third"
+        assert sorted(p.name for p in cdi_dir.iterdir()) == ["graphcore.ai-ipu_b.json", "graphcore.ai-ipu_third.json"]
+        assert third.daemon.cdi is not None
+    assert cdi.owner(cdi_dir / "graphcore.ai-ipu_b.json") == str(board.mountpoint)

@@ -1,0 +1,1 @@
+"""What containers get of an ipufs mount: bind mounts, environment, CDI specs."""

@@ -1,0 +1,156 @@
+# The CDI spec of one ipufs mount (Container Device Interface, spec 0.5.0,
+# which podman 4.x, docker 25+, containerd 1.7+ and CRI-O read): kind
+# graphcore.ai/ipu, a device per IPU and "all", each made of the binds that
+# binds.py says a container gets. The daemon writes it when its mount serves
+# and removes it at unmount (docs/docker.md, "CDI").
+#
+# Two mounts on one host must not declare the same device names (a CDI
+# registry refuses a name two specs declare): the mount at /run/ipufs names
+# its devices 0..N-1 and all; any other mount puts a prefix before them,
+# its mount point's last component unless told otherwise (cdi_prefix):
+# /run/ipufs-b gives ipufs-b-0 ... ipufs-b-all. Each prefix has its own file,
+# so a second live mount with the same prefix is refused, not overwritten.
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ipufs.container.binds import ContainerEdits, ipu_edits, shared_edits
+from ipufs.fuse import mount as fmount
+
+log = logging.getLogger(__name__)
+
+CDI_VERSION = "0.5.0"
+VENDOR = "graphcore.ai"
+CLASS = "ipu"
+KIND = f"{VENDOR}/{CLASS}"
+DEFAULT_DIR = "/var/run/cdi"
+#: The mount point whose devices have plain names (0, 1, ..., all).
+PLAIN_MOUNTPOINT = "/run/ipufs"
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]*")
+
+
+class CdiConflict(RuntimeError):
+    """Raised when another live mount's spec already declares our names."""
+
+
+def default_prefix(mountpoint: str) -> str:
+    """'' for /run/ipufs; else the mount point's last component, with
+    characters a CDI name cannot hold made '_'."""
+    mountpoint = os.path.normpath(mountpoint)
+    if mountpoint == PLAIN_MOUNTPOINT:
+        return ""
+    base = re.sub(r"[^A-Za-z0-9_.:-]", "_", os.path.basename(mountpoint)) or "root"
+    return base if base[0].isalnum() else "ipufs" + base
+
+
+def check_prefix(prefix: str) -> str:
+    if prefix and not _NAME.fullmatch(prefix):
+        raise ValueError(f"CDI prefix {prefix!r}: use letters, digits, '_', '.', ':' and '-', "
+                         "starting with a letter or digit")
+    return prefix
+
+
+def device_name(prefix: str, index: int | str) -> str:
+    """The CDI name of IPU ``index`` (or of "all") under ``prefix``."""
+    return f"{prefix}-{index}" if prefix else str(index)
+
+
+def file_name(prefix: str) -> str:
+    """graphcore.ai-ipu.json, or graphcore.ai-ipu_PREFIX.json (CDI's
+    vendor-class naming)."""
+    return f"{VENDOR}-{CLASS}{'_' + prefix if prefix else ''}.json"
+
+
+def _container_edits(edits_: ContainerEdits) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if edits_.env:
+        out["env"] = [f"{key}={value}" for key, value in edits_.env]
+    if edits_.binds:
+        out["mounts"] = [{"hostPath": b.source, "containerPath": b.target,
+                          "options": ["bind", "ro" if b.read_only else "rw"]} for b in edits_.binds]
+    return out
+
+
+def spec(mount_dir: str, ids: Iterable[int], prefix: str = "") -> dict[str, Any]:
+    """The CDI spec, as JSON-ready data, for IPUs ``ids`` of ``mount_dir``."""
+    ids = list(ids)
+    devices = [{"name": device_name(prefix, i), "containerEdits": _container_edits(ipu_edits(mount_dir, i))}
+               for i in ids]
+    every = ContainerEdits()
+    for i in ids:
+        every = every + ipu_edits(mount_dir, i)
+    devices.append({"name": device_name(prefix, "all"), "containerEdits": _container_edits(every)})
+    result: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": devices}
+    common = _container_edits(shared_edits(mount_dir))
+    if common:
+        result["containerEdits"] = common
+    return result
+
+
+def owner(path: Path) -> str | None:
+    """The mount directory an ipufs spec file binds from (None: not one)."""
+    try:
+        data = json.loads(path.read_text())
+        if data.get("kind") != KIND:
+            return None
+        host_path = data["devices"][0]["containerEdits"]["mounts"][0]["hostPath"]
+    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
+        return None
+    return os.path.dirname(str(host_path))
+
+
+def _live(mount_dir: str) -> bool:
+    return any(m.mountpoint == mount_dir for m in fmount.mounts()) and not fmount.is_dead(mount_dir)
+
+
+class SpecFile:
+    """The CDI spec file of one mount in ``directory``."""
+
+    def __init__(self, directory: str | os.PathLike[str], mount_dir: str, ids: Iterable[int], prefix: str) -> None:
+        self.directory = Path(directory)
+        self.mount_dir = mount_dir
+        self.ids = list(ids)
+        self.prefix = check_prefix(prefix)
+        self.path = self.directory / file_name(prefix)
+        self.written = False
+
+    def clear_stale(self) -> list[Path]:
+        """Remove ipufs specs left by mounts that are gone (a crashed
+        daemon's, or this mount's under another prefix); returns them."""
+        removed = []
+        for path in sorted(self.directory.glob(f"{VENDOR}-{CLASS}*.json")):
+            mount_dir = owner(path)
+            if mount_dir is None or path == self.path:
+                continue
+            if mount_dir == self.mount_dir or not _live(mount_dir):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+        return removed
+
+    def write(self) -> None:
+        """Write the spec (atomically: engines may read the directory at any
+        time), replacing a stale one; refuse one of a live other mount."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        for path in self.clear_stale():
+            log.info("removed the stale CDI spec %s", path)
+        other = owner(self.path) if self.path.exists() else None
+        if other is not None and other != self.mount_dir and _live(other):
+            raise CdiConflict(f"CDI names {KIND}={device_name(self.prefix, 'N')} are taken by the mount at "
+                              f"{other} ({self.path}): give this mount another --cdi-prefix, or --no-cdi")
+        temporary = self.path.with_name(f".{self.path.name}.tmp")
+        temporary.write_text(json.dumps(spec(self.mount_dir, self.ids, self.prefix), indent=2) + "\n")
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, self.path)
+        self.written = True
+
+    def remove(self) -> None:
+        """Remove the spec if it is still ours."""
+        if self.written and owner(self.path) == self.mount_dir:
+            self.path.unlink(missing_ok=True)
+        self.written = False

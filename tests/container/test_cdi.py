@@ -1,0 +1,69 @@
+# The CDI spec as data, its names, and its file's life: written, replaced
+# when stale, refused when a live other mount holds the names, removed.
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ipufs.container import binds, cdi
+from ipufs.tools.docker import image_of
+
+
+def test_a_device_per_ipu_and_all_made_of_its_four_binds() -> None:
+    spec = cdi.spec("/run/ipufs", [0, 1], "")
+    assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == "graphcore.ai/ipu"
+    assert [d["name"] for d in spec["devices"]] == ["0", "1", "all"]
+    assert "containerEdits" not in spec  # nothing shared yet beyond the nodes
+    one = spec["devices"][1]["containerEdits"]["mounts"]
+    assert [(m["hostPath"], m["containerPath"]) for m in one] == [
+        ("/run/ipufs/ipu1", "/dev/ipu1"), ("/run/ipufs/ipu1_ex", "/dev/ipu1_ex"),
+        ("/run/ipufs/ipu1_mailbox", "/dev/ipu1_mailbox"), ("/run/ipufs/ipu1_mem", "/dev/ipu1_mem")]
+    assert spec["devices"][2]["containerEdits"]["mounts"] == (
+        spec["devices"][0]["containerEdits"]["mounts"] + one)
+
+
+def test_binds_are_the_same_description_for_every_consumer() -> None:
+    edits = binds.edits("/m", [3])
+    assert [b.target for b in edits.binds] == ["/dev/ipu3", "/dev/ipu3_ex", "/dev/ipu3_mailbox", "/dev/ipu3_mem"]
+    assert not edits.env and not binds.shared_edits("/m")
+
+
+def test_only_the_default_mount_has_plain_names() -> None:
+    assert cdi.default_prefix("/run/ipufs") == cdi.default_prefix("/run/ipufs/") == ""
+    assert cdi.default_prefix("/run/ipufs-b") == "ipufs-b"
+    assert cdi.default_prefix("/srv/my ipus") == "my_ipus"
+    assert cdi.default_prefix("/srv/.hidden") == "ipufs.hidden"
+    assert cdi.device_name("b", 2) == "b-2" and cdi.device_name("", "all") == "all"
+    assert cdi.file_name("") == "graphcore.ai-ipu.json" and cdi.file_name("b") == "graphcore.ai-ipu_b.json"
+    with pytest.raises(ValueError, match="CDI prefix"):
+        cdi.check_prefix("a/b")
+
+
+def test_the_file_is_written_replaced_and_removed(tmp_path: Path) -> None:
+    gone = cdi.SpecFile(tmp_path, "/no/such/mount", [0], "old")
+    gone.write()  # a crashed daemon's spec: its mount is not there
+    mine = cdi.SpecFile(tmp_path, "/run/ipufs", [0, 1], "")
+    (tmp_path / "other-vendor.json").write_text('{"kind": "example.com/x"}')
+    mine.write()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["graphcore.ai-ipu.json", "other-vendor.json"]
+    assert json.loads(mine.path.read_text())["devices"][1]["name"] == "1"
+    assert cdi.owner(mine.path) == "/run/ipufs"
+    mine.write()  # a restart over its own file
+    mine.remove()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["other-vendor.json"]
+
+
+def test_a_spec_that_is_no_longer_ours_is_left_alone(tmp_path: Path) -> None:
+    mine = cdi.SpecFile(tmp_path, "/run/a", [0], "x")
+    mine.write()
+    cdi.SpecFile(tmp_path, "/run/b", [0], "x").write()  # /run/a is no live mount: replaced
+    mine.remove()
+    assert cdi.owner(tmp_path / "graphcore.ai-ipu_x.json") == "/run/b"
+
+
+def test_the_image_is_the_first_argument_no_option_takes() -> None:
+    assert image_of(["-ti", "--rm", "-e", "A=1", "--name", "n", "img:1", "cmd", "-x"]) == "img:1"
+    assert image_of(["--network=none", "-dit", "img"]) == "img"
+    assert image_of(["--rm"]) is None
