@@ -13,11 +13,11 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import trio
 
-from ipufs import __version__
+from ipufs import __version__, cli_faults
 
 log = logging.getLogger("ipufs")
 
@@ -179,80 +179,6 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
-def _control(args: argparse.Namespace) -> Any:
-    from ipufs.client import Control
-    from ipufs.tools import devices
-
-    root = _root(args)
-    return Control.of_mount(devices.mountpoint_of(root, devices.indices(root)[0]))
-
-
-def _seconds(text: str) -> float:
-    for suffix, scale in (("ms", 1e-3), ("s", 1.0), ("m", 60.0)):
-        if text.endswith(suffix):
-            return float(text[: -len(suffix)]) * scale
-    return float(text)
-
-
-def cmd_inject(args: argparse.Namespace) -> int:
-    request: dict[str, Any] = {"kind": args.kind, "ipu": args.device_id}
-    kind = args.kind
-    if kind == "exception":
-        request.update(cause=args.cause, tile=int(args.tile, 0), address=int(args.address, 0),
-                       context=int(args.context, 0))
-    elif kind == "parity":
-        request.update(tile=int(args.tile, 0), address=int(args.address, 0))
-    elif kind == "sync":
-        request.update(zone=int(args.zone) if args.zone.isdigit() else args.zone,
-                       action="arrive" if args.arrive else "complete")
-    elif kind == "icu-timeout":
-        request["for"] = _seconds(args.duration)
-    elif kind == "telemetry":
-        if args.temperature is not None:
-            request["temperature_mc"] = round(args.temperature * 1000)
-        if args.power is not None:
-            request["power_mw"] = round(args.power * 1000)
-        if args.clock is not None:
-            request["clock_mhz"] = args.clock
-    elif kind == "icu-message":
-        request["words"] = [int(w, 0) for w in args.words]
-    elif kind == "interrupt":
-        request["source"] = args.source
-    with _control(args) as control:
-        if kind == "plan":
-            answer = control.request("plan", toml=Path(args.file).read_text())
-        else:
-            answer = control.request("inject", **request)
-    print(json.dumps(answer) if args.json else
-          answer.get("fired", f"plan of {answer.get('faults')} faults loaded (seed {answer.get('seed')})"))
-    return 0
-
-
-def cmd_trace(args: argparse.Namespace) -> int:
-    from ipufs.daemon.trace import render
-
-    with _control(args) as control:
-        control.sock.settimeout(None)
-        request: dict[str, Any] = {"op": "trace", "kinds": args.kind or []}
-        if args.device_id is not None:
-            request["ipu"] = args.device_id
-        control.sock.sendall(json.dumps(request).encode() + b"\n")
-        first = json.loads(control.file.readline() or b'{"ok": false, "error": "no answer"}')
-        if not first.get("ok"):
-            raise ValueError(first.get("error"))
-        seen = 0
-        try:
-            for line in control.file:
-                event = json.loads(line)
-                print(json.dumps(event) if args.json else render(event), flush=True)
-                seen += 1
-                if args.count is not None and seen >= args.count:
-                    break
-        except KeyboardInterrupt:
-            pass
-    return 0
-
-
 def cmd_docker(args: argparse.Namespace) -> int:
     from ipufs.tools import docker
 
@@ -281,8 +207,16 @@ def cmd_cdi(args: argparse.Namespace) -> int:
     return 0
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """A parser whose every complaint is one line naming the problem and
+    where to read more (subcommands inherit the class)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="ipufs", description=__doc__)
+    p = OneLineParser(prog="ipufs", description=__doc__)
     p.add_argument("--version", action="version", version=f"ipufs {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -356,45 +290,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("-d", "--device-id", type=int, required=True, help="the IPU")
     r.set_defaults(func=cmd_reset)
 
-    inj = tool("inject", "make the device misbehave: faults for test authors (docs/faults.md)")
-    inj.add_argument("-d", "--device-id", type=int, default=0, help="the IPU (default 0)")
-    inj.add_argument("--json", action="store_true", help="print the daemon's answer as JSON")
-    kinds = inj.add_subparsers(dest="kind", required=True, metavar="FAULT")
-    e = kinds.add_parser("exception", help="raise an exception (signal 44)")
-    e.add_argument("--cause", default="injected", help="misaligned, parity, invalid_address, ... (default injected)")
-    e.add_argument("--tile", default="0")
-    e.add_argument("--addr", dest="address", default="0")
-    e.add_argument("--context", default="0")
-    pa = kinds.add_parser("parity", help="mark a word of tile memory with bad parity")
-    pa.add_argument("--tile", required=True)
-    pa.add_argument("--addr", dest="address", required=True)
-    sy = kinds.add_parser("sync", help="complete a sync (signal 46..49), or arrive at one with --arrive")
-    sy.add_argument("zone", help="gs1, gs1h, gs2, gs2h, gs1-master, ... or a zone number")
-    sy.add_argument("--arrive", action="store_true", help="arrive as if the host asked (GS2 waits for the group)")
-    it = kinds.add_parser("icu-timeout", help="the ICU stops answering")
-    it.add_argument("--for", dest="duration", default="0", help="how long: 2s, 500ms (default: until icu-recover)")
-    kinds.add_parser("icu-recover", help="the ICU answers again")
-    kinds.add_parser("link-down", help="the link goes down (exception LINK, STATUS.LINK_DOWN)")
-    kinds.add_parser("link-up", help="the link comes back")
-    te = kinds.add_parser("telemetry", help="change telemetry")
-    te.add_argument("--temperature", type=float, help="degrees Celsius")
-    te.add_argument("--power", type=float, help="watts")
-    te.add_argument("--clock", type=int, help="MHz")
-    im = kinds.add_parser("icu-message", help="the ICU posts a message to the host (signal 45)")
-    im.add_argument("words", nargs=5, help="five u32 words")
-    kinds.add_parser("reset", help="reset the device from the device side")
-    ir = kinds.add_parser("interrupt", help="raise an interrupt source directly")
-    ir.add_argument("source", help="exception, icu_doorbell, gs1_e0, gs1_e1, gs2_e0, gs2_e1")
-    pl = kinds.add_parser("plan", help="load a TOML fault plan, replacing the one in force")
-    pl.add_argument("file")
-    inj.set_defaults(func=cmd_inject)
-
-    tr = tool("trace", "follow what clients do and what the device does back (docs/faults.md)")
-    tr.add_argument("-d", "--device-id", type=int, help="only this IPU")
-    tr.add_argument("--kind", action="append", help="only these kinds (repeatable): open, ioctl, signal, ...")
-    tr.add_argument("--json", action="store_true", help="JSON lines")
-    tr.add_argument("--count", type=int, help="stop after this many events")
-    tr.set_defaults(func=cmd_trace)
+    cli_faults.add_commands(sub, tool)
 
     k = tool("docker", "run a container with IPUs passed in, like gc-docker")
     k.add_argument("--device-id", type=int, action="append",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 from typing import Any
 
@@ -17,17 +18,41 @@ def control_path(mountpoint: str | os.PathLike[str]) -> str:
 
 
 class Control:
+    """A connection to a daemon's control socket. The daemon closes a
+    connection left idle (docs/control.md); the next request then opens a
+    new one by itself."""
+
     def __init__(self, path: str, timeout: float = 5.0) -> None:
+        self.path = path
+        self.timeout = timeout
+        self._connect()
+
+    def _connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        self.sock.connect(path)
+        self.sock.settimeout(self.timeout)
+        try:
+            self.sock.connect(self.path)
+        except OSError:
+            self.sock.close()
+            raise
         self.file = self.sock.makefile("rb")
 
     @classmethod
     def of_mount(cls, mountpoint: str | os.PathLike[str], timeout: float = 5.0) -> Control:
         return cls(control_path(mountpoint), timeout)
 
+    def _closed_by_daemon(self) -> bool:
+        """Whether the daemon has ended the connection (or said it would)
+        while no request was waiting: nothing else makes it readable."""
+        readable, _, _ = select.select([self.sock], [], [], 0)
+        return bool(readable)
+
     def request(self, op: str, **arguments: Any) -> dict[str, Any]:
+        """Send one request; its answer without "ok". Raises ControlError
+        with the daemon's reason when it refuses."""
+        if self._closed_by_daemon():
+            self.close()
+            self._connect()
         self.sock.sendall(json.dumps({"op": op, **arguments}).encode() + b"\n")
         line = self.file.readline()
         if not line:

@@ -4,22 +4,23 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import trio
 
 from ipufs.abi.icu import op_name
 from ipufs.container.cdi import SpecFile, default_prefix
 from ipufs.daemon.config import DaemonConfig
-from ipufs.daemon.control.operations import DeviceSide, Operations
+from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
 from ipufs.driver.devices import DeviceSet
 from ipufs.daemon.devlinks import DevLinks
 from ipufs.daemon.register_watcher import RegisterWatcher
-from ipufs.daemon.faults import Fault, FaultInjector
+from ipufs.daemon.faults import Fault, FaultError, FaultInjector, limits_of
 from ipufs.daemon.plan import FaultPlan
 from ipufs.daemon.trace import Tracer
 from ipufs.driver.driver import IpuDriver
@@ -75,20 +76,21 @@ class Daemon:
         self._pending: list[tuple[float, Callable[[], None]]] = []
         if config.fault_plan:
             with open(config.fault_plan) as f:
-                self.plan = FaultPlan.parse(f.read(), config.ipus)
+                text = f.read()
+            try:
+                self.plan = FaultPlan.parse(text, limits_of(self.filesystem))
+            except FaultError as exc:
+                raise FaultError(f"fault plan {config.fault_plan}: {exc}") from None
             self.device_side.plan = self.plan
         if config.trace_file:
             self.tracer.open_file(config.trace_file, config.trace_max_bytes)
         for ipu in self.devices.ipus:
             ipu.icu.observer = self._icu_observer(ipu.index)
         o = config.ownership
-        status = Operations(self.filesystem, lambda: self.server.session.requests)
-        handlers = status.handlers() | self.device_side.handlers()
+        status = StatusQueries(self.filesystem, lambda: self.server.session.requests)
         self.control = ControlServer(
-            config.control_path,
-            {op: self._locked(handler) for op, handler in handlers.items()},
-            uid=o.uid, gid=o.gid, mode=o.mode & 0o777,
-            streams={"trace": self.device_side.trace},
+            config.control_path, status.operations() + self.device_side.operations(),
+            limits=limits_of(self.filesystem), lock=self.lock, uid=o.uid, gid=o.gid, mode=o.mode & 0o777,
         )
 
     def _icu_observer(self, index: int) -> Callable[[tuple[int, ...], tuple[int, ...] | None], None]:
@@ -102,19 +104,14 @@ class Daemon:
 
         return observe
 
-    def _locked(self, handler: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[[dict[str, Any]], dict[str, Any]]:
-        def run(request: dict[str, Any]) -> dict[str, Any]:
-            with self.lock:
-                return handler(request)
-
-        return run
-
     def _traced_fault(self, fault: Fault) -> None:
         if self.tracer.enabled:
             self.tracer.emit("fault", fault.ipu, fault=fault.describe())
 
     def _later(self, seconds: float, action: Callable[[], None]) -> None:
         """Run ``action`` in the loop after ``seconds`` (an ICU timeout's end)."""
+        if not math.isfinite(seconds) or seconds < 0:  # the edge checks; a NaN timer would end the loop
+            raise ValueError(f"not a delay: {seconds!r}")
         nursery, token = self._nursery, self._token
         if nursery is None or token is None:
             self._pending.append((seconds, action))

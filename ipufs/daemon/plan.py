@@ -14,6 +14,8 @@
 # An access is a request the daemon sees on one of the IPU's nodes (open,
 # read, write, ioctl, poll); reads and writes that passthrough sends straight
 # to memory, and stores through a mapping, are not seen and do not count.
+# A plan is checked whole before it replaces the one in force: an unknown
+# table or key (a typo) is refused, never ignored.
 from __future__ import annotations
 
 import random
@@ -23,6 +25,17 @@ from typing import Any
 
 from ipufs.daemon import faults
 from ipufs.daemon.faults import Fault, FaultError
+from ipufs.daemon.fields import I64_MAX, Fraction, Integer, Invalid, Limits, Seconds, unknown
+
+SEED = Integer("seed", "the seed of every probability", default=0, lo=-I64_MAX - 1, hi=I64_MAX)
+AFTER = Integer("after", "at the IPU's Nth access", optional=True, lo=1, hi=I64_MAX)
+EVERY = Integer("every", "at every Nth access", optional=True, lo=1, hi=I64_MAX)
+AT = Seconds("at", "seconds after the plan starts", optional=True)
+PROBABILITY = Fraction("probability", "at each access with this probability", optional=True)
+TIMES = Integer("times", "fires at most this often", optional=True, lo=1, hi=I64_MAX)
+TRIGGERS = (AFTER, EVERY, AT, PROBABILITY)
+#: The keys of a [[fault]] table that are not the fault's own.
+PLAN_KEYS = frozenset(f.name for f in (*TRIGGERS, TIMES))
 
 
 @dataclass
@@ -41,22 +54,19 @@ class Entry:
 
 
 def _trigger(raw: dict[str, Any]) -> tuple[int | None, int | None, float | None, float | None, int | None]:
-    after, every, at, p = raw.get("after"), raw.get("every"), raw.get("at"), raw.get("probability")
-    given = [x for x in (after, every, at, p) if x is not None]
+    given = [f for f in TRIGGERS if f.name in raw]
     if len(given) != 1:
         raise FaultError("each fault needs exactly one of after, every, at, probability")
-    if after is not None and (not isinstance(after, int) or after < 1):
-        raise FaultError("after must be a count of 1 or more")
-    if every is not None and (not isinstance(every, int) or every < 1):
-        raise FaultError("every must be a count of 1 or more")
-    if at is not None and (not isinstance(at, (int, float)) or at < 0):
-        raise FaultError("at must be seconds, 0 or more")
-    if p is not None and (not isinstance(p, (int, float)) or not 0 <= p <= 1):
-        raise FaultError("probability must be between 0 and 1")
-    times = raw.get("times", 1 if (after is not None or at is not None) else None)
-    if times is not None and (not isinstance(times, int) or times < 1):
-        raise FaultError("times must be a count of 1 or more")
-    return after, every, (float(at) if at is not None else None), (float(p) if p is not None else None), times
+    try:
+        after = AFTER.check(raw["after"]) if "after" in raw else None
+        every = EVERY.check(raw["every"]) if "every" in raw else None
+        at = AT.check(raw["at"]) if "at" in raw else None
+        p = PROBABILITY.check(raw["probability"]) if "probability" in raw else None
+        once = after is not None or at is not None
+        times = TIMES.check(raw["times"]) if "times" in raw else (1 if once else None)
+    except Invalid as exc:
+        raise FaultError(str(exc)) from None
+    return after, every, at, p, times
 
 
 class FaultPlan:
@@ -68,18 +78,27 @@ class FaultPlan:
         self.log: list[tuple[int, int, str]] = []
 
     @classmethod
-    def parse(cls, text: str, ipus: int) -> FaultPlan:
+    def parse(cls, text: str, limits: Limits) -> FaultPlan:
+        """A plan from its TOML text; raises FaultError naming what is wrong
+        (the fault's place in the plan and its key)."""
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise FaultError(f"not TOML: {exc}") from None
-        seed = data.get("seed", 0)
-        if not isinstance(seed, int):
-            raise FaultError("seed must be an integer")
+        for key in data:
+            if key not in ("seed", "fault"):
+                raise FaultError(unknown(key, ["seed", "fault"], "a plan", "has no key or table"))
+        try:
+            seed = SEED.check(data.get("seed", 0))
+        except Invalid as exc:
+            raise FaultError(str(exc)) from None
+        raw_faults = data.get("fault", [])
+        if not isinstance(raw_faults, list) or not all(isinstance(r, dict) for r in raw_faults):
+            raise FaultError("fault must be tables: write each as [[fault]]")
         entries = []
-        for index, raw in enumerate(data.get("fault", [])):
+        for index, raw in enumerate(raw_faults):
             try:
-                fault = faults.parse(raw, ipus)
+                fault = faults.parse(raw, limits, ignore=PLAN_KEYS)
                 trigger = _trigger(raw)
             except FaultError as exc:
                 raise FaultError(f"fault {index + 1}: {exc}") from None

@@ -9,7 +9,7 @@ import os
 import signal
 import struct
 from collections.abc import Callable
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, TypeVar
 
 from ipufs import native
 from ipufs.abi import ioctls as abi
@@ -24,6 +24,7 @@ from ipufs.abi.icu import MESSAGE as icu_message
 from ipufs.abi.interrupts import ALL_SOURCES, FIRST_SIGNAL, SIGNAL_NAMES, Interrupt
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 U64 = 8
 #: An ioctl's argument bytes: a view of the request buffer, valid only
@@ -45,6 +46,25 @@ class Watcher(Protocol):
 class DmaError(Exception):
     """Raised by the device-side DMA calls: no attachment, an unknown
     buffer, a range outside it, or an address the process does not map."""
+
+
+_starvation_logged = False
+
+
+def _starved_as_eagain(call: Callable[..., T], *args: object) -> T:
+    """``call(*args)``, with the daemon's own lack of file descriptors or
+    memory (EMFILE, ENFILE, ENOMEM) answered EAGAIN: it is no fault of the
+    caller, who may try again (docs/abi.md). Logged once per daemon."""
+    global _starvation_logged
+    try:
+        return call(*args)
+    except OSError as exc:
+        if exc.errno not in procs.STARVED:
+            raise
+        if not _starvation_logged:
+            log.error("out of file descriptors or memory (%s): answering EAGAIN", os.strerror(exc.errno or 0))
+            _starvation_logged = True
+        raise FUSEError(errno.EAGAIN, "the daemon is out of file descriptors or memory") from exc
 
 
 def _alive(pidfd: int) -> bool:
@@ -144,7 +164,7 @@ class IpuDriver:
         if writes and len(data) != size:
             raise FUSEError(errno.EINVAL, "argument shorter than its encoding")
         if caller_matters:
-            tgid = self._caller(ipu, pid)
+            tgid = _starved_as_eagain(self._caller, ipu, pid)
             if tgid is None:
                 raise FUSEError(errno.ESRCH, "the caller is gone")
         else:
@@ -183,7 +203,7 @@ class IpuDriver:
             att.handles.add(fh)
             return 0, b""
         try:
-            pidfd = os.pidfd_open(tgid)
+            pidfd = _starved_as_eagain(os.pidfd_open, tgid)
         except OSError as exc:
             raise FUSEError(errno.ESRCH, "the caller is gone") from exc
         handles = {h for h, (i, t) in self._open.items() if i == ipu and t == tgid} | {fh}

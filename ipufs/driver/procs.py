@@ -3,16 +3,27 @@
 # and what monitors show about a process.
 from __future__ import annotations
 
+import errno
+
+
+#: errnos that say the daemon lacks a resource, not that a process is gone.
+STARVED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
 
 def tgid_of(pid: int) -> int | None:
     """The process (thread group) that thread ``pid`` belongs to, or None
-    when it is gone."""
+    when it is gone. The daemon's own lack of descriptors or memory is
+    raised (OSError), never taken for a gone process."""
     try:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
                 if line.startswith("Tgid:"):
                     return int(line.split()[1])
-    except (OSError, ValueError):
+    except OSError as exc:
+        if exc.errno in STARVED:
+            raise
+        return None
+    except ValueError:
         return None
     return None
 

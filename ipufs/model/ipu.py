@@ -37,6 +37,12 @@ _DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4)
 MAILBOX_BELL = Header.DOORBELL // 4
 
 
+def _check_u32(**values: int | None) -> None:
+    for name, value in values.items():
+        if value is not None and not 0 <= value <= 0xFFFFFFFF:
+            raise ValueError(f"{name} {value} does not fit a u32 register")
+
+
 @dataclass(frozen=True, slots=True)
 class HeldException:
     cause: int
@@ -157,7 +163,9 @@ class Ipu:
     def sync_registers(self) -> None:
         """Bring every status register up to date with the model, including
         any the host stored over."""
-        values = self._status()
+        # Masked: whatever a caller left in the model, a register holds a u32
+        # and a store never fails (the fault API also refuses such values).
+        values = [v & 0xFFFFFFFF for v in self._status()]
         self.config.store_words(_STATUS_INDEX, np.array(values, dtype=np.uint32))
         self.watch_expect[self._status_slot] = values
         self._synced = values
@@ -249,6 +257,7 @@ class Ipu:
 
     def _store_status(self, slot: int, value: int) -> None:
         """Status register number ``slot`` (in _STATUS order) now holds ``value``."""
+        value &= 0xFFFFFFFF  # a register holds a u32, whatever the model was given
         if self._synced[slot] != value:
             self._synced[slot] = value
             self.config.store_word(_STATUS_WORDS[slot], value)
@@ -260,7 +269,9 @@ class Ipu:
 
     def raise_exception(self, cause: int, tile: int = 0, address: int = 0, context: int = 0) -> None:
         """An exception: the first since the last clear is held in the
-        EXC_* registers; every one raises the exception interrupt."""
+        EXC_* registers; every one raises the exception interrupt. Values
+        that do not fit their u32 registers are refused (ValueError)."""
+        _check_u32(cause=cause, tile=tile, address=address, context=context)
         self.exception_count += 1
         if self.exception is None:
             self.exception = HeldException(int(cause), tile, address, context)
@@ -375,6 +386,9 @@ class Ipu:
 
     def set_telemetry(self, *, temperature_mc: int | None = None, power_mw: int | None = None,
                       clock_mhz: int | None = None) -> None:
+        """The fault API: new telemetry (None: unchanged). Values that do not
+        fit their u32 registers are refused (ValueError)."""
+        _check_u32(temperature_mc=temperature_mc, power_mw=power_mw, clock_mhz=clock_mhz)
         board = self.icu.board
         if temperature_mc is not None:
             board.temperature_mc = temperature_mc
@@ -383,6 +397,12 @@ class Ipu:
         if clock_mhz is not None:
             board.clock_mhz = clock_mhz
         self._changed()
+
+    def stamp_scratch(self, monotonic_ns: int) -> None:
+        """The fault API, for latency measurements: SCRATCH holds the low 32
+        bits of the moment of an event (CLOCK_MONOTONIC in ns, read by the
+        caller: the model reads no clocks)."""
+        self._set(REG["SCRATCH"], monotonic_ns & 0xFFFFFFFF)
 
     # --- reset ------------------------------------------------------------------
     def reset(self) -> None:

@@ -115,10 +115,11 @@ def test_telemetry_icu_message_reset_and_interrupt(board: RunningDaemon, client:
 def test_bad_faults_are_refused_with_a_reason(board: RunningDaemon) -> None:
     with Control.of_mount(board.mountpoint) as control:
         for request, reason in (({"kind": "explode"}, "unknown fault kind"),
-                                ({"kind": "exception", "cause": "bored"}, "unknown cause"),
-                                ({"kind": "parity", "tile": 1}, "missing address"),
+                                ({"kind": "exception", "cause": "bored"}, "cause must be one of"),
+                                ({"kind": "parity", "tile": 1}, "parity needs address"),
                                 ({"kind": "sync", "zone": 3}, "zone must be"),
-                                ({"kind": "reset", "ipu": 9}, "ipu must be")):
+                                ({"kind": "reset", "ipu": 9}, r"ipu must be an integer 0\.\.3, got 9"),
+                                ({"kind": "exception", "couse": "parity"}, "did you mean cause")):
             with pytest.raises(ControlError, match=reason):
                 control.request("inject", **request)
         assert control.status()["mode"] == "passthrough"

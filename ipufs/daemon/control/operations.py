@@ -1,5 +1,6 @@
-# What the control channel can do: the handlers, over the daemon's driver
-# and model. Each takes the request object and returns the answer's fields.
+# What the control channel can do: its operations, over the daemon's driver
+# and model. Each declares its arguments (checked before it runs) and
+# returns the answer's fields; docs/control.md lists them all.
 from __future__ import annotations
 
 import pwd
@@ -10,15 +11,22 @@ from typing import Any
 import trio
 
 from ipufs import __version__
-from ipufs.daemon.control.protocol import ControlError, Handler, encode
-from ipufs.abi.interrupts import SIGNAL_NAMES
+from ipufs.abi.interrupts import SIGNAL_NAMES, Interrupt
 from ipufs.daemon import faults
-from ipufs.driver import procs
-from ipufs.daemon.faults import FaultError, FaultInjector
-from ipufs.driver.filesystem import IpuFilesystem
+from ipufs.daemon.control.protocol import Operation, RequestRefused, encode
+from ipufs.daemon.faults import IPU, FaultError, FaultInjector, limits_of
+from ipufs.daemon.fields import Integer, NameList, Text
 from ipufs.daemon.plan import FaultPlan
 from ipufs.daemon.trace import KINDS, Filter, Tracer
-from ipufs.abi.interrupts import Interrupt
+from ipufs.driver import procs
+from ipufs.driver.filesystem import IpuFilesystem
+
+#: The IPU a request is about, required.
+THE_IPU = Integer("ipu", IPU.help, hi=IPU.hi, hi_text=IPU.hi_text)
+#: The IPU a trace follows (absent: all).
+SOME_IPU = Integer("ipu", "only this IPU", optional=True, hi=IPU.hi, hi_text=IPU.hi_text)
+TRACE_KINDS = NameList("kinds", "only these kinds of event", default=[], names=KINDS)
+PLAN_TEXT = Text("toml", "the plan's TOML text (empty: no faults)")
 
 
 def _user(uid: int) -> str:
@@ -36,19 +44,15 @@ def _owner_uid(pid: int) -> int:
         return -1
 
 
-class Operations:
+class StatusQueries:
+    """The control operations that report: the daemon and its IPUs."""
+
     def __init__(self, filesystem: IpuFilesystem, requests: Callable[[], int] = lambda: 0) -> None:
         self.fs = filesystem
         self.requests = requests
 
-    def handlers(self) -> dict[str, Handler]:
-        return {"status": self.status, "ipu": self.ipu}
-
-    def _index(self, request: dict[str, Any]) -> int:
-        index = request.get("ipu")
-        if not isinstance(index, int) or not 0 <= index < len(self.fs.devices.ipus):
-            raise ControlError(f"ipu must be 0..{len(self.fs.devices.ipus) - 1}")
-        return index
+    def operations(self) -> list[Operation]:
+        return [Operation("status", (), self.status), Operation("ipu", (THE_IPU,), self.ipu)]
 
     def _ipu(self, index: int) -> dict[str, Any]:
         driver = self.fs.driver
@@ -88,7 +92,7 @@ class Operations:
 
     def ipu(self, request: dict[str, Any]) -> dict[str, Any]:
         """One IPU: {"op": "ipu", "ipu": N}."""
-        return self._ipu(self._index(request))
+        return self._ipu(request["ipu"])
 
 
 class DeviceSide:
@@ -104,27 +108,28 @@ class DeviceSide:
         self.start_plan = start_plan
         self.plan: FaultPlan | None = None
 
-    def handlers(self) -> dict[str, Handler]:
-        return {"inject": self.inject, "plan": self.load_plan, "plan-log": self.plan_log}
+    def operations(self) -> list[Operation]:
+        return [Operation("inject", (), self.inject, open_ended=True),
+                Operation("plan", (PLAN_TEXT,), self.load_plan),
+                Operation("plan-log", (), self.plan_log),
+                Operation("trace", (SOME_IPU, TRACE_KINDS), stream=self.trace)]
 
     def inject(self, request: dict[str, Any]) -> dict[str, Any]:
-        """{"op": "inject", "kind": ..., "ipu": N, ...parameters}"""
+        """{"op": "inject", "kind": ..., "ipu": N, ...the kind's fields}"""
         try:
-            fault = faults.parse(request, len(self.fs.devices.ipus))
-            self.injector.apply(fault)
+            fault = faults.parse(request, limits_of(self.fs))
         except FaultError as exc:
-            raise ControlError(str(exc)) from None
+            raise RequestRefused(str(exc)) from None
+        self.injector.apply(fault)
         return {"fired": fault.describe()}
 
     def load_plan(self, request: dict[str, Any]) -> dict[str, Any]:
-        """{"op": "plan", "toml": TEXT}: replace the fault plan."""
-        text = request.get("toml")
-        if not isinstance(text, str):
-            raise ControlError("plan takes toml: the plan's text")
+        """{"op": "plan", "toml": TEXT}: replace the fault plan (an empty
+        text clears it)."""
         try:
-            plan = FaultPlan.parse(text, len(self.fs.devices.ipus))
+            plan = FaultPlan.parse(request["toml"], limits_of(self.fs))
         except FaultError as exc:
-            raise ControlError(str(exc)) from None
+            raise RequestRefused(str(exc)) from None
         self.plan = plan
         self.start_plan(plan)
         return {"faults": len(plan.entries), "seed": plan.seed}
@@ -135,12 +140,9 @@ class DeviceSide:
 
     async def trace(self, request: dict[str, Any], stream: trio.SocketStream) -> None:
         """{"op": "trace", "ipu": N?, "kinds": [...]?}: the connection then
-        carries one JSON event per line until the client closes it."""
-        kinds = request.get("kinds") or []
-        ipu = request.get("ipu")
-        if not isinstance(kinds, list) or not set(kinds) <= set(KINDS) or not (ipu is None or isinstance(ipu, int)):
-            await stream.send_all(encode({"ok": False, "error": f"kinds must be among {', '.join(KINDS)}"}))
-            return
+        carries one JSON event per line until the client closes it. The
+        arguments are checked before it runs."""
+        kinds, ipu = request["kinds"], request["ipu"]
         with self.lock:
             sub, events = self.tracer.subscribe(Filter(ipu, frozenset(kinds)))
         gone = (trio.BrokenResourceError, trio.ClosedResourceError)

@@ -1,45 +1,101 @@
 # The control protocol, sans-IO: one JSON object per line each way.
 # A request is {"op": NAME, ...arguments}; the answer is {"ok": true, ...}
-# or {"ok": false, "error": TEXT}. docs/control.md lists the operations.
+# or {"ok": false, "error": TEXT}. Each operation declares its arguments as
+# typed fields (ipufs/daemon/fields.py), checked here before its handler
+# runs: an unknown argument, a wrong type or a number out of range is
+# answered with a refusal naming it. docs/control.md lists the operations.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
+from ipufs.daemon.fields import Field, Invalid, Limits, check_all, shown
+
+#: The longest request line, in bytes (the newline not counted).
 MAX_LINE = 64 * 1024
 
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+log = logging.getLogger(__name__)
 
 
-class ControlError(Exception):
+class RequestRefused(Exception):
     """A request the daemon refuses; its text goes back to the client."""
+
+
+#: Answers one request: its checked arguments in, the answer's fields out.
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+#: An operation that takes the connection over (a live trace): it gets the
+#: checked arguments and the connection's stream, and returns when the
+#: client goes away.
+Stream = Callable[[dict[str, Any], Any], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One control operation: its arguments, and either a handler that
+    answers one line or a stream that takes the connection over. Both get
+    the arguments checked (defaults filled in). ``open_ended`` operations
+    take more arguments than ``fields`` (inject: the fault kind's own) and
+    check those themselves."""
+
+    name: str
+    fields: tuple[Field, ...]
+    handler: Handler | None = None
+    stream: Stream | None = None
+    open_ended: bool = False
+
+    def arguments(self, request: dict[str, Any], limits: Limits) -> dict[str, Any]:
+        given = {k: v for k, v in request.items() if k != "op"}
+        if self.open_ended:
+            names = {f.name for f in self.fields}
+            checked = check_all(self.fields, {k: v for k, v in given.items() if k in names}, limits,
+                                what=self.name)
+            return given | checked
+        return check_all(self.fields, given, limits, what=self.name)
 
 
 def encode(message: dict[str, Any]) -> bytes:
     return json.dumps(message, separators=(",", ":")).encode() + b"\n"
 
 
+def refusal(error: str) -> bytes:
+    return encode({"ok": False, "error": error})
+
+
 def decode(line: bytes) -> dict[str, Any]:
+    if len(line) > MAX_LINE:
+        raise RequestRefused(f"line too long: a request is at most {MAX_LINE} bytes")
     try:
         message = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ControlError(f"not JSON: {exc}") from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
+        raise RequestRefused(f"not JSON: {exc}") from None
     if not isinstance(message, dict):
-        raise ControlError("a request is a JSON object")
+        raise RequestRefused("a request is a JSON object")
     return message
 
 
-def answer(handlers: dict[str, Handler], line: bytes) -> bytes:
+def operation_of(operations: dict[str, Operation], request: dict[str, Any]) -> Operation:
+    op = request.get("op")
+    operation = operations.get(op) if isinstance(op, str) else None
+    if operation is None:
+        raise RequestRefused(f"unknown op {shown(op)}; known: {', '.join(sorted(operations))}")
+    return operation
+
+
+def answer(operations: dict[str, Operation], line: bytes, limits: Limits) -> bytes:
     """The answer line to one request line; never raises."""
     try:
         request = decode(line)
-        op = request.get("op")
-        handler = handlers.get(op) if isinstance(op, str) else None
-        if handler is None:
-            raise ControlError(f"unknown op {op!r}; known: {', '.join(sorted(handlers))}")
-        return encode({"ok": True, **handler(request)})
-    except ControlError as exc:
-        return encode({"ok": False, "error": str(exc)})
-    except (KeyError, TypeError, ValueError, IndexError) as exc:
-        return encode({"ok": False, "error": f"bad request: {exc!r}"})
+        operation = operation_of(operations, request)
+        if operation.handler is None:
+            raise RequestRefused(f"{operation.name} takes a connection of its own")
+        return encode({"ok": True, **operation.handler(operation.arguments(request, limits))})
+    except (RequestRefused, Invalid) as exc:
+        return refusal(str(exc))
+    except Exception as exc:
+        # A handler's bug must not cost the client its answer or the
+        # daemon its loop; the log keeps the traceback.
+        log.exception("control request failed: %s", shown(line))
+        return refusal(f"internal error: {exc!r}")

@@ -1,32 +1,49 @@
 # The control socket of a daemon: a trio Unix socket server answering JSON
-# lines with the handlers of ipufs/daemon/control/operations.py. The socket gets the
-# nodes' owner, group and mode, so whoever may open the nodes may use it.
+# lines with the operations of ipufs/daemon/control/operations.py. The
+# socket gets the nodes' owner, group and mode, so whoever may open the
+# nodes may use it. Connections are bounded and idle ones time out, so that
+# clients can never take the file descriptors the device needs (pidfds at
+# ATTACH, backing files); docs/control.md gives the limits.
 from __future__ import annotations
 
+import errno
 import logging
 import os
+import threading
+from typing import Any
 
 import trio
 
-from collections.abc import Awaitable, Callable
-from typing import Any
-
-from ipufs.daemon.control.protocol import MAX_LINE, ControlError, Handler, answer, decode
-
-#: An operation that takes the connection over (a live trace): it gets the
-#: request and the stream, and returns when the client goes away.
-Stream = Callable[[dict[str, Any], trio.SocketStream], Awaitable[None]]
+from ipufs.daemon.control.protocol import (
+    MAX_LINE, Operation, RequestRefused, answer, decode, operation_of, refusal,
+)
+from ipufs.daemon.fields import Invalid, Limits
 
 log = logging.getLogger(__name__)
 
+#: Connections served at once (live traces included); more are answered
+#: with a refusal and closed.
+MAX_CONNECTIONS = 64
+#: Seconds a connection may wait between requests (or take to finish a
+#: line) before it is closed; a live trace is exempt.
+IDLE_TIMEOUT = 60.0
+#: accept() errors that mean "no descriptor or memory left for now".
+_STARVED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
+
 
 class ControlServer:
-    def __init__(self, path: str, handlers: dict[str, Handler], *, uid: int, gid: int, mode: int,
-                 streams: dict[str, Stream] | None = None) -> None:
+    def __init__(self, path: str, operations: list[Operation], *, limits: Limits, lock: threading.RLock,
+                 uid: int, gid: int, mode: int, max_connections: int = MAX_CONNECTIONS,
+                 idle_timeout: float = IDLE_TIMEOUT) -> None:
         self.path = path
-        self.handlers = handlers
-        self.streams = streams or {}
+        self.operations = {op.name: op for op in operations}
+        self.limits = limits
+        self.lock = lock
         self.uid, self.gid, self.mode = uid, gid, mode
+        self.max_connections = max_connections
+        self.idle_timeout = idle_timeout
+        self.connections = 0
+        self._starved = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         try:
@@ -39,9 +56,11 @@ class ControlServer:
             os.chown(self.path, self.uid, self.gid)
             os.chmod(self.path, self.mode)
             sock.listen(16)
-            listener = trio.SocketListener(sock)
             task_status.started()
-            await trio.serve_listeners(self._serve, [listener])
+            async with trio.open_nursery() as nursery:
+                while True:
+                    conn = await self._accept(sock)
+                    nursery.start_soon(self._serve, trio.SocketStream(conn))
         finally:
             sock.close()
             try:
@@ -49,41 +68,83 @@ class ControlServer:
             except FileNotFoundError:
                 pass
 
-    def _stream_of(self, line: bytes) -> tuple[dict[str, Any], Stream] | None:
-        try:
-            request = decode(line)
-        except ControlError:
-            return None
-        op = request.get("op")
-        run = self.streams.get(op) if isinstance(op, str) else None
-        return None if run is None else (request, run)
+    async def _accept(self, sock: trio.socket.SocketType) -> trio.socket.SocketType:
+        """The next connection. Out of descriptors, the daemon says so once
+        (not at every retry) and waits for some to be freed."""
+        while True:
+            try:
+                conn, _ = await sock.accept()
+            except OSError as exc:
+                if exc.errno not in _STARVED:
+                    raise
+                if not self._starved:
+                    log.warning("control socket: cannot accept connections: %s; retrying until "
+                                "descriptors are freed", os.strerror(exc.errno or 0))
+                    self._starved = True
+                await trio.sleep(0.1)
+                continue
+            if self._starved:
+                log.info("control socket: accepting connections again")
+                self._starved = False
+            return conn
 
     async def _serve(self, stream: trio.SocketStream) -> None:
         # Whatever a client does, it must never take the daemon down.
+        async with stream:
+            try:
+                if self.connections >= self.max_connections:
+                    await stream.send_all(refusal(f"too many control connections (at most "
+                                                  f"{self.max_connections}); try again later"))
+                    return
+                self.connections += 1
+                try:
+                    await self._converse(stream)
+                finally:
+                    self.connections -= 1
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                return
+            except Exception:
+                log.exception("control connection failed")
+
+    def _answer(self, line: bytes) -> bytes:
+        with self.lock:
+            return answer(self.operations, line, self.limits)
+
+    def _stream_of(self, line: bytes) -> tuple[Operation, dict[str, Any]] | None:
+        """The streaming operation a line asks for, with its checked
+        arguments; None for any other line (or a refused one)."""
         try:
-            await self._converse(stream)
-        except Exception:
-            log.exception("control connection failed")
+            request = decode(line)
+            operation = operation_of(self.operations, request)
+            if operation.stream is None:
+                return None
+            return operation, operation.arguments(request, self.limits)
+        except (RequestRefused, Invalid):
+            return None
 
     async def _converse(self, stream: trio.SocketStream) -> None:
         buffer = b""
-        async with stream:
-            try:
-                while True:
-                    data = await stream.receive_some(MAX_LINE)
-                    if not data:
-                        return
-                    buffer += data
-                    while b"\n" in buffer:
-                        line, buffer = buffer.split(b"\n", 1)
-                        streaming = self._stream_of(line)
-                        if streaming is not None:
-                            request, run = streaming
-                            await run(request, stream)
-                            return
-                        await stream.send_all(answer(self.handlers, line))
-                    if len(buffer) > MAX_LINE:
-                        await stream.send_all(answer({}, b"line too long"))
-                        return
-            except (trio.BrokenResourceError, trio.ClosedResourceError):
+        while True:
+            data = None
+            with trio.move_on_after(self.idle_timeout):
+                data = await stream.receive_some(MAX_LINE + 1)
+            if data is None:
+                await stream.send_all(refusal(f"idle for {self.idle_timeout:g} s: connection closed"))
+                return
+            if not data:
+                return
+            buffer += data
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                streaming = self._stream_of(line)
+                if streaming is not None:
+                    operation, arguments = streaming
+                    assert operation.stream is not None
+                    await operation.stream(arguments, stream)
+                    return
+                await stream.send_all(self._answer(line))
+            if len(buffer) > MAX_LINE:
+                # No line end in sight: the rest of this line cannot be told
+                # from the next request, so the connection ends here.
+                await stream.send_all(refusal(f"line too long: a request is at most {MAX_LINE} bytes"))
                 return
