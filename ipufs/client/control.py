@@ -44,8 +44,9 @@ class Control:
     def _closed_by_daemon(self) -> bool:
         """Whether the daemon has ended the connection (or said it would)
         while no request was waiting: nothing else makes it readable."""
-        readable, _, _ = select.select([self.sock], [], [], 0)
-        return bool(readable)
+        poller = select.poll()  # select() cannot watch descriptors past 1023
+        poller.register(self.sock, select.POLLIN)
+        return bool(poller.poll(0))
 
     def request(self, op: str, **arguments: Any) -> dict[str, Any]:
         """Send one request; its answer without "ok". Raises ControlError

@@ -115,8 +115,8 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
         _sync),
     FaultKind(
         "icu-timeout", "the ICU stops answering",
-        "the ICU takes requests and answers none: MAILBOX_WRITE_READ fails with ETIMEDOUT, the rings "
-        "get no answers, `STATUS` bit 3 is set",
+        "for `--for` seconds (0: until `icu-recover`), the ICU takes requests and answers none: "
+        "MAILBOX_WRITE_READ fails with ETIMEDOUT, the rings get no answers, `STATUS` bit 3 is set",
         (Seconds("for", "how long: 2s, 500ms, 1.5 (0: until icu-recover)", default=0.0, option="--for"),),
         _icu_timeout),
     FaultKind(
@@ -157,12 +157,20 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
 
 
 def _field_doc(f: Field) -> str:
-    name = f"`{f.option}`" if f.option else f"`{f.metavar or f.name.upper()}`"
-    if f.option and f.option.lstrip("-") != f.name:
-        name += f" (`{f.name}`)"
-    default = "" if f.required or f.optional else f", default {f.default}"
+    """One field in the docs table: how `ipufs inject` and the socket name it."""
+    if isinstance(f, Words):
+        name = f"`{f.metavar or 'W'}0` … `{f.metavar or 'W'}{f.count - 1}` (`{f.name}`)"
+    else:
+        name = f"`{f.option}`" if f.option else f"`{f.metavar or f.name.upper()}`"
+        if not f.option or f.option.lstrip("-") != f.name:
+            name += f" (`{f.name}`)"
     if isinstance(f, Flag):
         return f"{name}: {f.help}"
+    default = ""
+    if not (f.required or f.optional):
+        default = f", default {f.default:g}" if isinstance(f.default, float) else f", default {f.default}"
+    if isinstance(f, Integer) and f.scale != 1:
+        return f"{name}: {f.unit} on the command line; {f.takes()} thousandths through the socket{default}"
     unit = f" in {f.unit}" if isinstance(f, Integer) and f.unit else ""
     return f"{name}{unit}: {f.takes()}{default}"
 

@@ -89,9 +89,10 @@ def answer(operations: dict[str, Operation], line: bytes, limits: Limits) -> byt
     try:
         request = decode(line)
         operation = operation_of(operations, request)
+        arguments = operation.arguments(request, limits)
         if operation.handler is None:
             raise RequestRefused(f"{operation.name} takes a connection of its own")
-        return encode({"ok": True, **operation.handler(operation.arguments(request, limits))})
+        return encode({"ok": True, **operation.handler(arguments)})
     except (RequestRefused, Invalid) as exc:
         return refusal(str(exc))
     except Exception as exc:

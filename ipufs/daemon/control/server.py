@@ -21,8 +21,9 @@ from ipufs.daemon.fields import Invalid, Limits
 
 log = logging.getLogger(__name__)
 
-#: Connections served at once (live traces included); more are answered
-#: with a refusal and closed.
+#: Connections served at once (live traces included). A new one past the
+#: limit closes the connection idle the longest; when every one is a live
+#: trace, the new one is refused.
 MAX_CONNECTIONS = 64
 #: Seconds a connection may wait between requests (or take to finish a
 #: line) before it is closed; a live trace is exempt.
@@ -43,6 +44,9 @@ class ControlServer:
         self.max_connections = max_connections
         self.idle_timeout = idle_timeout
         self.connections = 0
+        #: The connections waiting for a request: since when, how to end the
+        #: wait, and their slot flag (cleared when evicted).
+        self._idle: dict[int, tuple[float, trio.CancelScope, list[bool]]] = {}
         self._starved = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
@@ -92,19 +96,33 @@ class ControlServer:
         # Whatever a client does, it must never take the daemon down.
         async with stream:
             try:
-                if self.connections >= self.max_connections:
+                if self.connections >= self.max_connections and not self._evict():
                     await stream.send_all(refusal(f"too many control connections (at most "
-                                                  f"{self.max_connections}); try again later"))
+                                                  f"{self.max_connections}, all busy); try again later"))
                     return
                 self.connections += 1
+                slot = [True]  # this connection holds a slot (until evicted)
                 try:
-                    await self._converse(stream)
+                    await self._converse(stream, slot)
                 finally:
-                    self.connections -= 1
+                    if slot[0]:
+                        self.connections -= 1
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             except Exception:
                 log.exception("control connection failed")
+
+    def _evict(self) -> bool:
+        """End the wait of the connection idle the longest (it is told so
+        and closed, and its slot taken by the newcomer at once)."""
+        if not self._idle:
+            return False
+        key = min(self._idle, key=lambda k: self._idle[k][0])
+        _, scope, slot = self._idle.pop(key)
+        slot[0] = False  # its slot is the newcomer's, though it still says goodbye
+        self.connections -= 1
+        scope.cancel()
+        return True
 
     def _answer(self, line: bytes) -> bytes:
         with self.lock:
@@ -122,14 +140,20 @@ class ControlServer:
         except (RequestRefused, Invalid):
             return None
 
-    async def _converse(self, stream: trio.SocketStream) -> None:
+    async def _converse(self, stream: trio.SocketStream, slot: list[bool]) -> None:
         buffer = b""
         while True:
             data = None
-            with trio.move_on_after(self.idle_timeout):
+            with trio.move_on_after(self.idle_timeout) as scope:
+                if not buffer:  # a connection in mid-line is not idle
+                    self._idle[id(slot)] = (trio.current_time(), scope, slot)
                 data = await stream.receive_some(MAX_LINE + 1)
+            self._idle.pop(id(slot), None)
             if data is None:
-                await stream.send_all(refusal(f"idle for {self.idle_timeout:g} s: connection closed"))
+                reason = f"idle for {self.idle_timeout:g} s" if slot[0] else \
+                    f"idle the longest of {self.max_connections} connections"
+                with trio.move_on_after(1):
+                    await stream.send_all(refusal(f"{reason}: connection closed"))
                 return
             if not data:
                 return
@@ -142,7 +166,10 @@ class ControlServer:
                     assert operation.stream is not None
                     await operation.stream(arguments, stream)
                     return
-                await stream.send_all(self._answer(line))
+                with trio.move_on_after(self.idle_timeout) as sending:
+                    await stream.send_all(self._answer(line))
+                if sending.cancelled_caught:
+                    return  # a client that reads no answers is gone as far as we care
             if len(buffer) > MAX_LINE:
                 # No line end in sight: the rest of this line cannot be told
                 # from the next request, so the connection ends here.
