@@ -58,7 +58,7 @@ BLOCKS: tuple[Block, ...] = (
         ("WORKERS_PER_TILE", 0x14, RO, "worker contexts per tile (plus one supervisor)"),
         ("BOARD_TYPE", 0x18, RO, "board: 1 = C2, 2 = M2000, 3 = C600"),
         ("BOARD_VARIANT", 0x1C, RO, "board variant number"),
-        ("BOARD_SERIAL_LO", 0x20, RO, "board serial number, low 32 bits"),
+        ("BOARD_SERIAL_LO", 0x20, RO, "board serial number, low 32 bits (the serial's 14 digits as one integer)"),
         ("BOARD_SERIAL_HI", 0x24, RO, "board serial number, high 32 bits"),
         ("BOARD_IPU_INDEX", 0x28, RO, "this IPU's index on its board"),
         ("FIRMWARE_VERSION", 0x2C, RO, "ICU firmware: major << 16 | minor << 8 | revision"),

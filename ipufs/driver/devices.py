@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ipufs.abi.serial import board_serial
 from ipufs.driver.backing import BackingFile
 from ipufs.model.ipu import Ipu, Placement
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import Profile, Region
 from ipufs.model.sync import SyncGroup
-
-SERIAL_BASE = 0x1D95_0000
 
 
 class DeviceSet:
@@ -44,7 +43,7 @@ class DeviceSet:
                 self.groups.append(group)
                 for index in members:
                     placement = Placement(board=first // self.group_size, index_on_board=index - first,
-                                          serial=SERIAL_BASE + first // self.group_size,
+                                          serial=board_serial(profile.board_type, first // self.group_size),
                                           group_size=len(members))
                     self.ipus.append(Ipu(profile, index, self._memory(index), placement=placement, group=group,
                                          outbox=self.deliverable))

@@ -13,6 +13,7 @@ import numpy as np
 
 from ipufs.abi import registers as R
 from ipufs.abi.icu import Header
+from ipufs.abi.serial import board_serial
 from ipufs.model.icu import Board, Icu
 from ipufs.abi.interrupts import Interrupt
 from ipufs.model.interrupts import InterruptController
@@ -79,7 +80,7 @@ class Ipu:
         self.index = index
         self.memory = dict(memory)
         self.config = self.memory[Region.CONFIG]
-        self.placement = placement or Placement(index, 0, 0x1D950000 + index, 1)
+        self.placement = placement or Placement(index, 0, board_serial(profile.board_type, index), 1)
         self.group = group or SyncGroup((index,), lambda member, zone: self.sync_completed(zone))
         self.interrupts = InterruptController(index=index, outbox=set() if outbox is None else outbox)
         self.tiles = TileMemory(profile, self.memory[Region.EXCHANGE])

@@ -74,7 +74,7 @@ struct ipufs_buffer {
 #define IPU_REG_WORKERS_PER_TILE 0x0014 /* ro: worker contexts per tile (plus one supervisor) */
 #define IPU_REG_BOARD_TYPE 0x0018 /* ro: board: 1 = C2, 2 = M2000, 3 = C600 */
 #define IPU_REG_BOARD_VARIANT 0x001C /* ro: board variant number */
-#define IPU_REG_BOARD_SERIAL_LO 0x0020 /* ro: board serial number, low 32 bits */
+#define IPU_REG_BOARD_SERIAL_LO 0x0020 /* ro: board serial number, low 32 bits (the serial's 14 digits as one integer) */
 #define IPU_REG_BOARD_SERIAL_HI 0x0024 /* ro: board serial number, high 32 bits */
 #define IPU_REG_BOARD_IPU_INDEX 0x0028 /* ro: this IPU's index on its board */
 #define IPU_REG_FIRMWARE_VERSION 0x002C /* ro: ICU firmware: major << 16 | minor << 8 | revision */
