@@ -50,6 +50,11 @@ class BackingFile:
             os.close(fd)
             raise
 
+    def blocks(self) -> int:
+        """512-byte blocks the file really holds (st_blocks of the memfd or
+        file): untouched pages of a sparse BAR hold none. One fstat."""
+        return os.fstat(self.fd).st_blocks if self.fd >= 0 else 0
+
     def discard(self) -> None:
         """Zero the whole file by dropping its pages (MADV_REMOVE punches a
         hole in shmem and in most filesystems), so a reset of a large BAR

@@ -189,9 +189,12 @@ class IpuFilesystem(Operations):
                            atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns)
         node = self._node(ino)
         size = self.devices.profile.region_size(node.region)
+        # st_blocks says what the backing memory holds, not the BAR's size:
+        # `du` and `ls -s` then show what the daemon really uses.
+        backing = self.devices.backing.get((node.ipu, node.region))
         return rp.Attr(ino=ino, mode=s.mode, size=size, uid=s.uid, gid=s.gid,
                        atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns,
-                       blocks=(size + 511) // 512)
+                       blocks=backing.blocks() if backing is not None else 0)
 
     def lookup(self, req: rq.Lookup) -> rp.Reply:
         if req.nodeid != ROOT_INO:
