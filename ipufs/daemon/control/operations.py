@@ -62,7 +62,9 @@ class StatusQueries:
         if att is not None:
             uid = _owner_uid(att.pid)
             attached = {"pid": att.pid, "command": procs.command_of(att.pid), "uid": uid,
-                        "user": _user(uid), "ipu_id": att.ipu_id, "buffers": len(att.buffers)}
+                        "user": _user(uid), "ipu_id": att.ipu_id, "buffers": len(att.buffers),
+                        "buffer_bytes": sum(b.length for b in att.buffers.values())}
+        use, session_use = driver.attachments.use(index)
         names = SIGNAL_NAMES
         board = model.icu.board
         return {
@@ -72,6 +74,8 @@ class StatusQueries:
             "signals_dropped": {names[s]: driver.signals_dropped[index][s] for s in Interrupt},
             "interrupts_raised": {names[s]: model.interrupts.raised[s] for s in Interrupt},
             "reset_count": model.reset_count,
+            "use": use,  # share of the daemon's time a process held the IPU
+            "session_use": session_use,  # the same over the current or last attachment
             "exception": None if model.exception is None else {
                 "cause": model.exception.cause, "tile": model.exception.tile,
                 "address": model.exception.address, "context": model.exception.context},
