@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import grp
+import json
 import os
 import pwd
 import tomllib
@@ -63,26 +64,81 @@ KEYS = {"mountpoint", "ipus", "profile", "owner", "group", "mode", "state_dir", 
         "spin_us", "cdi", "cdi_dir", "cdi_prefix"}
 
 
+#: The TOML type each setting takes in the file (ipus = 4, mode = "0660").
+TYPES: dict[str, tuple[type, ...]] = {
+    "mountpoint": (str,), "ipus": (int,), "profile": (str,), "owner": (str, int), "group": (str, int),
+    "mode": (str,), "state_dir": (str,), "passthrough": (bool,), "link_dev": (bool,), "dev_dir": (str,),
+    "group_size": (int,), "control": (str,), "fault_plan": (str,), "trace_file": (str,),
+    "trace_max_bytes": (int,), "spin_us": (int,),
+}
+_TOML_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
+
+
 def uid_of(value: str | int) -> int:
-    return value if isinstance(value, int) else int(value) if value.isdigit() else pwd.getpwnam(value).pw_uid
+    if isinstance(value, int) or value.isdigit():
+        return int(value)
+    try:
+        return pwd.getpwnam(value).pw_uid
+    except KeyError:
+        raise ValueError(f"owner: there is no user named {value}") from None
 
 
 def gid_of(value: str | int) -> int:
-    return value if isinstance(value, int) else int(value) if value.isdigit() else grp.getgrnam(value).gr_gid
+    if isinstance(value, int) or value.isdigit():
+        return int(value)
+    try:
+        return grp.getgrnam(value).gr_gid
+    except KeyError:
+        raise ValueError(f"group: there is no group named {value} (create it with `groupadd {value}`, "
+                         "or name an existing one)") from None
 
 
 def mode_of(value: str | int) -> int:
-    return value if isinstance(value, int) else int(value, 8)
+    """Permission bits, written in octal: "0660" (a string; in the file a
+    TOML integer such as 660 is refused, as it would be read in decimal)."""
+    if isinstance(value, int):
+        return value
+    try:
+        return int(value, 8)
+    except ValueError:
+        raise ValueError(f"mode {value} is not permission bits in octal, such as 0660") from None
 
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
-    with open(path, "rb") as f:
-        data = tomllib.load(f)
+    """The settings of a configuration file, each checked for its type;
+    every error names the file and the key."""
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as exc:
+        raise ValueError(f"{path}: not valid TOML: {exc}") from None
     settings = data.get("ipufs", data)
+    if not isinstance(settings, dict):
+        raise ValueError(f"{path}: [ipufs] must be a table of settings")
     unknown = set(settings) - KEYS
     if unknown:
         raise ValueError(f"{path}: unknown settings {', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
+    for key, value in settings.items():
+        kinds = TYPES[key]
+        if key == "mode" and isinstance(value, int) and not isinstance(value, bool):
+            meant = f"0{value}" if set(str(value)) <= set("01234567") else f"0{value:o}"
+            raise ValueError(f"{path}: mode = {value} is a TOML integer, which is decimal, not permission "
+                             f'bits; write them as an octal string: mode = "{meant}"')
+        if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
+            want = " or ".join(_TOML_NAMES[k] for k in kinds)
+            raise ValueError(f"{path}: {key} = {json.dumps(value, default=str)} must be {want}"
+                             + (f', such as {key} = {_EXAMPLES[key]}' if key in _EXAMPLES else ""))
+    for key, convert in (("owner", uid_of), ("group", gid_of), ("mode", mode_of)):
+        if key in settings:
+            try:
+                convert(settings[key])
+            except ValueError as exc:
+                raise ValueError(f"{path}: {exc}") from None
     return dict(settings)
+
+
+_EXAMPLES = {"ipus": "4", "group_size": "4", "spin_us": "50", "trace_max_bytes": "67108864",
+             "passthrough": "true", "link_dev": "true", "profile": '"ipu2"', "mountpoint": '"/run/ipufs"'}
 
 
 def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
