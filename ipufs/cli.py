@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 import trio
 
 from ipufs import __version__, cli_faults
+from ipufs.tools.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
 
@@ -36,15 +37,27 @@ def _sd_notify(message: str) -> None:
 
 def cmd_mount(args: argparse.Namespace) -> int:
     from ipufs.daemon.daemon import Daemon
+    from ipufs.fuse import mount as fmount
     from ipufs.fuse.operations import Negotiated
     from ipufs.daemon import config as cfg
 
     settings: dict[str, Any] = {}
-    if args.config or os.path.exists(cfg.DEFAULT_FILE) and args.config is None:
-        settings.update(cfg.load(args.config or cfg.DEFAULT_FILE))
-    given = {k: v for k, v in vars(args).items() if k in cfg.KEYS and v is not None}
-    settings.update(given)
-    config = cfg.daemon_config(settings)
+    try:
+        if args.config or os.path.exists(cfg.DEFAULT_FILE) and args.config is None:
+            settings.update(cfg.load(args.config or cfg.DEFAULT_FILE))
+        given = {k: v for k, v in vars(args).items() if k in cfg.KEYS and v is not None}
+        settings.update(given)
+        config = cfg.daemon_config(settings)
+        config.validate()
+    except ValueError as exc:  # a bad setting: a usage error
+        raise Problem(str(exc), status=USAGE) from None
+    except FileNotFoundError as exc:
+        raise Problem(f"{exc.filename} does not exist", "name a configuration file that does (docs/systemd.md)",
+                      status=USAGE) from None
+    mountpoint = config.mountpoint
+    if any(m.mountpoint == mountpoint for m in fmount.mounts()) and not fmount.is_dead(mountpoint):
+        raise Problem(f"{mountpoint} is already mounted by a running ipufs daemon",
+                      f"use it as it is, unmount it first (`ipufs umount {mountpoint}`), or name another mount point")
 
     async def main() -> None:
         daemon = Daemon(config)
@@ -72,9 +85,21 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
     try:
         trio.run(main)
-    except BaseExceptionGroup as group:
-        raise _alone(group) from None
+    except (PermissionError, BaseExceptionGroup) as exc:
+        if _has(exc, PermissionError):
+            raise Problem("mounting needs root (with CAP_SYS_ADMIN) to mount FUSE and register passthrough files",
+                          f"run `sudo ipufs mount {mountpoint}`") from exc
+        if isinstance(exc, BaseExceptionGroup):
+            raise _alone(exc) from None
+        raise
     return 0
+
+
+def _has(exc: BaseException, kind: type[BaseException]) -> bool:
+    """Whether ``exc``, or any exception of a group it is, is a ``kind``."""
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_has(e, kind) for e in exc.exceptions)
+    return isinstance(exc, kind)
 
 
 def _alone(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -95,11 +120,21 @@ def cmd_umount(args: argparse.Namespace) -> int:
     from ipufs.fuse import mount as fmount
 
     mountpoint = os.path.abspath(args.mountpoint)
+    if not any(m.mountpoint == mountpoint for m in fmount.mounts()):
+        if not os.path.lexists(mountpoint):
+            raise Problem(f"{mountpoint} does not exist", "name an ipufs mount point (`ipufs doctor` lists them)")
+        raise Problem(f"{mountpoint} is not an ipufs mount", _mount_list(fmount.mounts()))
     if args.abort:
         fmount.abort(mountpoint)
     else:
         fmount.unmount(mountpoint)
     return 0
+
+
+def _mount_list(mounts: list[Any]) -> str:
+    if not mounts:
+        return "there are no ipufs mounts"
+    return "ipufs mounts are " + ", ".join(m.mountpoint for m in mounts)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -127,6 +162,17 @@ def _root(args: argparse.Namespace) -> Path:
     return Path(args.dev) if args.dev else devices.default_root()
 
 
+def _ipus(args: argparse.Namespace) -> list[int]:
+    """The IPUs that -d names (a single or multi-IPU id, as `ipufs ls`
+    prints them), or every IPU."""
+    from ipufs.tools import devices, listing
+
+    root = _root(args)
+    if args.device_id is None:
+        return devices.indices(root)
+    return listing.listing(root).members(args.device_id)
+
+
 def cmd_ls(args: argparse.Namespace) -> int:
     from ipufs.tools import listing
 
@@ -136,15 +182,20 @@ def cmd_ls(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from ipufs.tools import devices
+    from ipufs.tools import devices, info
 
     root = _root(args)
-    ids = devices.indices(root) if args.device_id is None else [args.device_id]
-    infos = [devices.info(root, i) for i in ids]
-    if args.json:
-        print(json.dumps([i.fields for i in infos], indent=2))
-    else:
-        print("\n\n".join("\n".join(f"{k}: {v}" for k, v in i.fields.items()) for i in infos))
+    ids = _ipus(args)
+    if args.ipu_count:
+        print(len(devices.indices(root)))
+        return 0
+    if args.ipu_arch or args.tile_clock_speed:
+        for index in ids:
+            r = devices.registers(root, index)
+            print(info.ARCH_NAMES.get(r["ARCH"], "unknown") if args.ipu_arch else f"{r['CLOCK']}MHz")
+        return 0
+    infos = [info.fields(root, i) for i in ids]
+    print(json.dumps([info.as_dict(i) for i in infos], indent=2) if args.json else info.render(infos))
     return 0
 
 
@@ -152,17 +203,19 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     from ipufs.tools import monitor
 
     root = _root(args)
+    live = args.watch and sys.stdout.isatty()  # clear the screen only on a terminal
     try:
         while True:
             rows = monitor.snapshot(root)
             if args.json:
                 print(json.dumps({"time": time.time(), "ipus": rows}), flush=True)
             else:
-                if not args.once:
+                if live:
                     print("\033[H\033[2J", end="")
-                print(f"ipufs monitor  {time.strftime('%H:%M:%S')}  ({root})")
-                print(monitor.render(rows), flush=True)
-            if args.once:
+                if args.watch:
+                    print(f"ipufs monitor  {time.strftime('%H:%M:%S')}  ({root})")
+                print(monitor.render(rows, card_info=not args.no_card_info), flush=True)
+            if not args.watch:
                 return 0
             time.sleep(args.interval)
     except KeyboardInterrupt:
@@ -172,10 +225,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 def cmd_reset(args: argparse.Namespace) -> int:
     from ipufs.client import Device
 
-    with Device(args.device_id, _root(args)) as dev:
-        dev.reset()
-        count = dev.read_register("RESET_COUNT")
-    print(f"IPU {args.device_id} reset (reset count {count})")
+    for index in _ipus(args):
+        with Device(index, _root(args)) as dev:
+            dev.reset()
+            count = dev.read_register("RESET_COUNT")
+        print(f"IPU {index} reset (reset count {count})")
     return 0
 
 
@@ -276,18 +330,28 @@ def parser() -> argparse.ArgumentParser:
     ls.set_defaults(func=cmd_ls)
 
     i = tool("info", "describe devices, like gc-info --device-info")
-    i.add_argument("-d", "--device-id", type=int, help="the IPU (default: all)")
-    i.add_argument("--json", action="store_true", help="print JSON")
+    i.add_argument("-d", "--device-id", type=int,
+                   help="a device id as `ipufs ls` prints it: an IPU, or a multi-IPU device's members "
+                        "(default: every IPU)")
+    i.add_argument("--json", action="store_true", help="print JSON: typed values, keys with their units")
+    what = i.add_mutually_exclusive_group()
+    what.add_argument("--ipu-arch", action="store_true", help="print only the architecture (ipu1, ipu2, ipu21)")
+    what.add_argument("--ipu-count", action="store_true", help="print only the number of IPUs")
+    what.add_argument("--tile-clock-speed", action="store_true", help="print only the tile clock (MHz)")
     i.set_defaults(func=cmd_info)
 
-    mon = tool("monitor", "watch attached processes, signals and telemetry, like gc-monitor")
-    mon.add_argument("--once", action="store_true", help="print one snapshot and exit (for scripts)")
+    mon = tool("monitor", "show the cards, the attached processes, signals and telemetry, like gc-monitor")
+    mon.add_argument("--watch", action="store_true",
+                     help="refresh until Ctrl-C (the screen is cleared only on a terminal)")
     mon.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
-    mon.add_argument("--json", action="store_true", help="one JSON object per refresh")
+    mon.add_argument("--no-card-info", action="store_true", help="leave out the card table")
+    mon.add_argument("--json", action="store_true", help="one JSON object (per refresh with --watch)")
+    mon.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # the default now
     mon.set_defaults(func=cmd_monitor)
 
     r = tool("reset", "reset a device, like gc-reset")
-    r.add_argument("-d", "--device-id", type=int, required=True, help="the IPU")
+    r.add_argument("-d", "--device-id", type=int, required=True,
+                   help="an IPU, or a multi-IPU device (all its members are reset)")
     r.set_defaults(func=cmd_reset)
 
     cli_faults.add_commands(sub, tool)
@@ -317,10 +381,29 @@ def main(argv: list[str] | None = None) -> int:
         format="ipufs: %(levelname)s: %(message)s",
     )
     try:
-        return int(args.func(args))
-    except (OSError, ValueError, RuntimeError, KeyError) as exc:
-        print(f"ipufs {args.command}: {exc}", file=sys.stderr)
-        return 1
+        status = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return status
+    except (Exception, KeyboardInterrupt) as exc:
+        return _fail(args, exc)
+
+
+def _fail(args: argparse.Namespace, exc: BaseException) -> int:
+    """Say what went wrong in one line on stderr (never a traceback: -v
+    logs it) and return the exit status (docs/tools.md)."""
+    from ipufs.tools import problems
+
+    log.debug("%s failed", args.command, exc_info=exc)
+    explained = problems.explain(exc)
+    if isinstance(explained, problems.BrokenPipe):
+        # Like other Unix tools: nothing to say when the reader went away.
+        # Point stdout at /dev/null so the interpreter's last flush is quiet.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return problems.BROKEN_PIPE
+    if explained.status != problems.INTERRUPTED:
+        print(f"ipufs {args.command}: {explained.line()}", file=sys.stderr)
+    return explained.status
 
 
 if __name__ == "__main__":

@@ -27,27 +27,10 @@ def _root(args: argparse.Namespace) -> Path:
 
 def control(args: argparse.Namespace) -> Any:
     """The control connection of the daemon serving the IPUs under --dev;
-    ValueError with the fix when there is none."""
-    from ipufs.client import Control
+    a one-line Problem with the fix when there is none."""
     from ipufs.tools import devices
 
-    root = _root(args)
-    try:
-        ids = devices.indices(root)
-    except OSError as exc:
-        raise ValueError(f"cannot list {root}: {os.strerror(exc.errno or 0)}; name the directory of the "
-                         "nodes with --dev") from None
-    if not ids:
-        raise ValueError(f"no IPUs in {root}: mount some with `ipufs mount`, or name their directory with --dev")
-    mountpoint = devices.mountpoint_of(root, ids[0])
-    try:
-        return Control.of_mount(mountpoint)
-    except OSError as exc:
-        if exc.errno == errno.ENOTCONN:
-            raise ValueError(f"the daemon of {mountpoint} is gone: run `ipufs umount {mountpoint}`") from None
-        if exc.errno in (errno.ENODATA, errno.ENOTSUP):
-            raise ValueError(f"{mountpoint} is not an ipufs mount; name the nodes' directory with --dev") from None
-        raise ValueError(f"cannot reach the daemon of {mountpoint}: {os.strerror(exc.errno or 0)}") from None
+    return devices.control_of(_root(args))
 
 
 def _refusal(kind: FaultKind, error: str) -> str:

@@ -1,13 +1,19 @@
-# `ipufs monitor`: a live view like gc-monitor. Per IPU: the attached
-# process (pid, command, user), signals sent, and telemetry. Telemetry is
-# read from config space; who is attached and the counts come from the
-# daemon's control channel.
+# `ipufs monitor`: what gc-monitor shows, printed once (gc-monitor's own
+# habit; `--watch` refreshes it): a boxed card table (serial, ICU firmware,
+# type, id, PCIe id, clock, temperature, power) and a table of the attached
+# processes (shared/reference/ipu-facts.md, "Tool output formats"), plus
+# what only ipufs knows: signals sent and dropped. Telemetry is read from
+# config space; who is attached and the counts come from the daemon.
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+from ipufs.abi.registers import BOARD_CODES
+from ipufs.abi.serial import serial_text
 from ipufs.tools import devices
+
+BOARD_NAMES = {v: k for k, v in BOARD_CODES.items()}
 
 
 def snapshot(root: Path) -> list[dict[str, Any]]:
@@ -16,8 +22,13 @@ def snapshot(root: Path) -> list[dict[str, Any]]:
         r = devices.registers(root, index)
         view = devices.daemon_view(root, index) or {}
         attached = view.get("attached")
+        fw = r["FIRMWARE_VERSION"]
         rows.append({
             "ipu": index,
+            "serial": serial_text(r["BOARD_SERIAL_HI"] << 32 | r["BOARD_SERIAL_LO"]),
+            "icu_firmware": f"{fw >> 16}.{(fw >> 8) & 0xFF}.{fw & 0xFF}",
+            "type": BOARD_NAMES.get(r["BOARD_TYPE"], "unknown"),
+            "pci_id": devices.pci_address(index),
             "pid": attached["pid"] if attached else None,
             "command": attached["command"] if attached else None,
             "user": attached["user"] if attached else None,
@@ -32,15 +43,27 @@ def snapshot(root: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def render(rows: list[dict[str, Any]]) -> str:
-    head = f"{'IPU':>3}  {'PID':>7}  {'Command':<16} {'User':<10} {'Signals':>8} {'Dropped':>8}  " \
-           f"{'Clock':>8} {'Temp':>7} {'Power':>8} {'Resets':>6}"
-    lines = [head, "-" * len(head)]
-    for row in rows:
-        pid = str(row["pid"]) if row["pid"] else "-"
-        lines.append(
-            f"{row['ipu']:>3}  {pid:>7}  {(row['command'] or '-')[:16]:<16} {(row['user'] or '-')[:10]:<10} "
-            f"{row['signals_sent']:>8} {row['signals_dropped']:>8}  {row['clock_mhz']:>5}MHz "
-            f"{row['temperature_c']:>5.1f} C {row['power_w']:>6.1f} W {row['resets']:>6}"
-        )
+def _box(head: list[str], rows: list[list[str]]) -> list[str]:
+    """A table boxed with +, - and |, columns as wide as their widest cell."""
+    widths = [max(len(c) for c in column) for column in zip(head, *rows)]
+    rule = "+" + "+".join("-" * (w + 2) for w in widths) + "+"
+
+    def line(cells: list[str]) -> str:
+        return "|" + "|".join(f" {c:>{w}} " for c, w in zip(cells, widths)) + "|"
+
+    return [rule, line(head), rule, *(line(r) for r in rows), rule]
+
+
+def render(rows: list[dict[str, Any]], *, card_info: bool = True) -> str:
+    lines: list[str] = []
+    if card_info:
+        lines += _box(
+            ["Serial #", "ICU FW", "Type", "ID", "PCIe ID", "IPU Clk", "IPU Temp", "Board power", "Resets"],
+            [[r["serial"], r["icu_firmware"], r["type"], str(r["ipu"]), r["pci_id"], f"{r['clock_mhz']}MHz",
+              f"{r['temperature_c']:.1f} C", f"{r['power_w']:.1f} W", str(r["resets"])] for r in rows])
+    attached = [r for r in rows if r["pid"]]
+    lines += _box(["ID", "PID", "Command", "User", "Signals", "Dropped"],
+                  [[str(r["ipu"]), str(r["pid"]), r["command"] or "-", r["user"] or "-",
+                    str(r["signals_sent"]), str(r["signals_dropped"])] for r in attached]
+                  or [["-", "-", "no attached processes", "-", "-", "-"]])
     return "\n".join(lines)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -51,16 +52,95 @@ def test_ls_is_shaped_like_gc_info(board: RunningDaemon) -> None:
     assert devices[6] == {"id": 6, "type": "Multi IPU", "members": [0, 1, 2, 3]}
 
 
-def test_info_uses_gc_info_field_names(board: RunningDaemon) -> None:
-    text = ipufs("info", "-d", "2", "--dev", str(board.mountpoint))
-    fields = dict(line.split(": ", 1) for line in text.splitlines())
+def test_ls_numbers_groups_as_graphcore_does_on_c600_cards(tmp_path: Path) -> None:
+    # "device ID 12 corresponds to the four IPUs numbered 0 to 3" in an
+    # 8-IPU C600 system (docs.graphcore.ai, C600 PCIe Device IDs): pairs
+    # 8..11 first, then the fours 12, 13, then the eight 14.
+    with running_daemon(tmp_path / "mnt", ipus=8, profile="ipu21", group_size=8) as d:
+        devices = json.loads(ipufs("ls", "--json", "--dev", str(d.mountpoint)))["devices"]
+    groups = {g["id"]: g["members"] for g in devices if g["type"] == "Multi IPU"}
+    assert groups[8] == [0, 1] and groups[11] == [6, 7]
+    assert groups[12] == [0, 1, 2, 3] and groups[13] == [4, 5, 6, 7] and groups[14] == list(range(8))
+
+
+#: The keys of Graphcore's C600 `gc-info -i -d 0` sample, in its order
+#: (docs.graphcore.ai, command-line tools, "Device attributes"), that
+#: ipufs prints; it leaves out "link correctable error count (session)",
+#: "parity error count threshold" and "parity error threshold interval"
+#: (docs/tools.md says why).
+C600_KEYS = [
+    "id", "target", "average board temp", "average die temp", "board ipu index", "board serial number",
+    "board type", "board variant", "clock", "driver version", "firmware major version",
+    "firmware minor version", "firmware patch version", "firmware version", "hexoatt active size (bytes)",
+    "hexoatt total size (bytes)", "hexopt active size (bytes)", "hexopt total size (bytes)",
+    "icu bootloader version", "ipu architecture", "ipu error state", "ipu power", "ipu utilisation",
+    "ipu utilisation (session)", "link correctable error count", "link speed", "link width", "numa node",
+    "parity initialised", "pci id", "pcie physical slot", "remote buffers supported", "sysfs file id",
+    "total board power", "user executable", "user name", "user process id",
+]
+
+
+def _device_info(text: str) -> list[dict[str, str]]:
+    """Parse gc-info's layout strictly: "Device Info:", then "  key: value"."""
+    devices: list[dict[str, str]] = []
+    for line in text.splitlines():
+        if line == "Device Info:":
+            devices.append({})
+            continue
+        assert line.startswith("  ") and not line.startswith("   ") and ": " in line, line
+        key, value = line[2:].split(": ", 1)
+        devices[-1][key] = value
+    return devices
+
+
+def test_info_is_shaped_like_gc_info(board: RunningDaemon) -> None:
+    [fields] = _device_info(ipufs("info", "-d", "2", "--dev", str(board.mountpoint)))
+    assert list(fields) == [k for k in C600_KEYS if not k.startswith("user ")]
     assert fields["id"] == "2" and fields["target"] == "PCIe"
     assert fields["board type"] == "M2000" and fields["board ipu index"] == "2"
+    assert re.fullmatch(r"\d{4}\.\d{4}\.\d{6}", fields["board serial number"])  # 0063.0063.822391
     assert fields["ipu architecture"] == "ipu2" and fields["ipu error state"] == "no errors"
     assert fields["firmware version"] == "2.5.9" and fields["icu bootloader version"] == "1.0.4"
+    assert (fields["firmware major version"], fields["firmware minor version"],
+            fields["firmware patch version"]) == ("2", "5", "9")
     assert fields["link speed"] == "16.0 GT/s" and fields["clock"] == "1330MHz"
-    assert fields["total board power"] == "150.0 W" and fields["pci id"] == "[0000:1c:00.0]"
-    assert "attached user process id" not in fields
+    assert fields["total board power"] == "150.0 W" and fields["pci id"] == "0000:1c:00.0"
+    assert fields["hexopt total size (bytes)"] == str(64 << 20) and fields["ipu power"] == "N/A"
+    assert fields["ipu utilisation"] == "0.00%" and fields["ipu utilisation (session)"] == "N/A"
+    typed = json.loads(ipufs("info", "-d", "2", "--json", "--dev", str(board.mountpoint)))[0]
+    assert typed["id"] == 2 and typed["average_die_temp_c"] == 45.0 and typed["clock_mhz"] == 1330
+    assert typed["hexopt_total_size_bytes"] == 64 << 20 and typed["ipu_power_w"] is None
+    assert typed["board_serial_number"] == fields["board serial number"]
+
+
+def test_a_multi_ipu_id_names_its_members(board: RunningDaemon) -> None:
+    m = str(board.mountpoint)
+    assert [d["id"] for d in _device_info(ipufs("info", "-d", "5", "--dev", m))] == ["2", "3"]
+    assert ipufs("reset", "-d", "4", "--dev", m).splitlines() == [
+        "IPU 0 reset (reset count 1)", "IPU 1 reset (reset count 1)"]
+    assert ipufs("info", "--ipu-count", "--dev", m) == "4\n"
+    assert ipufs("info", "--ipu-arch", "-d", "0", "--dev", m) == "ipu2\n"
+    assert ipufs("info", "--tile-clock-speed", "-d", "6", "--dev", m) == "1330MHz\n" * 4
+
+
+def test_hexopt_active_size_is_what_ipu_mem_holds(board: RunningDaemon) -> None:
+    path = board.path("ipu1_mem")
+    assert os.stat(path).st_blocks == 0  # a fresh BAR holds nothing
+    fd = os.open(path, os.O_RDWR)
+    try:
+        os.pwrite(fd, b"x" * 8192, 1 << 20)
+    finally:
+        os.close(fd)
+    held = int(_device_info(ipufs("info", "-d", "1", "--dev", str(board.mountpoint)))[0]
+               ["hexopt active size (bytes)"])
+    assert held == 8192 and os.stat(path).st_size == 64 << 20
+
+
+def test_info_during_an_icu_timeout_says_what_the_registers_know(board: RunningDaemon) -> None:
+    ipufs("inject", "--dev", str(board.mountpoint), "-d", "0", "icu-timeout")
+    [fields] = _device_info(ipufs("info", "-d", "0", "--dev", str(board.mountpoint)))
+    assert fields["total board power"] == "N/A" and fields["average board temp"] == "N/A"
+    assert fields["firmware version"] == "2.5.9" and fields["average die temp"] == "45.0 C"
 
 
 def test_info_and_monitor_show_the_attached_process(board: RunningDaemon) -> None:
@@ -70,17 +150,33 @@ def test_info_and_monitor_show_the_attached_process(board: RunningDaemon) -> Non
          str(board.mountpoint)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout is not None and holder.stdout.readline().strip() == "ok"
+        [fields] = _device_info(ipufs("info", "-d", "1", "--dev", str(board.mountpoint)))
+        assert list(fields) == C600_KEYS
+        assert fields["user process id"] == str(holder.pid) and fields["user name"] == "root"
+        assert fields["user executable"].startswith("python")
+        assert fields["ipu utilisation (session)"] == "100.00%"
         info = json.loads(ipufs("info", "-d", "1", "--json", "--dev", str(board.mountpoint)))[0]
-        assert info["attached user process id"] == str(holder.pid)
-        assert info["attached user name"] == "root"
-        rows = json.loads(ipufs("monitor", "--once", "--json", "--dev", str(board.mountpoint)))["ipus"]
+        assert info["user_process_id"] == holder.pid
+        rows = json.loads(ipufs("monitor", "--json", "--dev", str(board.mountpoint)))["ipus"]
         assert [r["pid"] for r in rows] == [None, holder.pid, None, None]
         assert rows[1]["command"] == "python" or rows[1]["command"].startswith("python")
-        text = ipufs("monitor", "--once", "--dev", str(board.mountpoint))
+        text = ipufs("monitor", "--dev", str(board.mountpoint))
         assert f" {holder.pid} " in text and "1330MHz" in text
     finally:
         holder.kill()
         holder.communicate()
+
+
+def test_monitor_prints_card_and_process_tables_once(board: RunningDaemon) -> None:
+    text = ipufs("monitor", "--dev", str(board.mountpoint))  # not a terminal: no escapes, one snapshot
+    assert "\033" not in text
+    lines = text.splitlines()
+    assert all(line[0] in "+|" for line in lines)
+    head = [c.strip() for c in lines[1].strip("|").split("|")]
+    assert head[:5] == ["Serial #", "ICU FW", "Type", "ID", "PCIe ID"]
+    assert sum(1 for line in lines if "0000:1a:00.0" in line) == 1
+    bare = ipufs("monitor", "--no-card-info", "--dev", str(board.mountpoint))
+    assert "Serial #" not in bare and "PID" in bare
 
 
 def test_reset_resets_the_device(board: RunningDaemon) -> None:
