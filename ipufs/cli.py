@@ -269,8 +269,39 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
+EPILOG = """\
+examples:
+  sudo ipufs mount                    publish 4 emulated IPUs at /run/ipufs, linked as /dev/ipuN*
+  ipufs ls; ipufs info -d 0           list them, describe one (like gc-info -l, gc-info -i)
+  ipufs monitor --watch               who holds which IPU, live (like watch gc-monitor)
+  ipufs inject -d 0 parity --tile 3 --addr 0x40000
+  ipufs umount /run/ipufs
+
+exit status:
+  0    success
+  1    the operation failed: no devices, the daemon is gone, permission, a device error
+  2    bad command line or configuration (the message names the option, file and key)
+  130  interrupted by Ctrl-C
+  141  the reader of the output went away (`ipufs info | head`): quiet, as other tools
+
+files:
+  /etc/ipufs/ipufs.toml   settings of `ipufs mount` (docs/systemd.md)
+  /run/ipufs              the default mount point; MOUNTPOINT.ctl its control socket
+
+Every command takes --help. Errors are one line on stderr: the problem, then the fix.
+Shell completion: source <(ipufs completion bash). Documentation: docs/ (tools.md first)."""
+
+
+def cmd_completion(args: argparse.Namespace) -> int:
+    from ipufs import completion
+
+    print(completion.bash(parser()), end="")
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="ipufs", description=__doc__)
+    p = OneLineParser(prog="ipufs", description=__doc__, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--version", action="version", version=f"ipufs {__version__}")
     p.add_argument("-v", "--verbose", action="store_true", help="log debug messages")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -355,6 +386,13 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_reset)
 
     cli_faults.add_commands(sub, tool)
+
+    c = sub.add_parser("completion", help="print a shell completion script",
+                       description="Print a completion script generated from these options. In bash: "
+                                   "source <(ipufs completion bash), or save it as "
+                                   "/usr/share/bash-completion/completions/ipufs.")
+    c.add_argument("shell", choices=["bash"], help="the shell (bash)")
+    c.set_defaults(func=cmd_completion)
 
     k = tool("docker", "run a container with IPUs passed in, like gc-docker")
     k.add_argument("--device-id", type=int, action="append",
