@@ -11,6 +11,9 @@
  *       buffer LEN | buffer-at ADDR LEN | unbuffer ID | bufread ID OFF LEN |
  *       bufwrite ID OFF HEX | exwrite OFF HEX | exread OFF LEN |
  *       wait COUNT MS | signals | quit
+ *       Numbers are decimal, or hexadecimal with 0x; offsets and lengths
+ *       outside the BAR or buffer, and malformed hex data, answer
+ *       "error 22" (EINVAL) and touch nothing.
  *
  * Build: cc -I native/include -o ipu-client native/src/ipu_client.c */
 #define _GNU_SOURCE
@@ -128,7 +131,47 @@ static void hex_out(const unsigned char *p, size_t n)
     printf("\n");
 }
 
-static size_t hex_in(const char *hex, unsigned char *p)
+/* A whole token as a number: decimal, or hexadecimal after 0x. */
+static int number(const char *text, unsigned long long *out)
+{
+    char *end;
+    int hex = text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    if (!*text || *text == '-') return 0;
+    errno = 0;
+    *out = strtoull(text, &end, hex ? 16 : 10);
+    return errno == 0 && *end == '\0' && end != text + (hex ? 2 : 0);
+}
+
+/* The arguments after the command word: `count` numbers, then one hex
+ * string when `hex` is given, and nothing more; 1 when all parse. */
+static int arguments(const char *line, int count, unsigned long long *values, char *hex)
+{
+    static char copy[65536 + 256];
+    snprintf(copy, sizeof copy, "%s", line);
+    char *save, *token = strtok_r(copy, " \t\n", &save);  /* the command word */
+    for (int i = 0; i < count; i++) {
+        token = strtok_r(NULL, " \t\n", &save);
+        if (!token || !number(token, &values[i])) return 0;
+    }
+    if (hex) {
+        token = strtok_r(NULL, " \t\n", &save);
+        if (!token || strlen(token) > 65535) return 0;
+        strcpy(hex, token);
+    }
+    return strtok_r(NULL, " \t\n", &save) == NULL;
+}
+
+/* Hex data of even length, in bytes; -1 when malformed. */
+static long hex_length(const char *hex)
+{
+    size_t n = strlen(hex);
+    if (n % 2) return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("0123456789abcdefABCDEF", hex[i])) return -1;
+    return (long)(n / 2);
+}
+
+static void hex_in(const char *hex, unsigned char *p)
 {
     size_t n = strlen(hex) / 2;
     for (size_t i = 0; i < n; i++) {
@@ -136,59 +179,74 @@ static size_t hex_in(const char *hex, unsigned char *p)
         sscanf(hex + 2 * i, "%2x", &b);
         p[i] = (unsigned char)b;
     }
-    return n;
+}
+
+/* Whether [offset, offset + length) lies within a region of `size` bytes. */
+static int within(unsigned long long offset, unsigned long long length, unsigned long long size)
+{
+    return offset <= size && length <= size - offset;
 }
 
 static int interactive(struct bar *config, struct bar *exchange)
 {
     unsigned char *buffers[MAX_BUFFERS + 1] = {0};
-    char line[65536], word[32], hex[65536];
-    unsigned long long a, b, c;
+    unsigned long long lengths[MAX_BUFFERS + 1] = {0};
+    static char line[65536 + 256], hex[65536];
+    char word[64];
+    unsigned long long v[4];
     while (fgets(line, sizeof line, stdin)) {
-        if (sscanf(line, "%31s", word) != 1) continue;
+        if (sscanf(line, "%63s", word) != 1) continue;
         if (!strcmp(word, "attach")) {
             reply_errno(ioctl(config->fd, IPU_IOCTL_ATTACH, NULL));
-        } else if (!strcmp(word, "setid") && sscanf(line, "%*s %lld", (long long *)&a) == 1) {
-            reply_errno(ioctl(config->fd, IPU_IOCTL_SET_IPU_ID, (long)(long long)a));
-        } else if ((!strcmp(word, "mask") || !strcmp(word, "unmask")) && sscanf(line, "%*s %llu", &a) == 1) {
-            uint64_t bits = a;
+        } else if (!strcmp(word, "setid") && sscanf(line, "%*s %63s", word) == 1 &&
+                   number(word + (word[0] == '-'), &v[0])) {  /* an id may be negative */
+            reply_errno(ioctl(config->fd, IPU_IOCTL_SET_IPU_ID, word[0] == '-' ? -(long)v[0] : (long)v[0]));
+        } else if ((!strcmp(word, "mask") || !strcmp(word, "unmask")) && arguments(line, 1, v, NULL)) {
+            uint64_t bits = v[0];
             int rc = ioctl(config->fd, word[0] == 'm' ? IPU_IOCTL_MASK_INTERRUPT : IPU_IOCTL_UNMASK_INTERRUPT, &bits);
             if (rc < 0) printf("error %d\n", errno); else printf("mask %llu\n", (unsigned long long)bits);
         } else if (!strcmp(word, "reset")) {
             int zero = 0;
             reply_errno(ioctl(config->fd, IPU_IOCTL_RESET, &zero));
-        } else if ((!strcmp(word, "buffer") && sscanf(line, "%*s %llu", &b) == 1) ||
-                   (!strcmp(word, "buffer-at") && sscanf(line, "%*s %llx %llu", &a, &b) == 2)) {
+        } else if ((!strcmp(word, "buffer") && arguments(line, 1, v + 1, NULL)) ||
+                   (!strcmp(word, "buffer-at") && arguments(line, 2, v, NULL))) {
             unsigned char *mem = NULL;
-            if (word[6] == '\0') {
-                mem = aligned_alloc(4096, (b + 4095) & ~4095ull);
-                memset(mem, 0xa5, b);
-                a = (uintptr_t)mem;
+            unsigned long long length = v[1];
+            if (word[6] == '\0' && length > 0 && length <= (1ull << 30)) {
+                mem = aligned_alloc(4096, (length + 4095) & ~4095ull);
+                memset(mem, 0xa5, length);
+                v[0] = (uintptr_t)mem;
             }
-            struct ipufs_buffer arg = { .address = a, .length = b, .id = 0, .flags = 0 };
-            if (ioctl(config->fd, IPU_IOCTL_ATTACH_BUFFER, &arg) < 0) {
+            struct ipufs_buffer arg = { .address = v[0], .length = length, .id = 0, .flags = 0 };
+            if (word[6] == '\0' && !mem) {
+                printf("error %d\n", EINVAL);  /* no such allocation */
+            } else if (ioctl(config->fd, IPU_IOCTL_ATTACH_BUFFER, &arg) < 0) {
                 printf("error %d\n", errno);
                 free(mem);
             } else {
-                if (arg.id <= MAX_BUFFERS) buffers[arg.id] = mem;
+                if (arg.id <= MAX_BUFFERS) { buffers[arg.id] = mem; lengths[arg.id] = length; }
                 printf("buffer %llu\n", (unsigned long long)arg.id);
             }
-        } else if (!strcmp(word, "unbuffer") && sscanf(line, "%*s %llu", &a) == 1) {
-            uint64_t id = a;
+        } else if (!strcmp(word, "unbuffer") && arguments(line, 1, v, NULL)) {
+            uint64_t id = v[0];
             reply_errno(ioctl(config->fd, IPU_IOCTL_DETACH_BUFFER, &id));
-        } else if (!strcmp(word, "bufread") && sscanf(line, "%*s %llu %llu %llu", &a, &b, &c) == 3) {
-            if (a > MAX_BUFFERS || !buffers[a]) printf("error %d\n", EINVAL);
-            else hex_out(buffers[a] + b, c);
-        } else if (!strcmp(word, "bufwrite") && sscanf(line, "%*s %llu %llu %65535s", &a, &b, hex) == 3) {
-            if (a > MAX_BUFFERS || !buffers[a]) printf("error %d\n", EINVAL);
-            else { hex_in(hex, buffers[a] + b); printf("ok\n"); }
-        } else if (!strcmp(word, "exwrite") && sscanf(line, "%*s %llu %65535s", &a, hex) == 2) {
-            hex_in(hex, exchange->map + a);
-            printf("ok\n");
-        } else if (!strcmp(word, "exread") && sscanf(line, "%*s %llu %llu", &a, &b) == 2) {
-            hex_out(exchange->map + a, b);
-        } else if (!strcmp(word, "wait") && sscanf(line, "%*s %llu %llu", &a, &b) == 2) {
-            for (unsigned long long waited = 0; (unsigned long long)n_received < a && waited < b; waited++)
+        } else if (!strcmp(word, "bufread") && arguments(line, 3, v, NULL)) {
+            if (v[0] > MAX_BUFFERS || !buffers[v[0]] || !within(v[1], v[2], lengths[v[0]])) printf("error %d\n", EINVAL);
+            else hex_out(buffers[v[0]] + v[1], v[2]);
+        } else if (!strcmp(word, "bufwrite") && arguments(line, 2, v, hex)) {
+            long n = hex_length(hex);
+            if (v[0] > MAX_BUFFERS || !buffers[v[0]] || n < 0 || !within(v[1], (unsigned long long)n, lengths[v[0]]))
+                printf("error %d\n", EINVAL);
+            else { hex_in(hex, buffers[v[0]] + v[1]); printf("ok\n"); }
+        } else if (!strcmp(word, "exwrite") && arguments(line, 1, v, hex)) {
+            long n = hex_length(hex);
+            if (n < 0 || !within(v[0], (unsigned long long)n, exchange->size)) printf("error %d\n", EINVAL);
+            else { hex_in(hex, exchange->map + v[0]); printf("ok\n"); }
+        } else if (!strcmp(word, "exread") && arguments(line, 2, v, NULL)) {
+            if (!within(v[0], v[1], exchange->size)) printf("error %d\n", EINVAL);
+            else hex_out(exchange->map + v[0], v[1]);
+        } else if (!strcmp(word, "wait") && arguments(line, 2, v, NULL)) {
+            for (unsigned long long waited = 0; (unsigned long long)n_received < v[0] && waited < v[1]; waited++)
                 sleep_ms(1);
             report(stdout, 0);
         } else if (!strcmp(word, "signals")) {

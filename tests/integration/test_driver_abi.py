@@ -180,7 +180,7 @@ def test_bad_buffers_are_refused(ipufs: RunningDaemon, client: Callable[..., Ipu
     c = client(0)
     c.ok("attach")
     assert c.error("buffer-at 10 4096") == errno.EFAULT
-    assert c.error("buffer-at 7f0000000000 4096") == errno.EFAULT
+    assert c.error("buffer-at 0x7f0000000000 4096") == errno.EFAULT
     assert c.error("buffer 0") == errno.EINVAL
     for _ in range(64):
         assert c.ask("buffer 16").startswith("buffer ")
@@ -255,3 +255,22 @@ def test_closing_the_last_file_detaches_within_100ms(ipufs: RunningDaemon) -> No
     assert ipufs.daemon.driver.attachments.get(0) is not None
     os.close(extra)
     assert wait_for(lambda: ipufs.daemon.driver.attachments.get(0) is None, 0.1)
+
+
+def test_interactive_offsets_take_hex_and_stay_in_bounds(
+    ipufs: RunningDaemon, client: Callable[..., IpuClient]
+) -> None:
+    c = client(0)
+    ipu = ipufs.daemon.devices.ipus[0]
+    c.ok("exwrite 0x40000 " + b"hex".hex())  # once read as 0, and written there
+    assert ipufs.call(lambda: ipu.memory[Region.EXCHANGE].read(0x40000, 3)) == b"hex"
+    assert ipufs.call(lambda: ipu.memory[Region.EXCHANGE].read(0, 3)) == bytes(3)
+    assert c.ask("exread 0x40000 3") == b"hex".hex() == c.ask("exread 262144 0x3")
+    size = ipu.profile.exchange_size
+    for bad in (f"exwrite {size - 1} 0000", f"exread {size} 1", "exwrite 0x 00", "exwrite 12abc 00",
+                "exwrite 0 0g", "exwrite 0 123", "exread -1 1", "exread 0 1 2"):
+        assert c.error(bad) == errno.EINVAL, bad
+    c.ok("attach")
+    assert c.ask("buffer 0x10").startswith("buffer ")
+    assert c.error("bufread 1 8 9") == errno.EINVAL and c.ask("bufread 1 0x8 8") == "a5" * 8
+    assert c.error("bufwrite 1 15 0000") == errno.EINVAL
