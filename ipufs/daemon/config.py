@@ -69,7 +69,7 @@ TYPES: dict[str, tuple[type, ...]] = {
     "mountpoint": (str,), "ipus": (int,), "profile": (str,), "owner": (str, int), "group": (str, int),
     "mode": (str,), "state_dir": (str,), "passthrough": (bool,), "link_dev": (bool,), "dev_dir": (str,),
     "group_size": (int,), "control": (str,), "fault_plan": (str,), "trace_file": (str,),
-    "trace_max_bytes": (int,), "spin_us": (int,),
+    "trace_max_bytes": (int,), "spin_us": (int,), "cdi": (bool,), "cdi_dir": (str,), "cdi_prefix": (str,),
 }
 _TOML_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
 
@@ -119,7 +119,9 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"{path}: unknown settings {', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
     for key, value in settings.items():
-        kinds = TYPES[key]
+        kinds = TYPES.get(key)
+        if kinds is None:  # a setting with no declared type: taken as it is
+            continue
         if key == "mode" and isinstance(value, int) and not isinstance(value, bool):
             meant = f"0{value}" if set(str(value)) <= set("01234567") else f"0{value:o}"
             raise ValueError(f"{path}: mode = {value} is a TOML integer, which is decimal, not permission "

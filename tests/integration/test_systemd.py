@@ -72,11 +72,11 @@ def test_a_config_file_with_unknown_settings_is_refused(tmp_path: Path) -> None:
     config.write_text('[ipufs]\nipus = 2\nipu_count = 3\n')
     out = subprocess.run(ipufs_command("mount", "--config", str(config), str(tmp_path / "m")),
                          capture_output=True, text=True, timeout=30)
-    assert out.returncode == 1 and "unknown settings ipu_count" in out.stderr
+    assert out.returncode == 2 and "unknown settings ipu_count" in out.stderr
 
 
 def test_an_out_of_range_spin_is_refused(tmp_path: Path) -> None:
     out = subprocess.run(ipufs_command("mount", "--spin-us", "20000", "--no-link-dev", "--no-cdi", str(tmp_path / "m")),
                          capture_output=True, text=True, timeout=30)
-    assert out.returncode == 1 and "--spin-us must be between 0 and 10000" in out.stderr
+    assert out.returncode == 2 and "--spin-us must be between 0 and 10000" in out.stderr
     assert not is_mounted(tmp_path / "m")
