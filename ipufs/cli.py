@@ -406,9 +406,9 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("docker_args", nargs=argparse.REMAINDER, help="-- then arguments for `docker run`")
     k.set_defaults(func=cmd_docker)
 
-    c = tool("cdi", "print the CDI spec of the IPUs in --dev (for /etc/cdi; docs/docker.md)")
-    c.add_argument("--prefix", help="before the device names (default: as `ipufs mount` would)")
-    c.set_defaults(func=cmd_cdi)
+    cd = tool("cdi", "print the CDI spec of the IPUs in --dev (for /etc/cdi; docs/docker.md)")
+    cd.add_argument("--prefix", help="before the device names (default: as `ipufs mount` would)")
+    cd.set_defaults(func=cmd_cdi)
     return p
 
 
