@@ -51,6 +51,9 @@ class IoctlSpec:
     encodings: tuple[Encoding, ...]
     argument: str
     summary: str
+    #: Whether it changes the device, and so needs a file opened for
+    #: writing, as a driver checks FMODE_WRITE (docs/abi.md).
+    needs_write: bool = True
 
     @property
     def cmd(self) -> int:
@@ -90,7 +93,8 @@ IOCTLS: tuple[IoctlSpec, ...] = (
     IoctlSpec("MAILBOX_READ_ONLY", 29, (Encoding(R, 20), Encoding(R, 24), Encoding(R, 8)),
               "5 x u32 (20 bytes, or 24 padded): filled with the next ICU response; "
               "with 8 bytes: a u64, the number of responses waiting",
-              "take the next response from the ICU's response ring (EAGAIN: none)"),
+              "take the next response from the ICU's response ring (EAGAIN: none)",
+              needs_write=False),
     IoctlSpec("MAILBOX_WRITE_ONLY", 30, (Encoding(W, 20), Encoding(W, 24)),
               "5 x u32: an ICU request", "send a request; its answer is queued and rings the doorbell"),
     IoctlSpec("MAILBOX_WRITE_READ", 31, (Encoding(RW, 20), Encoding(RW, 24)),
@@ -99,7 +103,7 @@ IOCTLS: tuple[IoctlSpec, ...] = (
     IoctlSpec("MAILBOX_GET_OFFSETS", 32, (Encoding(R, 8), Encoding(R, 16)),
               "u64: request ring offset | response ring offset << 32; with 16 bytes: "
               "u32 request offset, request slots, response offset, response slots",
-              "where the rings are in the mailbox node"),
+              "where the rings are in the mailbox node", needs_write=False),
     IoctlSpec("RESET", 45, (Encoding(W, 4), Encoding(NONE, 0)),
               "int, ignored", "reset the IPU's device state; attachments stay"),
 )

@@ -92,6 +92,7 @@ def _as_int32(value: int) -> int:
 class _Command(NamedTuple):
     handler: Callable[[int, int, int, int, Arg, int], tuple[int, bytes]]
     caller_matters: bool
+    needs_write: bool
     writes: bool
     reads: bool
     size: int
@@ -128,19 +129,26 @@ class IpuDriver:
         # Command number -> everything serving it needs, found with one
         # dictionary lookup per request.
         self._commands: dict[int, _Command] = {
-            cmd: _Command(handlers[spec.name], spec.name in _CALLER_MATTERS, writes, reads, size)
+            cmd: _Command(handlers[spec.name], spec.name in _CALLER_MATTERS, spec.needs_write, writes, reads,
+                          size)
             for cmd, (spec, writes, reads, size) in abi.ACCEPTED.items()
         }
         self._open: dict[int, tuple[int, int | None]] = {}  # fh -> (ipu, tgid)
+        self._read_only: set[int] = set()  # file handles opened O_RDONLY
 
     # --- files ---------------------------------------------------------------
-    def opened(self, fh: int, ipu: int, tgid: int | None) -> None:
+    def opened(self, fh: int, ipu: int, tgid: int | None, *, writable: bool = True) -> None:
+        """A file of IPU ``ipu`` was opened by process ``tgid``. It does not
+        join an attachment the process holds: the kernel may deliver this
+        OPEN before the RELEASE of a file the process closed earlier, so
+        only ATTACH through a file makes it hold the attachment (then
+        closing every file detaches, whatever the order of the two)."""
         self._open[fh] = (ipu, tgid)
-        att = self.attachments.get(ipu)
-        if att is not None and tgid == att.pid:
-            att.handles.add(fh)
+        if not writable:
+            self._read_only.add(fh)
 
     def released(self, fh: int) -> None:
+        self._read_only.discard(fh)
         ipu, _ = self._open.pop(fh, (None, None))
         att = self.attachments.get(ipu) if ipu is not None else None
         if att is not None and fh in att.handles:
@@ -160,9 +168,11 @@ class IpuDriver:
                 raise FUSEError(errno.EINVAL, f"{abi.BY_NR[nr].name} does not take "
                                               f"{Encoding(Dir(direction), size)}")
             raise FUSEError(errno.ENOTTY)
-        handler, caller_matters, writes, reads, size = command
+        handler, caller_matters, needs_write, writes, reads, size = command
         if writes and len(data) != size:
             raise FUSEError(errno.EINVAL, "argument shorter than its encoding")
+        if needs_write and fh in self._read_only:
+            raise FUSEError(errno.EBADF, "this ioctl needs a file opened for writing")
         if caller_matters:
             tgid = _starved_as_eagain(self._caller, ipu, pid)
             if tgid is None:
@@ -192,6 +202,15 @@ class IpuDriver:
             raise FUSEError(errno.EPERM, "only the attached process may do this")
         return att
 
+    def check_attached(self, ipu: int, pid: int) -> None:
+        """Refuse (EPERM) unless thread ``pid`` belongs to the process
+        attached to IPU ``ipu``: the rule of MASK/UNMASK_INTERRUPT, which a
+        pwrite of INT_MASK follows too."""
+        tgid = self._caller(ipu, pid)
+        if tgid is None:
+            raise FUSEError(errno.ESRCH, "the caller is gone")
+        self._caller_attachment(ipu, tgid)
+
     def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
         att = self.attachments.get(ipu)
         if att is not None and not _alive(att.pidfd):
@@ -209,7 +228,7 @@ class IpuDriver:
         handles = {h for h, (i, t) in self._open.items() if i == ipu and t == tgid} | {fh}
         att = Attachment(ipu=ipu, pid=tgid, pidfd=pidfd, ipu_id=ipu, handles=handles)
         self.attachments.add(att)
-        self.devices.ipus[ipu].interrupts.clear()
+        self.devices.ipus[ipu].clear_interrupts()
         if self.watcher is not None:
             self.watcher.watch(pidfd, lambda: self.detach(ipu, "its process exited", pidfd))
         log.info("IPU %d attached to process %d", ipu, tgid)
@@ -309,7 +328,7 @@ class IpuDriver:
             att.pidfd = -1
         else:
             att.close()
-        self.devices.ipus[ipu].interrupts.clear()
+        self.devices.ipus[ipu].clear_interrupts()
         log.info("IPU %d detached from process %d: %s", ipu, att.pid, reason)
         if self.tracer.enabled:
             self.tracer.emit("detach", ipu, pid=att.pid, reason=reason)

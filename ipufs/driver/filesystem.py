@@ -34,6 +34,9 @@ PASSTHROUGH = "passthrough"
 PAGE_CACHE = "page-cache"
 
 SEEK_DATA = 3
+#: The longest name statfs reports (f_namemax); the kernel passes longer
+#: ones on, and they get ENAMETOOLONG as on any filesystem.
+NAME_MAX = 255
 SEEK_HOLE = 4
 _POLL_READY = select.POLLIN | select.POLLOUT | select.POLLRDNORM | select.POLLWRNORM
 
@@ -199,6 +202,8 @@ class IpuFilesystem(Operations):
     def lookup(self, req: rq.Lookup) -> rp.Reply:
         if req.nodeid != ROOT_INO:
             raise FUSEError(errno.ENOTDIR)
+        if len(req.name) > NAME_MAX:
+            raise FUSEError(errno.ENAMETOOLONG)
         try:
             name = req.name.decode("ascii")
         except UnicodeDecodeError:
@@ -301,9 +306,13 @@ class IpuFilesystem(Operations):
 
     # --- files -------------------------------------------------------------
     def _open_flags(self, node: Node) -> tuple[int, int]:
-        """FOPEN_* flags and backing id for an open of ``node``."""
+        """FOPEN_* flags and backing id for an open of ``node``. Every file
+        gets FOPEN_NOFLUSH: nothing needs doing at close, and without it
+        the kernel sends FLUSH at every close until it has seen the first
+        ENOSYS, so a close on a fresh connection could wait on a hung
+        daemon (uninterruptibly)."""
         trapped = node.region in (Region.CONFIG, Region.MAILBOX) or self.devices.persistent
-        flags = abi.OpenFlag.DIRECT_IO if trapped else abi.OpenFlag(0)
+        flags = abi.OpenFlag.NOFLUSH | (abi.OpenFlag.DIRECT_IO if trapped else abi.OpenFlag(0))
         if self.mode == PASSTHROUGH:
             backing_id = self._backing_id(node)
             if backing_id is not None:
@@ -335,7 +344,8 @@ class IpuFilesystem(Operations):
         fh = self._next_fh
         self._next_fh += 1
         self.files[fh] = OpenFile(node, req.ctx.pid, req.flags)
-        self.driver.opened(fh, node.ipu, procs.tgid_of(req.ctx.pid))
+        self.driver.opened(fh, node.ipu, procs.tgid_of(req.ctx.pid),
+                           writable=req.flags & os.O_ACCMODE != os.O_RDONLY)
         if self.tracer.enabled:
             self.tracer.emit("open", node.ipu, node=node.name, pid=req.ctx.pid, fh=fh,
                              mode=self.mode, flags=oct(req.flags))
@@ -377,6 +387,10 @@ class IpuFilesystem(Operations):
             if self.tracer.enabled:
                 self.tracer.emit("register-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
                                  data=bytes(req.data))
+            if ipu.changes_mask(req.offset, req.data):
+                # The interrupt mask is the attached process's, as with
+                # MASK/UNMASK_INTERRUPT: nothing of the write is stored.
+                self.driver.check_attached(node.ipu, req.ctx.pid)
             n = ipu.write_config(req.offset, req.data)
             self.activity[node.ipu] = time.monotonic()
         elif node.region is Region.MAILBOX:
@@ -394,9 +408,9 @@ class IpuFilesystem(Operations):
         self._file(req.fh)
         return rp.Empty()
 
-    # FLUSH is left to the default ENOSYS on purpose: nothing needs doing at
-    # close, and once the kernel has seen ENOSYS it never sends FLUSH again,
-    # so no close(2) ever waits on the daemon (not even a dying client's).
+    # FLUSH is never sent (every open answers FOPEN_NOFLUSH, see
+    # _open_flags); should a kernel send it anyway, the default ENOSYS
+    # stops it for good. So no close(2) ever waits on the daemon.
 
     def release(self, req: rq.Release) -> rp.Reply:
         f = self.files.pop(req.fh, None)
@@ -437,6 +451,8 @@ class IpuFilesystem(Operations):
     def ioctl(self, req: rq.Ioctl) -> rp.Reply:
         f = self.files.get(req.fh)
         if f is None:
+            if req.nodeid == ROOT_INO:
+                raise FUSEError(errno.ENOTTY, "the root directory takes no ioctls")
             raise FUSEError(errno.EBADF)
         ipu = f.node.ipu
         if self.on_access is not None:

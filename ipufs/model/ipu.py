@@ -15,7 +15,7 @@ from ipufs.abi import registers as R
 from ipufs.abi.icu import Header
 from ipufs.abi.serial import board_serial
 from ipufs.model.icu import Board, Icu
-from ipufs.abi.interrupts import Interrupt
+from ipufs.abi.interrupts import ALL_SOURCES, Interrupt
 from ipufs.model.interrupts import InterruptController
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import Profile, Region
@@ -32,6 +32,7 @@ _STATUS = ("STATUS", "ERROR_STATE", "RESET_COUNT", "EXC_STATUS", "EXC_CAUSE", "E
            "TDI_RESULT")
 _STATUS_WORDS = tuple(REG[name].index for name in _STATUS)
 _INT_RAISED, _INT_PENDING = _STATUS.index("INT_RAISED"), _STATUS.index("INT_PENDING")
+_INT_MASK = REG["INT_MASK"]
 _STATUS_INDEX = np.array(_STATUS_WORDS, dtype=np.intp)
 _DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4)
 #: The word of the mailbox BAR that rings the ICU.
@@ -189,11 +190,26 @@ class Ipu:
         """A host write to config space (pwrite on ipuN): stored, then every
         register it touched takes effect before this returns. Writes to
         read-only registers are undone; offsets outside the map are plain
-        memory. Returns the count stored (short at the end of the BAR)."""
+        memory. A write covering INT_MASK sets the mask: the driver lets
+        only the attached process make one (docs/registers.md). Returns the
+        count stored (short at the end of the BAR)."""
         n = self.config.write(offset, data)
         if n:
+            if offset < _INT_MASK.offset + 4 and offset + n > _INT_MASK.offset:
+                self.interrupts.set_mask(self._reg(_INT_MASK))
             self.poll_registers()
         return n
+
+    def changes_mask(self, offset: int, data: bytes | memoryview) -> bool:
+        """Whether a host write of ``data`` at ``offset`` would change the
+        interrupt mask in force (the driver asks who writes, then)."""
+        start, end = _INT_MASK.offset, _INT_MASK.offset + 4
+        if offset >= end or offset + len(data) <= start:
+            return False
+        word = bytearray(self.config.read(start, 4))
+        for at in range(max(offset, start), min(offset + len(data), end)):
+            word[at - start] = data[at - offset]
+        return int.from_bytes(word, "little") & ALL_SOURCES != self.interrupts.mask
 
     def needs_poll(self) -> bool:
         """Whether poll_registers has anything to do: a command stored, the
@@ -207,8 +223,10 @@ class Ipu:
 
     def poll_registers(self) -> bool:
         """Act on what the host stored in registers, by pwrite or through a
-        mapping: run commands, apply INT_MASK, undo stores to read-only
-        registers. Returns whether anything was done."""
+        mapping: run commands, undo stores to read-only registers and to
+        INT_MASK (a store through a mapping cannot say who made it, and the
+        mask is the attached process's: write_config sets it). Returns
+        whether anything was done."""
         words = self.config.words
         acted = False
         self._batching = True
@@ -220,10 +238,6 @@ class Ipu:
                         self._set(reg, 0)
                         self._command(reg.name, value)
                         acted = True
-            mask = self._reg(REG["INT_MASK"])
-            if mask != self.interrupts.mask:
-                self.interrupts.set_mask(mask)
-                acted = True
             if self.icu.mailbox.words[Header.DOORBELL // 4]:
                 self.serve_mailbox()
                 acted = True
@@ -266,6 +280,12 @@ class Ipu:
 
     def set_interrupt_mask(self, mask: int) -> None:
         self.interrupts.set_mask(mask)
+        self._changed()
+
+    def clear_interrupts(self) -> None:
+        """A new owner (attach) or none (detach): all sources unmasked,
+        nothing pending, and INT_MASK and INT_PENDING say so."""
+        self.interrupts.clear()
         self._changed()
 
     def raise_exception(self, cause: int, tile: int = 0, address: int = 0, context: int = 0) -> None:
@@ -409,8 +429,9 @@ class Ipu:
     def reset(self) -> None:
         """A device reset (RESET ioctl, CMD_RESET, ICU Reboot): tile memory,
         parity marks, tile debug state, the held exception, the mailbox
-        rings, a pending sync and pending interrupts are cleared; the reset
-        counter goes up. Host memory (ipuN_mem) and the interrupt mask stay."""
+        rings, a pending sync, pending interrupts and the sources raised
+        (INT_RAISED) are cleared; the reset counter goes up. Host memory
+        (ipuN_mem) and the interrupt mask stay."""
         self.tiles.clear()
         self.tdi.clear()
         self.exception = None
@@ -421,6 +442,7 @@ class Ipu:
         self.icu.format()
         self.interrupts.pending = 0
         self.interrupts.take()
+        self.raised_sticky = 0
         self._set(REG["SCRATCH"], 0)
         for reg in R.BLOCK["TDI"].registers:
             self._set(reg, 0)

@@ -137,8 +137,8 @@ def test_passthrough_opens_register_each_backing_file_once(devices: DeviceSet) -
     _, f1, b1 = open_flags(kernel.call(rq.Open, config, os.O_RDWR))
     _, f2, b2 = open_flags(kernel.call(rq.Open, config, os.O_RDWR))
     _, f3, b3 = open_flags(kernel.call(rq.Open, exchange, os.O_RDWR))
-    assert f1 == f2 == O.DIRECT_IO | O.PASSTHROUGH and b1 == b2 == 1
-    assert f3 == O.PASSTHROUGH and b3 == 2
+    assert f1 == f2 == O.NOFLUSH | O.DIRECT_IO | O.PASSTHROUGH and b1 == b2 == 1
+    assert f3 == O.NOFLUSH | O.PASSTHROUGH and b3 == 2
     assert stub.registered == [devices.backing[0, Region.CONFIG].fd, devices.backing[0, Region.EXCHANGE].fd]
     assert fs.mode == "passthrough"
 
@@ -146,7 +146,7 @@ def test_passthrough_opens_register_each_backing_file_once(devices: DeviceSet) -
 def test_a_refused_backing_file_falls_back_to_the_page_cache(devices: DeviceSet) -> None:
     fs, kernel, _ = make(devices, fail=errno.EPERM)
     _, flags, backing = open_flags(kernel.call(rq.Open, 3, os.O_RDWR))
-    assert (flags, backing) == (0, 0)
+    assert (flags, backing) == (abi.OpenFlag.NOFLUSH, 0)
     assert fs.mode == "page-cache" and "CAP_SYS_ADMIN" in fs.mode_reason
 
 

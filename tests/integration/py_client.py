@@ -29,6 +29,8 @@ def main() -> int:
             elif cmd == "setid":
                 dev.set_ipu_id(a[0])
                 out = "ok"
+            elif cmd == "mask":
+                out = str(dev.mask(a[0]))
             elif cmd == "reset":
                 dev.reset()
                 out = "ok"
@@ -71,11 +73,14 @@ def main() -> int:
             elif cmd == "signals":
                 got = signals.wait_for(a[0], a[1] / 1000)
                 out = "signals" + "".join(f" {s.signo}:{s.value}" for s in got)
+            elif cmd == "senders":  # si_pid of the signals that come
+                got = signals.wait_for(a[0], a[1] / 1000)
+                out = "senders" + "".join(f" {s.pid}" for s in got)
             elif cmd == "quit":
                 break
             else:
                 out = "error unknown-command"
-        except IoctlError as exc:
+        except (IoctlError, OSError) as exc:
             out = f"error {exc.errno}"
         print(out, flush=True)
     box.close()

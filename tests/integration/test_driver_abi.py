@@ -249,11 +249,13 @@ def test_closing_the_last_file_detaches_within_100ms(ipufs: RunningDaemon) -> No
     dev = Device(0, ipufs.mountpoint)
     dev.attach()
     assert ipufs.daemon.driver.attachments.get(0) is not None
-    extra = os.open(ipufs.path("ipu0_mem"), os.O_RDWR)  # opened after attaching: also keeps it
+    # A file opened after attaching keeps it once ATTACH went through it.
+    extra = Device(0, ipufs.mountpoint)
+    extra.attach()
     dev.close()
     time.sleep(0.05)
     assert ipufs.daemon.driver.attachments.get(0) is not None
-    os.close(extra)
+    extra.close()
     assert wait_for(lambda: ipufs.daemon.driver.attachments.get(0) is None, 0.1)
 
 
