@@ -22,6 +22,7 @@ from ipufs.daemon.devlinks import DevLinks
 from ipufs.daemon.register_watcher import RegisterWatcher
 from ipufs.daemon.faults import Fault, FaultError, FaultInjector, limits_of
 from ipufs.daemon.plan import FaultPlan
+from ipufs.daemon.statelock import StateLock
 from ipufs.daemon.trace import Tracer
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.filesystem import IpuFilesystem
@@ -37,8 +38,10 @@ class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
         profile = config.validate()
         self.config = config
+        self.state_lock: StateLock | None = None
         if config.state_dir is not None:
             config.state_dir.mkdir(parents=True, exist_ok=True)
+            self.state_lock = StateLock(config.state_dir)  # before anything formats its files
         #: Held by the FUSE reader thread while it handles a request, and by
         #: every trio task that touches the devices, the driver or the model.
         self.lock = threading.RLock()
@@ -83,7 +86,8 @@ class Daemon:
                 raise FaultError(f"fault plan {config.fault_plan}: {exc}") from None
             self.device_side.plan = self.plan
         if config.trace_file:
-            self.tracer.open_file(config.trace_file, config.trace_max_bytes)
+            o = config.ownership
+            self.tracer.open_file(config.trace_file, config.trace_max_bytes, uid=o.uid, gid=o.gid, mode=o.mode)
         for ipu in self.devices.ipus:
             ipu.icu.observer = self._icu_observer(ipu.index)
         o = config.ownership
@@ -193,6 +197,8 @@ class Daemon:
             self.driver.watcher = None
             self.driver.close()
             self.devices.close()
+            if self.state_lock is not None:
+                self.state_lock.release()
 
     def call(self, action: Callable[[], T]) -> T:
         """Run a model-side action in the daemon's loop (called from within
