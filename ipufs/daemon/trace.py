@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -50,22 +51,56 @@ class Subscriber:
 @dataclass
 class TraceFile:
     """Events as JSON lines in ``path``; past ``max_bytes`` the file is
-    moved to ``path.1`` (replacing an older one) and a new one begun."""
+    moved to ``path.1`` (replacing an older one) and a new one begun.
+
+    The trace names processes and shows register values and ICU messages,
+    so the file gets the nodes' owner and group and at most their read
+    and write bits (never more than ``mode & 0o644``). It is opened with
+    O_NOFOLLOW and must be a regular file with one link, so a name planted
+    in a shared directory cannot make the daemon write elsewhere; a new
+    file after rotation is created with O_EXCL, so nothing put there in
+    the meantime is followed or truncated."""
 
     path: str
     max_bytes: int
+    uid: int = -1
+    gid: int = -1
+    mode: int = 0o600
     written: int = field(default=0)
 
     def __post_init__(self) -> None:
-        self.file = open(self.path, "a", buffering=1)
+        self.mode &= 0o644
+        self.file = self._open(os.O_CREAT)
         self.written = self.file.tell()
+
+    def _open(self, create: int) -> Any:
+        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | create
+        try:
+            fd = os.open(self.path, flags, self.mode)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise OSError(errno.ELOOP, f"trace file {self.path} is a symbolic link") from None
+            raise
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+                raise OSError(errno.EPERM, f"trace file {self.path} must be a regular file with one link")
+            if st.st_uid not in (os.geteuid(), self.uid):
+                raise OSError(errno.EPERM, f"trace file {self.path} belongs to uid {st.st_uid}")
+            if os.geteuid() == 0 and (self.uid, self.gid) != (-1, -1):
+                os.fchown(fd, self.uid, self.gid)
+            os.fchmod(fd, self.mode)
+            return os.fdopen(fd, "a", buffering=1)
+        except BaseException:
+            os.close(fd)
+            raise
 
     def write(self, event: dict[str, Any]) -> None:
         line = json.dumps(event, separators=(",", ":")) + "\n"
         if self.written + len(line) > self.max_bytes and self.written:
             self.file.close()
-            os.replace(self.path, self.path + ".1")
-            self.file = open(self.path, "w", buffering=1)
+            os.replace(self.path, self.path + ".1")  # renames the name, follows nothing
+            self.file = self._open(os.O_CREAT | os.O_EXCL)
             self.written = 0
         self.file.write(line)
         self.written += len(line)
@@ -90,8 +125,10 @@ class Tracer:
     def _update(self) -> None:
         self.enabled = bool(self.subscribers) or self.file is not None
 
-    def open_file(self, path: str, max_bytes: int) -> None:
-        self.file = TraceFile(path, max_bytes)
+    def open_file(self, path: str, max_bytes: int, *, uid: int = -1, gid: int = -1, mode: int = 0o600) -> None:
+        """Trace to ``path`` too, a file owned by ``uid``:``gid`` with at
+        most ``mode``'s read and write bits (the nodes' own)."""
+        self.file = TraceFile(path, max_bytes, uid, gid, mode)
         self._update()
 
     def subscribe(self, filter_: Filter, buffer: int = 4096) -> tuple[Subscriber, trio.MemoryReceiveChannel[dict[str, Any]]]:
