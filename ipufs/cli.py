@@ -126,8 +126,8 @@ def cmd_umount(args: argparse.Namespace) -> int:
         raise Problem(f"{mountpoint} is not an ipufs mount", _mount_list(fmount.mounts()))
     if args.abort:
         fmount.abort(mountpoint)
-    else:
-        fmount.unmount(mountpoint)
+    elif fmount.stop(mountpoint):
+        log.info("files were open at %s: its connection was ended, they now fail with ENOTCONN", mountpoint)
     return 0
 
 

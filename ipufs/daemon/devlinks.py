@@ -38,6 +38,7 @@ class DevLinks:
         self.tree = tree
         self.made: list[Path] = []
         self.refused: list[str] = []
+        self._inodes: dict[Path, tuple[int, int]] = {}
 
     def _owner(self, link: Path) -> str | None:
         """'mine' (points into our mount point), 'stale' (into a dead ipufs
@@ -68,26 +69,40 @@ class DevLinks:
         for node in self.tree:
             link = self.dev_dir / node.name
             target = os.path.join(self.mountpoint, node.name)
-            if os.path.lexists(link):
-                owner = self._owner(link)
-                if owner is None:
-                    self.refused.append(node.name)
-                    continue
-                if owner == "mine":
-                    self.made.append(link)
-                    continue
-                link.unlink()
-            os.symlink(target, link)
+            if os.path.lexists(link) and self._owner(link) is None:
+                self.refused.append(node.name)
+                continue
+            # Always a link of our own, put in place atomically (over a
+            # stale one, or an equal one a predecessor at this mount point
+            # made): its inode tells remove() that it is still ours.
+            temporary = link.with_name(f".{link.name}.ipufs-{os.getpid()}")
+            try:
+                temporary.unlink()
+            except FileNotFoundError:
+                pass
+            os.symlink(target, temporary)
+            os.replace(temporary, link)
             self.made.append(link)
+            self._inodes[link] = _identity(link)
         if self.refused:
             log.warning("left %d names in %s untouched (not ipufs links): %s", len(self.refused),
                         self.dev_dir, ", ".join(self.refused[:8]) + (" ..." if len(self.refused) > 8 else ""))
 
     def remove(self) -> None:
+        """Remove the links this daemon made, and no other: a successor at
+        the same mount point replaces them with links of its own."""
         for link in self.made:
             try:
-                if link.is_symlink() and os.readlink(link) == os.path.join(self.mountpoint, link.name):
+                if _identity(link) == self._inodes.get(link):
                     link.unlink()
+            except FileNotFoundError:
+                pass
             except OSError as exc:
                 log.warning("could not remove %s: %s", link, exc)
         self.made.clear()
+        self._inodes.clear()
+
+
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino

@@ -61,20 +61,29 @@ def unmount(mountpoint: str) -> bool:
 CONTROL = "/sys/fs/fuse/connections"
 
 
-def connection(mountpoint: str) -> str:
-    """The fusectl name of the FUSE connection mounted at ``mountpoint``
-    (the minor device number of its superblock), read from
-    /proc/self/mountinfo: stat-ing the mount would be a request to its own
-    server. The newest mount wins where several are stacked."""
-    minor = None
+def device_at(mountpoint: str) -> str | None:
+    """The device number ("major:minor") of the superblock mounted at
+    ``mountpoint``, the newest where several are stacked, or None when
+    nothing is mounted there; read from /proc/self/mountinfo, because
+    stat-ing the mount would be a request to its own server. A FUSE
+    connection's number is its fusectl name's minor, and no other mount
+    has it while that connection lives."""
+    found = None
     with open("/proc/self/mountinfo") as f:
         for line in f:
             fields = line.split()
             if _unescape(fields[4]) == mountpoint:
-                minor = fields[2].split(":")[1]
-    if minor is None:
+                found = fields[2]
+    return found
+
+
+def connection(mountpoint: str) -> str:
+    """The fusectl name of the FUSE connection mounted at ``mountpoint``
+    (the minor device number of its superblock)."""
+    device = device_at(mountpoint)
+    if device is None:
         raise OSError(errno.EINVAL, f"{mountpoint} is not a mount point")
-    return minor
+    return device.split(":")[1]
 
 
 def abort_connection(minor: str) -> None:
@@ -92,6 +101,21 @@ def abort_connection(minor: str) -> None:
             f.write("1")
     except FileNotFoundError:
         pass
+
+
+def stop(mountpoint: str) -> bool:
+    """Unmount ``mountpoint`` so that its daemon exits: lazily when clients
+    still hold files there, and then the connection is ended too (those
+    files fail with ENOTCONN from then on), for a lazily unmounted
+    connection would otherwise live, and its daemon serve, as long as they
+    are held. Returns whether files were held."""
+    if not any(m.mountpoint == mountpoint for m in mounts()):
+        raise OSError(errno.EINVAL, f"{mountpoint} is not an ipufs mount")
+    minor = connection(mountpoint)
+    lazy = unmount(mountpoint)
+    if lazy:
+        abort_connection(minor)
+    return lazy
 
 
 def abort(mountpoint: str) -> None:

@@ -23,6 +23,7 @@ import errno
 import logging
 import os
 import queue
+import select
 import threading
 from typing import Protocol
 
@@ -189,13 +190,15 @@ class FuseServer:
         answered, serve until unmounted or cancelled, then unmount."""
         channel = self.channel = FuseChannel.open()
         mounted = False
+        device: str | None = None
         connection: str | None = None
         reader = notifier = None
         spinner = -1
+        where = os.path.realpath(self.mountpoint)  # as mountinfo spells it; before mounting
         try:
-            where = os.path.realpath(self.mountpoint)  # as mountinfo spells it; before mounting
             fmount.mount(channel.fd, where, source=self.source)
             mounted = True
+            device = fmount.device_at(where)
             connection = fmount.connection(where)
             if self.spin > 0:
                 try:
@@ -221,11 +224,17 @@ class FuseServer:
             await done.wait()
         finally:
             with trio.CancelScope(shield=True):
-                lazy = mounted and fmount.unmount(self.mountpoint)
+                # Only what is ours: the mount at the mount point may be
+                # another daemon's by now (ours detached lazily, or aborted,
+                # and a successor mounted there), and it may even have our
+                # old device number once our connection is gone. While our
+                # connection lives, no other mount has its number.
+                ours = mounted and _connected(channel.fd) and fmount.device_at(where) == device
+                lazy = ours and fmount.unmount(where)
                 if reader is not None:
                     if not lazy:
                         await trio.to_thread.run_sync(reader.join, LINGER)
-                    if reader.is_alive() and connection is not None:
+                    if reader.is_alive() and connection is not None and _connected(channel.fd):
                         # Clients still hold files: end the connection, as
                         # closing /dev/fuse would once nobody read it.
                         fmount.abort_connection(connection)
@@ -236,6 +245,15 @@ class FuseServer:
             if spinner >= 0:
                 os.close(spinner)
             channel.close()
+
+
+def _connected(fd: int) -> bool:
+    """Whether the FUSE connection open on ``fd`` still lives: /dev/fuse
+    polls with POLLERR once it is aborted (by an unmount that ended it, by
+    fusectl, or by the kernel)."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return not any(events & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, events in poller.poll(0))
 
 
 def _ended(exc: OSError) -> bool:

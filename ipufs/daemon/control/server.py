@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import stat
 import threading
 from typing import Any
 
@@ -50,13 +51,13 @@ class ControlServer:
         self._starved = False
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        try:
-            os.unlink(self.path)  # a socket left by a crashed daemon
-        except FileNotFoundError:
-            pass
+        _remove_old_socket(self.path)
         sock = trio.socket.socket(trio.socket.AF_UNIX, trio.socket.SOCK_STREAM)
+        made: tuple[int, int] | None = None
         try:
             await sock.bind(self.path)
+            st = os.lstat(self.path)
+            made = (st.st_dev, st.st_ino)
             os.chown(self.path, self.uid, self.gid)
             os.chmod(self.path, self.mode)
             sock.listen(16)
@@ -67,8 +68,12 @@ class ControlServer:
                     nursery.start_soon(self._serve, trio.SocketStream(conn))
         finally:
             sock.close()
+            # Only the socket this daemon made: a successor at the same
+            # mount point may have replaced it with its own.
             try:
-                os.unlink(self.path)
+                st = os.lstat(self.path)
+                if made == (st.st_dev, st.st_ino):
+                    os.unlink(self.path)
             except FileNotFoundError:
                 pass
 
@@ -175,3 +180,15 @@ class ControlServer:
                 # from the next request, so the connection ends here.
                 await stream.send_all(refusal(f"line too long: a request is at most {MAX_LINE} bytes"))
                 return
+
+
+def _remove_old_socket(path: str) -> None:
+    """Remove the socket an earlier daemon left at ``path`` (a crashed one's,
+    or a hung one's that was aborted); refuse to remove anything else."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise RuntimeError(f"control socket path {path} exists and is not a socket")
+    os.unlink(path)
