@@ -90,9 +90,10 @@ BLOCKS: tuple[Block, ...] = (
     ),
     _block(
         "INTERRUPT", 0x0300, "the six interrupt sources (bit n: signal 44 + n)",
-        ("INT_MASK", 0x00, RWS, "bit set: source masked (same as MASK/UNMASK_INTERRUPT)"),
+        ("INT_MASK", 0x00, RWS, "bit set: source masked; a pwrite by the attached process is the same as "
+                                "MASK/UNMASK_INTERRUPT (EPERM for others); a mapped store is undone"),
         ("INT_PENDING", 0x04, RO, "sources raised while masked, not yet delivered"),
-        ("INT_RAISED", 0x08, RO, "sources raised since reset (sticky)"),
+        ("INT_RAISED", 0x08, RO, "sources raised since reset (sticky; reset clears it)"),
     ),
     _block(
         "SYNC", 0x0400, "global syncs (zones as in the IPU's sync zones)",

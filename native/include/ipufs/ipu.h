@@ -99,9 +99,9 @@ struct ipufs_buffer {
 #define IPU_REG_EXC_CONTEXT 0x0210 /* ro: context: 0 supervisor, 1..6 workers */
 #define IPU_REG_EXC_COUNT 0x0214 /* ro: exceptions raised since the last clear */
 /* INTERRUPT: the six interrupt sources (bit n: signal 44 + n) */
-#define IPU_REG_INT_MASK 0x0300 /* rw+: bit set: source masked (same as MASK/UNMASK_INTERRUPT) */
+#define IPU_REG_INT_MASK 0x0300 /* rw+: bit set: source masked; a pwrite by the attached process is the same as MASK/UNMASK_INTERRUPT (EPERM for others); a mapped store is undone */
 #define IPU_REG_INT_PENDING 0x0304 /* ro: sources raised while masked, not yet delivered */
-#define IPU_REG_INT_RAISED 0x0308 /* ro: sources raised since reset (sticky) */
+#define IPU_REG_INT_RAISED 0x0308 /* ro: sources raised since reset (sticky; reset clears it) */
 /* SYNC: global syncs (zones as in the IPU's sync zones) */
 #define IPU_REG_SYNC_STATUS 0x0400 /* ro: bit 0 WAITING for the group; bit 1 ERROR (bad zone or busy); bits 8..15 the last zone completed */
 #define IPU_REG_SYNC_GS1_COUNT 0x0404 /* ro: GS1 syncs completed */
