@@ -105,6 +105,11 @@ def owner(path: Path) -> str | None:
     return os.path.dirname(str(host_path))
 
 
+def _identity(path: Path) -> tuple[int, int]:
+    st = os.lstat(path)
+    return st.st_dev, st.st_ino
+
+
 def _live(mount_dir: str) -> bool:
     return any(m.mountpoint == mount_dir for m in fmount.mounts()) and not fmount.is_dead(mount_dir)
 
@@ -119,6 +124,7 @@ class SpecFile:
         self.prefix = check_prefix(prefix)
         self.path = self.directory / file_name(prefix)
         self.written = False
+        self._identity: tuple[int, int] | None = None
 
     def clear_stale(self) -> list[Path]:
         """Remove ipufs specs left by mounts that are gone (a crashed
@@ -148,9 +154,17 @@ class SpecFile:
         os.chmod(temporary, 0o644)
         os.replace(temporary, self.path)
         self.written = True
+        self._identity = _identity(self.path)
 
     def remove(self) -> None:
-        """Remove the spec if it is still ours."""
-        if self.written and owner(self.path) == self.mount_dir:
-            self.path.unlink(missing_ok=True)
+        """Remove the spec if it is still the file this daemon wrote: a
+        successor at the same mount point writes a spec of its own (the
+        same text, another inode), which an old daemon exiting later must
+        leave alone."""
+        if self.written:
+            try:
+                if _identity(self.path) == self._identity:
+                    self.path.unlink()
+            except FileNotFoundError:
+                pass
         self.written = False

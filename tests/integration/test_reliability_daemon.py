@@ -40,17 +40,21 @@ HOLDER = textwrap.dedent("""
 
 
 def start(mnt: Path, dev: Path, *options: str) -> subprocess.Popen[str]:
-    return daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--dev-dir", str(dev), *options)
+    """A daemon linking its nodes in ``dev`` and writing its CDI spec in
+    ``dev``/cdi."""
+    return daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--dev-dir", str(dev),
+                          "--cdi-dir", str(dev / "cdi"), *options)
 
 
 def serves(mnt: Path, daemon: subprocess.Popen[str], dev: Path) -> None:
     """``daemon`` is the one serving at ``mnt``: its mount, its control
-    socket and its /dev links are all in place."""
+    socket, its /dev links and its CDI spec are all in place."""
     assert os.getxattr(mnt, "user.ipufs.pid") == str(daemon.pid).encode()
     with Control.of_mount(mnt) as control:
-        assert control.status()["ipus"] == 1 or control.status()
+        assert control.status()
     assert os.readlink(dev / "ipu0") == str(mnt / "ipu0")
     os.close(os.open(dev / "ipu0", os.O_RDWR))
+    assert list((dev / "cdi").glob("*.json"))
 
 
 def test_umount_ends_a_daemon_whose_files_are_held_and_its_successor_survives(tmp_path: Path) -> None:
@@ -96,7 +100,7 @@ def test_a_hung_daemon_aborted_and_resumed_leaves_its_successor_alone(tmp_path: 
         second.send_signal(signal.SIGTERM)
         assert second.wait(10) == 0
         assert not is_mounted(mnt) and not os.path.lexists(dev / "ipu0")
-        assert not os.path.lexists(str(mnt) + ".ctl")
+        assert not os.path.lexists(str(mnt) + ".ctl") and not list((dev / "cdi").glob("*.json"))
     finally:
         if first.poll() is None:
             os.kill(first.pid, signal.SIGCONT)
