@@ -261,6 +261,29 @@ def cmd_cdi(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_device_plugin(args: argparse.Namespace) -> int:
+    from ipufs.deviceplugin import require
+
+    require()
+    import threading
+
+    from ipufs.deviceplugin.service import PluginConfig, run
+
+    config = PluginConfig(dev=_root(args), resource_name=args.resource_name, socket_dir=Path(args.socket_dir),
+                          endpoint=args.endpoint, cdi_kind=args.cdi_kind if args.cdi else None,
+                          poll_interval=args.poll_interval, retry_interval=args.retry_interval)
+    stop = threading.Event()
+
+    def stopping(signum: int, frame: object) -> None:
+        _sd_notify("STOPPING=1")
+        stop.set()
+
+    signal.signal(signal.SIGTERM, stopping)
+    signal.signal(signal.SIGINT, stopping)
+    run(config, stop, lambda status: _sd_notify(f"READY=1\nSTATUS={status}"))
+    return 0
+
+
 class OneLineParser(argparse.ArgumentParser):
     """A parser whose every complaint is one line naming the problem and
     where to read more (subcommands inherit the class)."""
@@ -409,6 +432,22 @@ def parser() -> argparse.ArgumentParser:
     cd = tool("cdi", "print the CDI spec of the IPUs in --dev (for /etc/cdi; docs/docker.md)")
     cd.add_argument("--prefix", help="before the device names (default: as `ipufs mount` would)")
     cd.set_defaults(func=cmd_cdi)
+
+    dp = tool("device-plugin", "offer the IPUs to Kubernetes: a kubelet device plugin (docs/kubernetes.md)")
+    dp.add_argument("--resource-name", default="graphcore.ai/ipu",
+                    help="the extended resource pods ask for (default graphcore.ai/ipu)")
+    dp.add_argument("--socket-dir", default="/var/lib/kubelet/device-plugins",
+                    help="kubelet's device plugin directory, holding kubelet.sock (default %(default)s)")
+    dp.add_argument("--endpoint", help="the plugin's socket name in that directory (default from the resource name)")
+    dp.add_argument("--cdi", action="store_true",
+                    help="give containers CDI device names (KIND=N) instead of bind mounts, for runtimes that "
+                         "read CDI specs")
+    dp.add_argument("--cdi-kind", default="graphcore.ai/ipu", help="the CDI kind of the devices (default %(default)s)")
+    dp.add_argument("--poll-interval", type=float, default=1.0,
+                    help="seconds between status reads when the daemon's trace says nothing (default 1)")
+    dp.add_argument("--retry-interval", type=float, default=0.5,
+                    help="seconds between tries to reach a daemon that is gone (default 0.5)")
+    dp.set_defaults(func=cmd_device_plugin)
     return p
 
 

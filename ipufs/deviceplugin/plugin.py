@@ -1,0 +1,122 @@
+# The DevicePlugin service (api.proto) over a DeviceWatch: the device list
+# and its health as a stream, the preferred placement, and what each
+# container gets. A request the plugin cannot meet (an unknown device, more
+# IPUs than the node has, no daemon) is answered with a gRPC error whose
+# message says why; nothing a caller sends stops the plugin serving.
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import grpc
+
+from ipufs.deviceplugin import api_pb2 as api
+from ipufs.deviceplugin import edits, placement
+from ipufs.deviceplugin.inventory import Inventory, device_id, ipu_of
+from ipufs.deviceplugin.watch import DeviceWatch, State
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class AllocationStyle:
+    """How Allocate gives IPUs: by CDI device names of ``cdi_kind`` (for
+    runtimes that read CDI), or by bind mounts when ``cdi_kind`` is None."""
+
+    cdi_kind: str | None = None
+
+
+def device_list(state: State) -> api.ListAndWatchResponse:
+    inventory = state.inventory
+    if inventory is None:
+        return api.ListAndWatchResponse()
+    return api.ListAndWatchResponse(devices=[
+        api.Device(ID=device_id(ipu), health=state.health[ipu].state,
+                   topology=api.TopologyInfo(nodes=[api.NUMANode(ID=inventory.numa[ipu])]))
+        for ipu in inventory.ipus])
+
+
+class IpuDevicePlugin:
+    """Serves the node's IPUs to kubelet (rpc.DevicePluginService)."""
+
+    def __init__(self, watch: DeviceWatch, style: AllocationStyle = AllocationStyle()) -> None:
+        self.watch = watch
+        self.style = style
+        self.stopping = threading.Event()
+
+    # --- helpers ------------------------------------------------------------------
+    def _inventory(self, context: grpc.ServicerContext) -> Inventory:
+        state = self.watch.state
+        if state.inventory is None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"no IPUs to give: {state.problem}")
+        return state.inventory
+
+    def _ipus(self, ids: Sequence[str], inventory: Inventory, context: grpc.ServicerContext) -> list[int]:
+        """The IPUs ``ids`` name, or an INVALID_ARGUMENT error."""
+        known = set(inventory.ipus)
+        unknown = [d for d in ids if ipu_of(d) not in known]
+        if unknown:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT,
+                          f"unknown device {', '.join(unknown)}: this node has {', '.join(inventory.ids())}")
+        ipus = [ipu for ipu in (ipu_of(d) for d in ids) if ipu is not None]
+        if len(set(ipus)) != len(ipus):
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"a device is named twice in {', '.join(ids)}")
+        return ipus
+
+    # --- the service ------------------------------------------------------------
+    def GetDevicePluginOptions(self, request: api.Empty, context: grpc.ServicerContext) -> api.DevicePluginOptions:
+        return api.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
+
+    def ListAndWatch(self, request: api.Empty, context: grpc.ServicerContext) -> Iterator[api.ListAndWatchResponse]:
+        state = self.watch.state
+        yield device_list(state)
+        while context.is_active() and not self.stopping.is_set():
+            # Wakes at least once a second to see whether kubelet went away.
+            newer = self.watch.wait_newer(state.version, timeout=1.0)
+            if newer.version != state.version:
+                state = newer
+                yield device_list(state)
+
+    def GetPreferredAllocation(self, request: api.PreferredAllocationRequest,
+                               context: grpc.ServicerContext) -> api.PreferredAllocationResponse:
+        inventory = self._inventory(context)
+        answers = []
+        for container in request.container_requests:
+            available = self._ipus(container.available_deviceIDs, inventory, context)
+            must = self._ipus(container.must_include_deviceIDs, inventory, context)
+            try:
+                chosen = placement.preferred(available, must, container.allocation_size, inventory.groups)
+            except placement.PlacementError as exc:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            answers.append(api.ContainerPreferredAllocationResponse(deviceIDs=[device_id(i) for i in chosen]))
+        return api.PreferredAllocationResponse(container_responses=answers)
+
+    def Allocate(self, request: api.AllocateRequest, context: grpc.ServicerContext) -> api.AllocateResponse:
+        inventory = self._inventory(context)
+        answers = []
+        for container in request.container_requests:
+            if len(container.devices_ids) > len(inventory.ipus):
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"asked for {len(container.devices_ids)} IPUs; "
+                              f"this node has {len(inventory.ipus)}")
+            ipus = self._ipus(container.devices_ids, inventory, context)
+            if not ipus:
+                context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a container asked for no device")
+            answers.append(self._container(inventory, ipus))
+            log.info("allocated %s", ", ".join(device_id(i) for i in ipus))
+        return api.AllocateResponse(container_responses=answers)
+
+    def _container(self, inventory: Inventory, ipus: list[int]) -> api.ContainerAllocateResponse:
+        given = edits.container_edits(inventory.root, ipus)
+        if self.style.cdi_kind is not None:
+            return api.ContainerAllocateResponse(
+                envs=given.env, cdi_devices=[api.CDIDevice(name=n) for n in edits.cdi_names(self.style.cdi_kind, ipus)])
+        return api.ContainerAllocateResponse(
+            envs=given.env,
+            mounts=[api.Mount(container_path=b.container_path, host_path=b.host_path, read_only=b.read_only)
+                    for b in given.binds])
+
+    def PreStartContainer(self, request: api.PreStartContainerRequest,
+                          context: grpc.ServicerContext) -> api.PreStartContainerResponse:
+        return api.PreStartContainerResponse()
