@@ -264,6 +264,7 @@ def cmd_cdi(args: argparse.Namespace) -> int:
 def cmd_device_plugin(args: argparse.Namespace) -> int:
     from ipufs.deviceplugin import require
 
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # before gRPC loads: its INFO lines are noise here
     require()
     import threading
 

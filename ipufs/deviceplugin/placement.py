@@ -29,11 +29,15 @@ def _distance(ipu: int, chosen: Collection[int], groups: Sequence[Sequence[int]]
     return min(sizes, default=float("inf"))
 
 
-def _fit_for(ipu: int, size: int, groups: Sequence[Sequence[int]], free: set[int]) -> tuple[float, int]:
+def _fit_for(ipu: int, size: int, groups: Sequence[Sequence[int]], free: set[int]) -> tuple[int, float, int]:
     """For a first pick: the smallest group around ``ipu`` with room for
-    ``size`` free IPUs (its size, then how many are free: fewer is tighter)."""
-    room = sorted((len(g), len(free & set(g))) for g in groups if ipu in g and len(free & set(g)) >= size)
-    return room[0] if room else (float("inf"), 0)
+    ``size`` free IPUs (its size, then how many are free: fewer is tighter);
+    where none has room, the group around it with the most free IPUs."""
+    around = [(len(g), len(free & set(g))) for g in groups if ipu in g]
+    room = sorted((n, f) for n, f in around if f >= size)
+    if room:
+        return (0, *room[0])
+    return (1, -max((f for _, f in around), default=1), 0)
 
 
 def preferred(available: Sequence[int], must_include: Sequence[int], size: int,

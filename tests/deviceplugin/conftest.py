@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # gRPC's own INFO lines are noise here
 pytest.importorskip("grpc", reason="the device plugin's tests need the kubernetes extra (./dev setup installs it)")
 
 from tests.deviceplugin.kubelet import TestKubelet  # noqa: E402

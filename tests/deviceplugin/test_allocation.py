@@ -1,0 +1,121 @@
+# GetPreferredAllocation and Allocate through gRPC, as kubelet calls them,
+# checked exactly; and bad requests, which get an error with a message
+# while the plugin goes on serving.
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import grpc
+import pytest
+
+from ipufs.deviceplugin import api_pb2 as api
+from tests.deviceplugin.conftest import Plugin
+from tests.deviceplugin.kubelet import PluginConnection, TestKubelet
+from tests.integration.harness import RunningDaemon
+
+pytestmark = pytest.mark.mount
+
+SUFFIXES = ("", "_ex", "_mailbox", "_mem")
+IDS = [f"ipu{i}" for i in range(8)]
+
+
+@pytest.fixture
+def connection(node: RunningDaemon, kubelet: TestKubelet, plugin: Plugin) -> PluginConnection:
+    plugin("--dev", str(node.mountpoint))
+    c = kubelet.next_registration()
+    c.wait_list(lambda devices: len(devices) == 8)
+    return c
+
+
+def prefer(c: PluginConnection, available: list[str], size: int, must: list[str] = []) -> list[str]:
+    request = api.PreferredAllocationRequest(container_requests=[api.ContainerPreferredAllocationRequest(
+        available_deviceIDs=available, must_include_deviceIDs=must, allocation_size=size)])
+    (answer,) = c.client.GetPreferredAllocation(request, timeout=10).container_responses
+    return list(answer.deviceIDs)
+
+
+def allocate(c: PluginConnection, *containers: list[str]) -> list[api.ContainerAllocateResponse]:
+    request = api.AllocateRequest(container_requests=[api.ContainerAllocateRequest(devices_ids=ids)
+                                                      for ids in containers])
+    return list(c.client.Allocate(request, timeout=10).container_responses)
+
+
+def binds(root: Path, ipus: list[int]) -> list[tuple[str, str, bool]]:
+    return [(f"/dev/ipu{i}{s}", str(root / f"ipu{i}{s}"), False) for i in ipus for s in SUFFIXES]
+
+
+def mounts(answer: api.ContainerAllocateResponse) -> list[tuple[str, str, bool]]:
+    return [(m.container_path, m.host_path, m.read_only) for m in answer.mounts]
+
+
+def test_preferred_allocation_of_1_2_4_of_8_across_two_boards(connection: PluginConnection) -> None:
+    assert [prefer(connection, IDS, n) for n in (1, 2, 4)] == [
+        ["ipu0"], ["ipu0", "ipu1"], ["ipu0", "ipu1", "ipu2", "ipu3"]]
+    # ipu0 taken: the single comes from its broken pair, the pair from the
+    # broken board, the four from the whole board.
+    rest = IDS[1:]
+    assert [prefer(connection, rest, n) for n in (1, 2, 4)] == [
+        ["ipu1"], ["ipu2", "ipu3"], ["ipu4", "ipu5", "ipu6", "ipu7"]]
+    assert prefer(connection, IDS, 2, must=["ipu6"]) == ["ipu6", "ipu7"]
+
+
+def test_allocate_gives_bind_mounts_and_names_the_ipus(connection: PluginConnection, node: RunningDaemon) -> None:
+    first, second = allocate(connection, ["ipu2", "ipu3"], ["ipu7"])
+    assert mounts(first) == binds(node.mountpoint, [2, 3])
+    assert dict(first.envs) == {"IPUFS_VISIBLE_IPUS": "2,3"}
+    assert mounts(second) == binds(node.mountpoint, [7])
+    assert dict(second.envs) == {"IPUFS_VISIBLE_IPUS": "7"}
+    for answer in (first, second):
+        assert not answer.devices and not answer.cdi_devices and not answer.annotations
+
+
+def test_allocate_through_dev_links_binds_the_mount(node: RunningDaemon, kubelet: TestKubelet, plugin: Plugin,
+                                                   tmp_path: Path) -> None:
+    links = tmp_path / "dev"
+    links.mkdir()
+    for name in os.listdir(node.mountpoint):
+        os.symlink(node.mountpoint / name, links / name)
+    plugin("--dev", str(links))
+    c = kubelet.next_registration()
+    c.wait_list(lambda devices: len(devices) == 8)
+    (answer,) = allocate(c, ["ipu5"])
+    assert mounts(answer) == binds(node.mountpoint, [5])
+
+
+def test_allocate_with_cdi_names_the_devices(node: RunningDaemon, kubelet: TestKubelet, plugin: Plugin) -> None:
+    plugin("--dev", str(node.mountpoint), "--cdi")
+    c = kubelet.next_registration()
+    (answer,) = allocate(c, ["ipu0", "ipu1"])
+    assert [d.name for d in answer.cdi_devices] == ["graphcore.ai/ipu=0", "graphcore.ai/ipu=1"]
+    assert dict(answer.envs) == {"IPUFS_VISIBLE_IPUS": "0,1"}
+    assert not answer.mounts and not answer.devices
+
+
+@pytest.mark.parametrize("containers,message", [
+    ([["ipu9"]], "unknown device ipu9: this node has " + ", ".join(IDS)),
+    ([["ipu1", "gpu0", "ipu01"]], "unknown device gpu0, ipu01: this node has " + ", ".join(IDS)),
+    ([IDS + ["ipu8"]], "asked for 9 IPUs; this node has 8"),
+    ([["ipu1", "ipu1"]], "a device is named twice in ipu1, ipu1"),
+    ([["ipu0"], []], "a container asked for no device"),
+])
+def test_bad_allocations_are_refused(connection: PluginConnection, containers: list[list[str]], message: str) -> None:
+    with pytest.raises(grpc.RpcError) as error:
+        allocate(connection, *containers)
+    assert (error.value.code(), error.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)  # type: ignore[attr-defined]
+    (answer,) = allocate(connection, ["ipu4"])  # still serving
+    assert dict(answer.envs) == {"IPUFS_VISIBLE_IPUS": "4"}
+
+
+@pytest.mark.parametrize("available,size,must,message", [
+    (IDS, 9, [], "asked for 9 IPUs, but only 8 are available"),
+    (["ipu0", "ipu42"], 1, [], "unknown device ipu42: this node has " + ", ".join(IDS)),
+    (IDS, 0, [], "allocation size must be positive, not 0"),
+    (IDS, 1, ["ipu0", "ipu1"], "2 IPUs must be included in an allocation of 1"),
+])
+def test_bad_preferences_are_refused(connection: PluginConnection, available: list[str], size: int,
+                                     must: list[str], message: str) -> None:
+    with pytest.raises(grpc.RpcError) as error:
+        prefer(connection, available, size, must)
+    assert (error.value.code(), error.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)  # type: ignore[attr-defined]
+    assert prefer(connection, IDS, 4) == ["ipu0", "ipu1", "ipu2", "ipu3"]

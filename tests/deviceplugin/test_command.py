@@ -1,0 +1,85 @@
+# `ipufs device-plugin` from the command line: a configuration kubelet
+# would refuse, or a missing kubernetes extra, is one line and exit status 1;
+# SIGTERM stops it and removes its socket. The committed protobuf code
+# still describes api.proto.
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.deviceplugin.kubelet import TestKubelet
+from tests.integration.harness import RunningDaemon, ipufs_command
+
+
+def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(args, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--resource-name", "ipu"], "'ipu' is not an extended resource or CDI kind: vendor-domain/name, outside "
+                                  "kubernetes.io"),
+    (["--resource-name", "kubernetes.io/ipu"], "'kubernetes.io/ipu' is not an extended resource"),
+    (["--cdi", "--cdi-kind", "Graphcore/IPU"], "'Graphcore/IPU' is not an extended resource"),
+    (["--endpoint", "kubelet.sock"], "--endpoint 'kubelet.sock' must be a file name in the socket directory"),
+    (["--poll-interval", "0"], "intervals must be positive"),
+])
+def test_bad_configuration_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    out = run(*ipufs_command("device-plugin", "--dev", str(tmp_path), "--socket-dir", str(tmp_path), *args))
+    assert out.returncode == 1
+    assert out.stderr.startswith(f"ipufs device-plugin: {message}") and out.stderr.count("\n") == 1, out.stderr
+
+
+def test_a_missing_extra_is_one_line(tmp_path: Path) -> None:
+    # As if grpcio were not installed: the import fails.
+    script = ("import sys; sys.modules['grpc'] = None; from ipufs.cli import main; "
+              f"sys.exit(main(['device-plugin', '--dev', '{tmp_path}', '--socket-dir', '{tmp_path}']))")
+    out = run(sys.executable, "-c", script)
+    assert out.returncode == 1
+    assert out.stderr.startswith("ipufs device-plugin: the device plugin needs grpcio and protobuf 7: "
+                                 "pip install 'ipufs[kubernetes]'") and out.stderr.count("\n") == 1, out.stderr
+
+
+@pytest.mark.mount
+def test_sigterm_stops_it_and_removes_its_socket(node: RunningDaemon, kubelet: TestKubelet) -> None:
+    proc = subprocess.Popen(ipufs_command("device-plugin", "--dev", str(node.mountpoint), "--socket-dir",
+                                          str(kubelet.socket_dir)), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    try:
+        connection = kubelet.next_registration()
+        socket = kubelet.socket_dir / connection.endpoint
+        assert socket.is_socket()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(10) == 0
+        assert not socket.exists()
+        assert connection.ended.wait(5)
+    finally:
+        proc.kill()
+        proc.communicate()
+
+
+def test_generated_code_matches_the_protocol_definition() -> None:
+    pytest.importorskip("grpc_tools", reason="needs grpcio-tools (the test extra)")
+    from google.protobuf import descriptor_pb2
+
+    from ipufs.deviceplugin import api_pb2, gencode
+
+    def plain(messages: Any) -> None:
+        # protoc keeps json_name out of the descriptor it embeds in code.
+        for message in messages:
+            for f in message.field:
+                f.ClearField("json_name")
+            plain(message.nested_type)
+
+    (compiled,) = descriptor_pb2.FileDescriptorSet.FromString(gencode.descriptor_set()).file
+    committed = descriptor_pb2.FileDescriptorProto.FromString(api_pb2.DESCRIPTOR.serialized_pb)
+    plain(compiled.message_type)
+    plain(committed.message_type)
+    assert compiled == committed, "api.proto changed: run python -m ipufs.deviceplugin.gencode"
+    stubs = (Path(gencode.PACKAGE) / "api_pb2.pyi").read_text()
+    for message in committed.message_type:
+        assert f"class {message.name}(_message.Message):" in stubs
