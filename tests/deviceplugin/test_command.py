@@ -4,7 +4,10 @@
 # still describes api.proto.
 from __future__ import annotations
 
+import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -13,7 +16,9 @@ from typing import Any
 import pytest
 
 from tests.deviceplugin.kubelet import TestKubelet
-from tests.integration.harness import RunningDaemon, ipufs_command
+from tests.integration.harness import ROOT, RunningDaemon, ipufs_command
+
+UNIT = ROOT / "systemd" / "ipufs-device-plugin.service"
 
 
 def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
@@ -45,21 +50,40 @@ def test_a_missing_extra_is_one_line(tmp_path: Path) -> None:
 
 
 @pytest.mark.mount
-def test_sigterm_stops_it_and_removes_its_socket(node: RunningDaemon, kubelet: TestKubelet) -> None:
-    proc = subprocess.Popen(ipufs_command("device-plugin", "--dev", str(node.mountpoint), "--socket-dir",
-                                          str(kubelet.socket_dir)), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    try:
-        connection = kubelet.next_registration()
-        socket = kubelet.socket_dir / connection.endpoint
-        assert socket.is_socket()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(10) == 0
-        assert not socket.exists()
-        assert connection.ended.wait(5)
-    finally:
-        proc.kill()
-        proc.communicate()
+def test_ready_once_registered_and_sigterm_removes_its_socket(node: RunningDaemon, kubelet: TestKubelet) -> None:
+    notify = kubelet.socket_dir / "notify"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as systemd:
+        systemd.bind(str(notify))
+        systemd.settimeout(20)
+        proc = subprocess.Popen(ipufs_command("device-plugin", "--dev", str(node.mountpoint), "--socket-dir",
+                                              str(kubelet.socket_dir)), env={**os.environ, "NOTIFY_SOCKET": str(notify)},
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        try:
+            assert systemd.recv(4096).decode().splitlines() == [
+                "READY=1", f"STATUS=8 IPUs of {node.mountpoint} offered as graphcore.ai/ipu"]
+            connection = kubelet.next_registration(timeout=0)  # registered before it said so
+            plugin_socket = kubelet.socket_dir / connection.endpoint
+            assert plugin_socket.is_socket()
+            proc.send_signal(signal.SIGTERM)
+            assert systemd.recv(4096) == b"STOPPING=1"
+            assert proc.wait(10) == 0
+            assert not plugin_socket.exists()
+            assert connection.ended.wait(5)
+        finally:
+            proc.kill()
+            proc.communicate()
+
+
+@pytest.mark.skipif(not shutil.which("systemd-analyze"), reason="needs systemd-analyze")
+def test_unit_file_is_valid(tmp_path: Path) -> None:
+    exe = shutil.which("ipufs") or str(Path(sys.executable).with_name("ipufs"))
+    unit = tmp_path / UNIT.name
+    text = UNIT.read_text()
+    assert "Type=notify" in text and "Restart=on-failure" in text and "PrivateTmp" not in text
+    unit.write_text(text.replace("/usr/local/bin/ipufs", exe))
+    out = run("systemd-analyze", "verify", str(unit))
+    problems = [line for line in out.stderr.splitlines() if UNIT.name in line]
+    assert out.returncode == 0 and not problems, out.stderr
 
 
 def test_generated_code_matches_the_protocol_definition() -> None:
