@@ -23,6 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "container": {"native", "fuse"},
     "daemon": {"abi", "native", "fuse", "model", "driver", "container"},
     "tools": {"abi", "native", "client", "container"},
+    "deviceplugin": {"abi", "client", "tools", "container"},
 }
 #: Modules at the top of the package that every layer may import.
 SHARED = {"__init__"}  # ipufs.__version__

@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from ipufs.model.registers import (
+from ipufs.abi.registers import (
     REGISTERS,
     STATUS_EXCEPTION,
     STATUS_ICU_UNRESPONSIVE,
