@@ -64,6 +64,9 @@ def run(config: PluginConfig, stop: threading.Event, on_ready: Callable[[str], N
 
     watch.start()
     try:
+        # Register once the watch has looked (or given up looking): kubelet's
+        # first list is then the node's, not an empty one.
+        watch.wait_newer(0, timeout=10)
         registrar.run(stop, registered)
     finally:
         plugin.stopping.set()
