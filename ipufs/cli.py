@@ -271,7 +271,7 @@ def cmd_device_plugin(args: argparse.Namespace) -> int:
     from ipufs.deviceplugin.service import PluginConfig, run
 
     config = PluginConfig(dev=_root(args), resource_name=args.resource_name, socket_dir=Path(args.socket_dir),
-                          endpoint=args.endpoint, cdi_kind=args.cdi_kind if args.cdi else None,
+                          endpoint=args.endpoint, cdi=args.cdi, cdi_prefix=args.cdi_prefix,
                           poll_interval=args.poll_interval, retry_interval=args.retry_interval)
     stop = threading.Event()
 
@@ -441,9 +441,10 @@ def parser() -> argparse.ArgumentParser:
                     help="kubelet's device plugin directory, holding kubelet.sock (default %(default)s)")
     dp.add_argument("--endpoint", help="the plugin's socket name in that directory (default from the resource name)")
     dp.add_argument("--cdi", action="store_true",
-                    help="give containers CDI device names (KIND=N) instead of bind mounts, for runtimes that "
-                         "read CDI specs")
-    dp.add_argument("--cdi-kind", default="graphcore.ai/ipu", help="the CDI kind of the devices (default %(default)s)")
+                    help="give containers the devices of the mount's CDI spec (graphcore.ai/ipu=N) instead of "
+                         "bind mounts, for runtimes that read CDI specs")
+    dp.add_argument("--cdi-prefix", help="the prefix of those names, if the mount was given one (default: as "
+                                         "`ipufs mount` chooses)")
     dp.add_argument("--poll-interval", type=float, default=1.0,
                     help="seconds between status reads when the daemon's trace says nothing (default 1)")
     dp.add_argument("--retry-interval", type=float, default=0.5,

@@ -22,10 +22,12 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class AllocationStyle:
-    """How Allocate gives IPUs: by CDI device names of ``cdi_kind`` (for
-    runtimes that read CDI), or by bind mounts when ``cdi_kind`` is None."""
+    """How Allocate gives IPUs: by bind mounts, or (``cdi``, for runtimes
+    that read CDI) by the names of the mount's CDI spec, under
+    ``cdi_prefix`` (None: the prefix the daemon chooses for its mount)."""
 
-    cdi_kind: str | None = None
+    cdi: bool = False
+    cdi_prefix: str | None = None
 
 
 def device_list(state: State) -> api.ListAndWatchResponse:
@@ -108,14 +110,20 @@ class IpuDevicePlugin:
         return api.AllocateResponse(container_responses=answers)
 
     def _container(self, inventory: Inventory, ipus: list[int]) -> api.ContainerAllocateResponse:
-        given = edits.container_edits(inventory.root, ipus)
-        if self.style.cdi_kind is not None:
+        given = edits.container_edits(inventory.mountpoint, ipus)
+        env = dict(given.env)
+        if self.style.cdi:
+            prefix = self.style.cdi_prefix
+            if prefix is None:
+                prefix = edits.default_cdi_prefix(inventory.mountpoint)
+            # The spec's own edits include the environment every client
+            # needs; the variable naming the IPUs is the plugin's.
             return api.ContainerAllocateResponse(
-                envs=given.env, cdi_devices=[api.CDIDevice(name=n) for n in edits.cdi_names(self.style.cdi_kind, ipus)])
+                envs={edits.VISIBLE_IPUS: env[edits.VISIBLE_IPUS]},
+                cdi_devices=[api.CDIDevice(name=n) for n in edits.cdi_names(prefix, ipus)])
         return api.ContainerAllocateResponse(
-            envs=given.env,
-            mounts=[api.Mount(container_path=b.container_path, host_path=b.host_path, read_only=b.read_only)
-                    for b in given.binds])
+            envs=env, mounts=[api.Mount(container_path=b.target, host_path=b.source, read_only=b.read_only)
+                              for b in given.binds])
 
     def PreStartContainer(self, request: api.PreStartContainerRequest,
                           context: grpc.ServicerContext) -> api.PreStartContainerResponse:

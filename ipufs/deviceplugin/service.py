@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from ipufs.container.cdi import check_prefix
 from ipufs.deviceplugin.plugin import AllocationStyle, IpuDevicePlugin
 from ipufs.deviceplugin.registration import DEFAULT_SOCKET_DIR, Registrar
 from ipufs.deviceplugin.watch import DeviceWatch
@@ -28,7 +29,8 @@ class PluginConfig:
     resource_name: str = DEFAULT_RESOURCE
     socket_dir: Path = DEFAULT_SOCKET_DIR
     endpoint: str | None = None  # default: from the resource name
-    cdi_kind: str | None = None  # answer Allocate with CDI names of this kind
+    cdi: bool = False  # answer Allocate with the names of the mount's CDI spec
+    cdi_prefix: str | None = None  # their prefix (None: as the daemon chooses)
     poll_interval: float = 1.0
     retry_interval: float = 0.5
 
@@ -38,10 +40,11 @@ class PluginConfig:
 
 def check(config: PluginConfig) -> None:
     """Refuse, with a one-line reason, a configuration kubelet would refuse."""
-    for name in (config.resource_name, config.cdi_kind):
-        if name is not None and (not _RESOURCE.match(name) or name.split("/")[0].endswith("kubernetes.io")):
-            raise ValueError(f"{name!r} is not an extended resource or CDI kind: vendor-domain/name, "
-                             "outside kubernetes.io")
+    name = config.resource_name
+    if not _RESOURCE.match(name) or name.split("/")[0].endswith("kubernetes.io"):
+        raise ValueError(f"{name!r} is not an extended resource: vendor-domain/name, outside kubernetes.io")
+    if config.cdi_prefix:
+        check_prefix(config.cdi_prefix)
     endpoint = config.socket_name()
     if "/" in endpoint or endpoint in ("kubelet.sock", "", ".", ".."):
         raise ValueError(f"--endpoint {endpoint!r} must be a file name in the socket directory, not kubelet.sock")
@@ -53,7 +56,7 @@ def run(config: PluginConfig, stop: threading.Event, on_ready: Callable[[str], N
     """Serve until ``stop`` is set; ``on_ready`` hears of each registration."""
     check(config)
     watch = DeviceWatch(config.dev, poll_interval=config.poll_interval, retry_interval=config.retry_interval)
-    plugin = IpuDevicePlugin(watch, AllocationStyle(config.cdi_kind))
+    plugin = IpuDevicePlugin(watch, AllocationStyle(config.cdi, config.cdi_prefix))
     registrar = Registrar(plugin, config.resource_name, socket_dir=config.socket_dir, endpoint=config.socket_name())
 
     def registered() -> None:

@@ -83,11 +83,16 @@ def test_allocate_through_dev_links_binds_the_mount(node: RunningDaemon, kubelet
     assert mounts(answer) == binds(node.mountpoint, [5])
 
 
-def test_allocate_with_cdi_names_the_devices(node: RunningDaemon, kubelet: TestKubelet, plugin: Plugin) -> None:
-    plugin("--dev", str(node.mountpoint), "--cdi")
+@pytest.mark.parametrize("options,names", [
+    ((), ["graphcore.ai/ipu=mnt-0", "graphcore.ai/ipu=mnt-1"]),  # as the daemon names a mount's devices
+    (("--cdi-prefix", "node7"), ["graphcore.ai/ipu=node7-0", "graphcore.ai/ipu=node7-1"]),
+])
+def test_allocate_with_cdi_names_the_devices(node: RunningDaemon, kubelet: TestKubelet, plugin: Plugin,
+                                             options: tuple[str, ...], names: list[str]) -> None:
+    plugin("--dev", str(node.mountpoint), "--cdi", *options)
     c = kubelet.next_registration()
     (answer,) = allocate(c, ["ipu0", "ipu1"])
-    assert [d.name for d in answer.cdi_devices] == ["graphcore.ai/ipu=0", "graphcore.ai/ipu=1"]
+    assert [d.name for d in answer.cdi_devices] == names
     assert dict(answer.envs) == {"IPUFS_VISIBLE_IPUS": "0,1"}
     assert not answer.mounts and not answer.devices
 

@@ -26,10 +26,9 @@ def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--resource-name", "ipu"], "'ipu' is not an extended resource or CDI kind: vendor-domain/name, outside "
-                                  "kubernetes.io"),
+    (["--resource-name", "ipu"], "'ipu' is not an extended resource: vendor-domain/name, outside kubernetes.io"),
     (["--resource-name", "kubernetes.io/ipu"], "'kubernetes.io/ipu' is not an extended resource"),
-    (["--cdi", "--cdi-kind", "Graphcore/IPU"], "'Graphcore/IPU' is not an extended resource"),
+    (["--cdi", "--cdi-prefix=-x"], "CDI prefix '-x': use letters, digits"),
     (["--endpoint", "kubelet.sock"], "--endpoint 'kubelet.sock' must be a file name in the socket directory"),
     (["--poll-interval", "0"], "intervals must be positive"),
 ])
@@ -64,6 +63,7 @@ def test_ready_once_registered_and_sigterm_removes_its_socket(node: RunningDaemo
             connection = kubelet.next_registration(timeout=0)  # registered before it said so
             plugin_socket = kubelet.socket_dir / connection.endpoint
             assert plugin_socket.is_socket()
+            connection.wait_list(lambda devices: len(devices) == 8)  # the stream is up
             proc.send_signal(signal.SIGTERM)
             assert systemd.recv(4096) == b"STOPPING=1"
             assert proc.wait(10) == 0
