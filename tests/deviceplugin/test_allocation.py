@@ -9,6 +9,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from ipufs.container import binds as container_binds
 from ipufs.deviceplugin import api_pb2 as api
 from tests.deviceplugin.conftest import Plugin
 from tests.deviceplugin.kubelet import PluginConnection, TestKubelet
@@ -42,7 +43,14 @@ def allocate(c: PluginConnection, *containers: list[str]) -> list[api.ContainerA
 
 
 def binds(root: Path, ipus: list[int]) -> list[tuple[str, str, bool]]:
-    return [(f"/dev/ipu{i}{s}", str(root / f"ipu{i}{s}"), False) for i in ipus for s in SUFFIXES]
+    """What every container of the mount gets (the shared description's
+    part, none today), then each IPU's four nodes."""
+    shared = [(b.target, b.source, b.read_only) for b in container_binds.shared_edits(str(root)).binds]
+    return shared + [(f"/dev/ipu{i}{s}", str(root / f"ipu{i}{s}"), False) for i in ipus for s in SUFFIXES]
+
+
+def env(root: Path, ipus: str) -> dict[str, str]:
+    return {**dict(container_binds.shared_edits(str(root)).env), "IPUFS_VISIBLE_IPUS": ipus}
 
 
 def mounts(answer: api.ContainerAllocateResponse) -> list[tuple[str, str, bool]]:
@@ -63,9 +71,9 @@ def test_preferred_allocation_of_1_2_4_of_8_across_two_boards(connection: Plugin
 def test_allocate_gives_bind_mounts_and_names_the_ipus(connection: PluginConnection, node: RunningDaemon) -> None:
     first, second = allocate(connection, ["ipu2", "ipu3"], ["ipu7"])
     assert mounts(first) == binds(node.mountpoint, [2, 3])
-    assert dict(first.envs) == {"IPUFS_VISIBLE_IPUS": "2,3"}
+    assert dict(first.envs) == env(node.mountpoint, "2,3")
     assert mounts(second) == binds(node.mountpoint, [7])
-    assert dict(second.envs) == {"IPUFS_VISIBLE_IPUS": "7"}
+    assert dict(second.envs) == env(node.mountpoint, "7")
     for answer in (first, second):
         assert not answer.devices and not answer.cdi_devices and not answer.annotations
 
@@ -109,7 +117,7 @@ def test_bad_allocations_are_refused(connection: PluginConnection, containers: l
         allocate(connection, *containers)
     assert (error.value.code(), error.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)  # type: ignore[attr-defined]
     (answer,) = allocate(connection, ["ipu4"])  # still serving
-    assert dict(answer.envs) == {"IPUFS_VISIBLE_IPUS": "4"}
+    assert answer.envs["IPUFS_VISIBLE_IPUS"] == "4"
 
 
 @pytest.mark.parametrize("available,size,must,message", [
