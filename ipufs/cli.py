@@ -268,11 +268,16 @@ def cmd_device_plugin(args: argparse.Namespace) -> int:
     require()
     import threading
 
-    from ipufs.deviceplugin.service import PluginConfig, run
+    from ipufs.deviceplugin.service import PluginConfig, check, run
+    from ipufs.tools import problems
 
     config = PluginConfig(dev=_root(args), resource_name=args.resource_name, socket_dir=Path(args.socket_dir),
                           endpoint=args.endpoint, cdi=args.cdi, cdi_prefix=args.cdi_prefix,
                           poll_interval=args.poll_interval, retry_interval=args.retry_interval)
+    try:
+        check(config)
+    except ValueError as exc:
+        raise problems.Problem(str(exc), status=problems.USAGE) from None
     stop = threading.Event()
 
     def stopping(signum: int, frame: object) -> None:

@@ -22,7 +22,8 @@ from ipufs.client import Control, ControlError
 from ipufs.client.status import StatusView
 from ipufs.deviceplugin import health
 from ipufs.deviceplugin.health import Health
-from ipufs.deviceplugin.inventory import Inventory, InventoryError, discover
+from ipufs.deviceplugin.inventory import Inventory, discover
+from ipufs.tools.problems import Problem
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,10 @@ class State:
 
 class _Gone(Exception):
     """The daemon closed its control connection."""
+
+
+def _reason(exc: Exception) -> str:
+    return exc.what if isinstance(exc, Problem) else str(exc)
 
 
 class _Session:
@@ -144,8 +149,9 @@ class DeviceWatch:
         while not self._stopping.is_set():
             try:
                 session = _Session(self.root)
-            except (OSError, ControlError, InventoryError, ValueError) as exc:
-                self._down(f"no daemon serves {self.root}: {exc}")
+            except Exception as exc:  # whatever it is, the watch goes on: the IPUs are unreachable
+                log.debug("connecting to the daemon of %s", self.root, exc_info=exc)
+                self._down(f"no daemon serves {self.root}: {_reason(exc)}")
                 self._sleep(self.retry_interval)
                 continue
             try:
@@ -153,8 +159,9 @@ class DeviceWatch:
                 problem = "stopping"
             except _Gone:
                 problem = f"the daemon serving {session.inventory.mountpoint} went away"
-            except OSError as exc:
-                problem = f"lost the daemon serving {session.inventory.mountpoint}: {exc}"
+            except Exception as exc:
+                log.debug("following the daemon of %s", self.root, exc_info=exc)
+                problem = f"lost the daemon serving {session.inventory.mountpoint}: {_reason(exc)}"
             finally:
                 session.close()
             if not self._stopping.is_set():

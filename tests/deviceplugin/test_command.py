@@ -1,5 +1,6 @@
 # `ipufs device-plugin` from the command line: a configuration kubelet
-# would refuse, or a missing kubernetes extra, is one line and exit status 1;
+# would refuse is one line and exit status 2, a missing kubernetes extra
+# one line and status 1;
 # SIGTERM stops it and removes its socket. The committed protobuf code
 # still describes api.proto.
 from __future__ import annotations
@@ -34,7 +35,7 @@ def run(*args: str, timeout: float = 30) -> subprocess.CompletedProcess[str]:
 ])
 def test_bad_configuration_is_one_line(tmp_path: Path, args: list[str], message: str) -> None:
     out = run(*ipufs_command("device-plugin", "--dev", str(tmp_path), "--socket-dir", str(tmp_path), *args))
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert out.stderr.startswith(f"ipufs device-plugin: {message}") and out.stderr.count("\n") == 1, out.stderr
 
 

@@ -95,7 +95,8 @@ def test_a_plugin_started_before_the_daemon_offers_the_ipus_once_it_serves(
             connection.client.Allocate(api.AllocateRequest(container_requests=[
                 api.ContainerAllocateRequest(devices_ids=["ipu0"])]), timeout=10)
         assert error.value.code() == grpc.StatusCode.UNAVAILABLE  # type: ignore[attr-defined]
-        assert error.value.details() == f"no IPUs to give: no daemon serves {mnt}: no IPUs in {mnt}"  # type: ignore[attr-defined]
+        assert error.value.details() == (  # type: ignore[attr-defined]
+            f"no IPUs to give: no daemon serves {mnt}: no IPUs in {mnt} (no ipuN nodes there)")
         daemon = daemon_process(mnt, "--ipus", "8", "--profile", "ipu2", "--no-link-dev")
         expect(connection)
     finally:
