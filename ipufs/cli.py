@@ -30,9 +30,12 @@ def _sd_notify(message: str) -> None:
         return
     if address.startswith("@"):
         address = "\0" + address[1:]
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-        s.connect(address)
-        s.sendall(message.encode())
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+            s.connect(address)
+            s.sendall(message.encode())
+    except OSError as exc:  # a manager that went away must not stop the daemon
+        log.debug("could not notify %s: %s", address, exc)
 
 
 def cmd_mount(args: argparse.Namespace) -> int:

@@ -180,11 +180,15 @@ class Daemon:
 
                 await nursery.start(self.control.run)
                 negotiated = await nursery.start(serve)
-                if self.links is not None:
-                    self.links.clear_stale()
-                    self.links.install()
-                if self.cdi is not None:
-                    self.cdi.write()
+                # A mount aborted while this daemon started (stopped, then
+                # `ipufs umount --abort`) may already have a successor: then
+                # the links and the spec at these names are not ours to make.
+                if self.server.connected():
+                    if self.links is not None:
+                        self.links.clear_stale()
+                        self.links.install()
+                    if self.cdi is not None:
+                        self.cdi.write()
                 task_status.started(negotiated)
                 nursery.start_soon(self.registers.run)
         finally:

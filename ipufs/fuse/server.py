@@ -90,6 +90,11 @@ class FuseServer:
         self._pending = 0
         self._pending_changed = threading.Condition()
 
+    def connected(self) -> bool:
+        """Whether this server's connection is open and alive (not yet
+        unmounted or aborted)."""
+        return self.channel is not None and _connected(self.channel.fd)
+
     def backing_open(self, fd: int) -> int:
         """Register ``fd`` as a passthrough backing file of this connection."""
         if self.channel is None:

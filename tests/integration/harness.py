@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -171,22 +173,28 @@ class PyClient(LineClient):
 
 
 def daemon_process(mountpoint: Path, *options: str) -> subprocess.Popen[str]:
-    """A real `ipufs mount` process, returned once it serves (its root's
-    user.ipufs.pid names it)."""
+    """A real `ipufs mount` process, returned once it is ready: it told
+    systemd's notify socket READY=1 (its /dev links and CDI spec made), as
+    under the systemd unit."""
     if not {"--cdi-dir", "--no-cdi"} & set(options):
         options += ("--no-cdi",)  # never the host's /var/run/cdi
-    proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), *options), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+    with tempfile.TemporaryDirectory(prefix="ipufs-notify-") as tmp, \
+            socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
+        notify.bind(os.path.join(tmp, "notify"))
+        notify.settimeout(0.1)
+        proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), *options), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True,
+                                env=dict(os.environ, NOTIFY_SOCKET=os.path.join(tmp, "notify")))
 
-    def serving() -> bool:
-        try:
-            return os.getxattr(mountpoint, "user.ipufs.pid") == str(proc.pid).encode()
-        except OSError:
-            return False
+        def ready() -> bool:
+            try:
+                return b"READY=1" in notify.recv(4096)
+            except (TimeoutError, BlockingIOError):
+                return proc.poll() is not None  # it died: say so below
 
-    if not wait_for(serving, 15):
-        proc.kill()
-        raise AssertionError(f"daemon did not mount: {proc.communicate()[1]}")
+        if not wait_for(ready, 15) or proc.poll() is not None:
+            proc.kill()
+            raise AssertionError(f"daemon did not mount: {proc.communicate()[1]}")
     return proc
 
 
