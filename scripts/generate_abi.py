@@ -42,12 +42,13 @@ def render_header() -> str:
         "",
         f"#define IPU_IOCTL_TYPE 0x{abi.IOCTL_TYPE:02X}",
         "",
-        "/* ioctls, in the encoding ipufs recommends (each also accepts the",
-        " * encodings named in its comment). */",
+        "/* ioctls, in the encoding ipufs recommends. Requests are matched on",
+        " * type and number, so other encodings work too (docs/abi.md); the",
+        " * comments name those known clients use. */",
     ]
     for s in abi.IOCTLS:
         e = s.encodings[0]
-        others = "; also " + ", ".join(_enc_doc(x) for x in s.encodings[1:]) if len(s.encodings) > 1 else ""
+        others = "; also seen: " + ", ".join(_enc_doc(x) for x in s.encodings[1:]) if len(s.encodings) > 1 else ""
         out.append(f"/* {s.summary}: {s.argument}{others} */")
         out.append(f"#define IPU_IOCTL_{s.name} _IOC({_DIR_C[e.direction]}, IPU_IOCTL_TYPE, {s.nr}, {e.size})")
     out += ["", "/* Real-time signals sent to the attached process; si_int is the IPU id",
@@ -103,7 +104,7 @@ def render_header() -> str:
 
 
 def render_tables() -> str:
-    rows = ["| ioctl | nr | recommended encoding (ipu.h) | also accepted | argument | what it does |",
+    rows = ["| ioctl | nr | recommended encoding (ipu.h) | also seen in clients | argument | what it does |",
             "|---|---|---|---|---|---|"]
     for s in abi.IOCTLS:
         also = "; ".join(f"{_enc_doc(e)} (0x{e.cmd(s.nr):08X})" for e in s.encodings[1:]) or "—"

@@ -5,8 +5,10 @@
 #
 # Facts (shared/reference/ipu-facts.md): type byte 0xED, the numbers, the
 # signals 44..49 and their names. The reverse engineers' direction and size
-# guesses are only guesses, so requests are matched on (type, nr) and each
-# number accepts the encodings listed here; anything else is ipufs's own.
+# guesses are only guesses, so requests are matched on (type, nr) and take
+# their sizes from _IOC_SIZE: every encoding FUSE can carry is served
+# (ipufs/driver/driver.py says how). The encodings listed here are the one
+# ipu.h defines and those known clients use; anything else is ipufs's own.
 from __future__ import annotations
 
 import enum
@@ -47,7 +49,8 @@ class Encoding:
 class IoctlSpec:
     name: str
     nr: int
-    #: Accepted encodings; the first is the one ipu.h defines.
+    #: Encodings worth naming: the first is the one ipu.h defines, the
+    #: others those known clients use (every other one is served too).
     encodings: tuple[Encoding, ...]
     argument: str
     summary: str
@@ -75,20 +78,23 @@ W, R, RW, NONE = Dir.WRITE, Dir.READ, Dir.READ_WRITE, Dir.NONE
 
 IOCTLS: tuple[IoctlSpec, ...] = (
     IoctlSpec("ATTACH", 10, (Encoding(NONE, 0), Encoding(RW, 8)),
-              "none (with the u64 encoding: a u64, ignored, written back as 0)",
+              "none: any argument is ignored and left as it is",
               "attach the calling process to the IPU"),
-    IoctlSpec("ATTACH_BUFFER", 11, (Encoding(RW, BUFFER.size),),
-              "struct ipufs_buffer", "let the device read and write a buffer of the caller"),
+    IoctlSpec("ATTACH_BUFFER", 11, (Encoding(RW, BUFFER.size), Encoding(RW, 8)),
+              "struct ipufs_buffer; with 8 bytes: a u64 holding the struct's address, "
+              "written back: the buffer's id", "let the device read and write a buffer of the caller"),
     IoctlSpec("DETACH_BUFFER", 12, (Encoding(W, 8), Encoding(RW, 8)),
-              "u64: a buffer id from ATTACH_BUFFER", "withdraw a buffer"),
+              "u64: a buffer id from ATTACH_BUFFER (with size 0: the argument value)", "withdraw a buffer"),
     IoctlSpec("SET_IPU_ID", 14, (Encoding(RW, 0), Encoding(NONE, 0)),
               "the argument value itself: the id (an int)",
               "set the id sent back in si_int of every signal"),
     IoctlSpec("MASK_INTERRUPT", 22, (Encoding(RW, 8), Encoding(W, 8)),
-              "u64: IPUFS_INT_* bits to mask; written back: the mask in force",
+              "u64: IPUFS_INT_* bits to mask (with size 0: the argument value); "
+              "written back (_IOR, _IOWR): the mask in force",
               "mask interrupt sources (raised ones stay pending)"),
     IoctlSpec("UNMASK_INTERRUPT", 23, (Encoding(RW, 8), Encoding(W, 8)),
-              "u64: IPUFS_INT_* bits to unmask; written back: the mask in force",
+              "u64: IPUFS_INT_* bits to unmask (with size 0: the argument value); "
+              "written back (_IOR, _IOWR): the mask in force",
               "unmask interrupt sources, delivering what is pending"),
     IoctlSpec("MAILBOX_READ_ONLY", 29, (Encoding(R, 20), Encoding(R, 24), Encoding(R, 8)),
               "5 x u32 (20 bytes, or 24 padded): filled with the next ICU response; "
@@ -97,7 +103,7 @@ IOCTLS: tuple[IoctlSpec, ...] = (
               needs_write=False),
     IoctlSpec("MAILBOX_WRITE_ONLY", 30, (Encoding(W, 20), Encoding(W, 24)),
               "5 x u32: an ICU request", "send a request; its answer is queued and rings the doorbell"),
-    IoctlSpec("MAILBOX_WRITE_READ", 31, (Encoding(RW, 20), Encoding(RW, 24)),
+    IoctlSpec("MAILBOX_WRITE_READ", 31, (Encoding(RW, 20), Encoding(RW, 24), Encoding(W, 24)),
               "5 x u32: an ICU request, replaced by its answer",
               "send a request and get its answer at once (not queued, no doorbell)"),
     IoctlSpec("MAILBOX_GET_OFFSETS", 32, (Encoding(R, 8), Encoding(R, 16)),
@@ -105,15 +111,8 @@ IOCTLS: tuple[IoctlSpec, ...] = (
               "u32 request offset, request slots, response offset, response slots",
               "where the rings are in the mailbox node", needs_write=False),
     IoctlSpec("RESET", 45, (Encoding(W, 4), Encoding(NONE, 0)),
-              "int, ignored", "reset the IPU's device state; attachments stay"),
+              "int, ignored (by value or by pointer)", "reset the IPU's device state; attachments stay"),
 )
 
 BY_NR: dict[int, IoctlSpec] = {s.nr: s for s in IOCTLS}
 BY_NAME: dict[str, IoctlSpec] = {s.name: s for s in IOCTLS}
-#: Every accepted command number -> (its ioctl, whether the caller writes an
-#: argument, whether the caller reads one back, the argument's size): one
-#: dictionary lookup decodes a request on the hot path.
-ACCEPTED: dict[int, tuple[IoctlSpec, bool, bool, int]] = {
-    e.cmd(s.nr): (s, bool(e.direction & Dir.WRITE), bool(e.direction & Dir.READ), e.size)
-    for s in IOCTLS for e in s.encodings
-}

@@ -14,7 +14,7 @@ from typing import NamedTuple, Protocol, TypeVar
 from ipufs import native
 from ipufs.abi import ioctls as abi
 from ipufs.driver import procs
-from ipufs.abi.ioctls import Dir, Encoding
+from ipufs.abi.ioctls import Dir
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.events import EventSink, NoEvents
@@ -90,12 +90,36 @@ def _as_int32(value: int) -> int:
 
 
 class _Command(NamedTuple):
-    handler: Callable[[int, int, int, int, Arg, int], tuple[int, bytes]]
+    """One ioctl command number, decoded once: its handler, and what the
+    kernel carries for it (FUSE's restricted ioctls copy ``_IOC_SIZE``
+    bytes in for _IOW/_IOWR and back for _IOR/_IOWR, nothing otherwise)."""
+
+    handler: Callable[[int, int, int, int, Arg, _Command], tuple[int, bytes]]
     caller_matters: bool
-    needs_write: bool
-    writes: bool
-    reads: bool
-    size: int
+    needs_write: bool  # it changes the device: a file opened for writing
+    size: int  # _IOC_SIZE
+    carried_in: int  # bytes the kernel copied in from the argument
+    carried_out: int  # bytes the kernel will copy back at most
+
+
+#: What each ioctl needs of _IOC_SIZE, whatever the direction: None when any
+#: size will do, else the sizes it serves (a tuple of exact sizes and a
+#: minimum) and the complaint otherwise.
+_SIZES: dict[str, tuple[tuple[int, ...], int, str] | None] = {
+    "ATTACH": None,
+    "SET_IPU_ID": None,
+    "RESET": None,
+    "ATTACH_BUFFER": ((8,), abi.BUFFER.size, "a struct ipufs_buffer (32 bytes) or a u64 holding its address"),
+    "DETACH_BUFFER": ((0, 4), U64, "a buffer id: by value (size 0), a u32 or a u64"),
+    "MASK_INTERRUPT": ((0, 4), U64, "interrupt bits: by value (size 0), a u32 or a u64"),
+    "UNMASK_INTERRUPT": ((0, 4), U64, "interrupt bits: by value (size 0), a u32 or a u64"),
+    "MAILBOX_READ_ONLY": ((U64,), icu_message.size, "room for a message (20 bytes) or a u64 count"),
+    "MAILBOX_WRITE_ONLY": ((), icu_message.size, "a message of 5 x u32 (20 bytes)"),
+    "MAILBOX_WRITE_READ": ((), icu_message.size, "a message of 5 x u32 (20 bytes)"),
+    "MAILBOX_GET_OFFSETS": ((), U64, "room for a u64 (or 16 bytes)"),
+}
+#: Decoded commands kept at most (random numbers must not grow the cache).
+_MAX_DECODED = 512
 
 
 class IpuDriver:
@@ -126,13 +150,10 @@ class IpuDriver:
             "MAILBOX_WRITE_READ": self._mailbox_write_read,
             "MAILBOX_GET_OFFSETS": self._mailbox_offsets,
         }
-        # Command number -> everything serving it needs, found with one
-        # dictionary lookup per request.
-        self._commands: dict[int, _Command] = {
-            cmd: _Command(handlers[spec.name], spec.name in _CALLER_MATTERS, spec.needs_write, writes, reads,
-                          size)
-            for cmd, (spec, writes, reads, size) in abi.ACCEPTED.items()
-        }
+        self._handlers = handlers
+        # Command number -> everything serving it needs, decoded on first
+        # use: one dictionary lookup per request after that.
+        self._commands: dict[int, _Command] = {}
         self._open: dict[int, tuple[int, int | None]] = {}  # fh -> (ipu, tgid)
         self._read_only: set[int] = set()  # file handles opened O_RDONLY
 
@@ -163,28 +184,89 @@ class IpuDriver:
         interrupts it raises are the caller's to deliver (``deliver``)."""
         command = self._commands.get(cmd)
         if command is None:
-            direction, type_, nr, size = abi.ioc_fields(cmd)
-            if type_ == abi.IOCTL_TYPE and nr in abi.BY_NR:
-                raise FUSEError(errno.EINVAL, f"{abi.BY_NR[nr].name} does not take "
-                                              f"{Encoding(Dir(direction), size)}")
-            raise FUSEError(errno.ENOTTY)
-        handler, caller_matters, needs_write, writes, reads, size = command
-        if writes and len(data) != size:
+            command = self._decode(cmd)
+        if command.carried_in and len(data) != command.size:
             raise FUSEError(errno.EINVAL, "argument shorter than its encoding")
-        if needs_write and fh in self._read_only:
+        if command.needs_write and fh in self._read_only:
             raise FUSEError(errno.EBADF, "this ioctl needs a file opened for writing")
-        if caller_matters:
+        if command.caller_matters:
             tgid = _starved_as_eagain(self._caller, ipu, pid)
             if tgid is None:
                 raise FUSEError(errno.ESRCH, "the caller is gone")
         else:
             tgid = pid  # who asks does not matter: spare the /proc lookup
-        result, out = handler(ipu, fh, tgid, arg, data, size)
-        if not reads:
-            return result, b""
-        if len(out) != size:
-            out = out.ljust(size, b"\0")[:size]
-        return result, out
+        return command.handler(ipu, fh, tgid, arg, data, command)
+
+    def _decode(self, cmd: int) -> _Command:
+        """Match ``cmd`` on (type, nr) and take its size from _IOC_SIZE: any
+        direction and any size the ioctl can be served with is accepted."""
+        direction, type_, nr, size = abi.ioc_fields(cmd)
+        spec = abi.BY_NR.get(nr) if type_ == abi.IOCTL_TYPE else None
+        if spec is None:
+            raise FUSEError(errno.ENOTTY)
+        sizes = _SIZES[spec.name]
+        if sizes is not None and size not in sizes[0] and size < sizes[1]:
+            raise FUSEError(errno.EINVAL, f"{spec.name} takes {sizes[2]}, not {size} bytes")
+        command = _Command(self._handlers[spec.name], spec.name in _CALLER_MATTERS, spec.needs_write, size,
+                           size if direction & Dir.WRITE else 0, size if direction & Dir.READ else 0)
+        if len(self._commands) < _MAX_DECODED:
+            self._commands[cmd] = command
+        return command
+
+    # Where the kernel did not carry an argument (an _IOR that the driver
+    # reads, an _IOW it answers in, a u64 holding an address), the daemon
+    # reads and writes the caller's memory at the argument itself, as the
+    # real driver's copy_from_user/copy_to_user would.
+    @staticmethod
+    def _peek(tgid: int, address: int, length: int) -> bytes:
+        try:
+            data = native.vm_read(tgid, address, length)
+        except OSError as exc:
+            raise FUSEError(errno.EFAULT, f"cannot read the argument: {exc.strerror}") from exc
+        if len(data) != length:
+            raise FUSEError(errno.EFAULT, "the argument is not wholly mapped")
+        return data
+
+    @staticmethod
+    def _poke(tgid: int, address: int, data: bytes) -> None:
+        try:
+            n = native.vm_write(tgid, address, data)
+        except OSError as exc:
+            raise FUSEError(errno.EFAULT, f"cannot write the answer: {exc.strerror}") from exc
+        if n != len(data):
+            raise FUSEError(errno.EFAULT, "the argument is not wholly mapped")
+
+    def _take(self, tgid: int, arg: int, data: Arg, command: _Command, length: int) -> Arg:
+        """The first ``length`` bytes of the argument (the sizes were checked
+        when the command was decoded)."""
+        if command.carried_in >= length:
+            return data[:length]
+        return self._peek(tgid, arg, length)
+
+    def _give(self, tgid: int, arg: int, answer: bytes, command: _Command) -> bytes:
+        """Hand ``answer`` back in the argument: the kernel copies it for
+        _IOR/_IOWR; otherwise it is written into the caller's memory here."""
+        if command.carried_out:
+            return answer
+        self._poke(tgid, arg, answer)
+        return b""
+
+    def _value(self, tgid: int, arg: int, data: Arg, command: _Command) -> int:
+        """An integer argument: the argument value itself for size 0, else
+        the u32 or u64 it points at."""
+        if command.size == 0:
+            return arg & 0xFFFF_FFFF_FFFF_FFFF
+        if command.size == 4:
+            return int(struct.unpack("<I", self._take(tgid, arg, data, command, 4))[0])
+        return int(struct.unpack("<Q", self._take(tgid, arg, data, command, U64))[0])
+
+    @staticmethod
+    def _value_back(value: int, command: _Command) -> bytes:
+        """An integer answer, for the encodings that read one back."""
+        if not command.carried_out:
+            return b""
+        width = 4 if command.size == 4 else U64
+        return (value & ((1 << 8 * width) - 1)).to_bytes(width, "little")
 
     def _caller(self, ipu: int, pid: int) -> int | None:
         """The thread group of calling thread ``pid``. The main thread of the
@@ -211,7 +293,7 @@ class IpuDriver:
             raise FUSEError(errno.ESRCH, "the caller is gone")
         self._caller_attachment(ipu, tgid)
 
-    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         att = self.attachments.get(ipu)
         if att is not None and not _alive(att.pidfd):
             self.detach(ipu, "its process exited")
@@ -236,14 +318,34 @@ class IpuDriver:
             self.tracer.emit("attach", ipu, pid=tgid, command=procs.command_of(tgid))
         return 0, b""
 
-    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
         att.ipu_id = _as_int32(arg)
         return 0, b""
 
-    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
-        address, length, _, flags = abi.BUFFER.unpack(data)
+        if command.size == U64:
+            # A u64 holding the address of the struct (ipufs's reading of
+            # the 8-byte encoding): the struct is read and its id written
+            # in the caller's memory, and the id comes back in the u64.
+            where = self._value(tgid, arg, data, command)
+            buffer = self._new_buffer(att, self._peek(tgid, where, abi.BUFFER.size))
+            self._poke(tgid, where + 16, buffer.id.to_bytes(U64, "little"))
+            out = self._value_back(buffer.id, command)
+        else:
+            raw = bytes(self._take(tgid, arg, data, command, abi.BUFFER.size))
+            buffer = self._new_buffer(att, raw)
+            out = self._give(tgid, arg, raw[:16] + buffer.id.to_bytes(U64, "little") + raw[24:], command)
+        att.next_buffer_id += 1
+        att.buffers[buffer.id] = buffer
+        return 0, out
+
+    def _new_buffer(self, att: Attachment, raw: Arg) -> Buffer:
+        """The buffer ``raw`` (a struct ipufs_buffer) describes, checked, with
+        the attachment's next id; registered by the caller once its id is
+        handed back."""
+        address, length, _, flags = abi.BUFFER.unpack(raw)
         if flags & ~(abi.BUFFER_DEVICE_READS | abi.BUFFER_DEVICE_WRITES):
             raise FUSEError(errno.EINVAL, "unknown buffer flags")
         if not 0 < length <= abi.MAX_BUFFER_LENGTH or address + length > 1 << 64:
@@ -255,64 +357,69 @@ class IpuDriver:
                 native.vm_read(att.pid, probe, 1)
             except OSError as exc:
                 raise FUSEError(errno.EFAULT, "the buffer is not mapped by the caller") from exc
-        buffer = Buffer(att.next_buffer_id, address, length, flags or 3)
-        att.next_buffer_id += 1
-        att.buffers[buffer.id] = buffer
-        return 0, abi.BUFFER.pack(address, length, buffer.id, flags)
+        return Buffer(att.next_buffer_id, address, length, flags or 3)
 
-    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         att = self._caller_attachment(ipu, tgid)
-        (buffer_id,) = struct.unpack("<Q", data)
+        buffer_id = self._value(tgid, arg, data, command)
         if att.buffers.pop(buffer_id, None) is None:
             raise FUSEError(errno.EINVAL, f"no buffer {buffer_id}")
         return 0, b""
 
-    def _mask_bits(self, data: Arg) -> int:
-        (bits,) = struct.unpack("<Q", data)
+    def _mask_bits(self, tgid: int, arg: int, data: Arg, command: _Command) -> int:
+        bits = self._value(tgid, arg, data, command)
         if bits & ~ALL_SOURCES:
             raise FUSEError(errno.EINVAL, "unknown interrupt source bits")
-        return int(bits)
+        return bits
 
-    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         self._caller_attachment(ipu, tgid)
         model = self.devices.ipus[ipu]
-        model.set_interrupt_mask(model.interrupts.mask | self._mask_bits(data))
-        return 0, model.interrupts.mask.to_bytes(U64, "little")
+        model.set_interrupt_mask(model.interrupts.mask | self._mask_bits(tgid, arg, data, command))
+        return 0, self._value_back(model.interrupts.mask, command)
 
-    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         self._caller_attachment(ipu, tgid)
         model = self.devices.ipus[ipu]
-        model.set_interrupt_mask(model.interrupts.mask & ~self._mask_bits(data))
-        return 0, model.interrupts.mask.to_bytes(U64, "little")
+        model.set_interrupt_mask(model.interrupts.mask & ~self._mask_bits(tgid, arg, data, command))
+        return 0, self._value_back(model.interrupts.mask, command)
 
     # The mailbox ioctls serve any process that has a node of the IPU open,
     # as board management tools do not attach.
-    def _mailbox_read(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _mailbox_read(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         icu = self.devices.ipus[ipu].icu
-        if size == U64:
-            return 0, icu.responses_waiting.to_bytes(U64, "little")
-        response = icu.pop_response()
-        if response is None:
+        if command.size == U64:
+            return 0, self._give(tgid, arg, icu.responses_waiting.to_bytes(U64, "little"), command)
+        if not icu.responses_waiting:
             raise FUSEError(errno.EAGAIN, "no ICU response is waiting")
-        return 0, icu_message.pack(*response)
+        if not command.carried_out:
+            self._poke(tgid, arg, bytes(icu_message.size))  # never lose a response to a bad pointer
+        response = icu.pop_response()
+        assert response is not None
+        return 0, self._give(tgid, arg, icu_message.pack(*response), command)
 
-    def _mailbox_write(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
-        self.devices.ipus[ipu].icu_submit(icu_message.unpack_from(data))
+    def _mailbox_write(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
+        request = icu_message.unpack_from(self._take(tgid, arg, data, command, icu_message.size))
+        self.devices.ipus[ipu].icu_submit(request)
         return 0, b""
 
-    def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         model = self.devices.ipus[ipu]
+        request = icu_message.unpack_from(self._take(tgid, arg, data, command, icu_message.size))
         if model.icu.unresponsive:
             raise FUSEError(errno.ETIMEDOUT, "the ICU does not answer")
-        response = model.icu.handle(icu_message.unpack_from(data))
-        return 0, icu_message.pack(*(response or (0, 0, 0, 0, 0)))
+        response = model.icu.handle(request)
+        # With _IOW (how aspen-sdk calls it) the answer still comes back in
+        # the caller's buffer, as the real driver writes it there.
+        return 0, self._give(tgid, arg, icu_message.pack(*(response or (0, 0, 0, 0, 0))), command)
 
-    def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
-        if size == U64:
-            return 0, struct.pack("<II", icu.REQUEST_RING, icu.RESPONSE_RING)
-        return 0, struct.pack("<IIII", icu.REQUEST_RING, icu.SLOTS, icu.RESPONSE_RING, icu.SLOTS)
+    def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
+        if command.size < 16:
+            return 0, self._give(tgid, arg, struct.pack("<II", icu.REQUEST_RING, icu.RESPONSE_RING), command)
+        return 0, self._give(tgid, arg, struct.pack("<IIII", icu.REQUEST_RING, icu.SLOTS, icu.RESPONSE_RING,
+                                                    icu.SLOTS), command)
 
-    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, size: int) -> tuple[int, bytes]:
+    def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: _Command) -> tuple[int, bytes]:
         self.devices.ipus[ipu].reset()
         log.info("IPU %d reset (by thread %d)", ipu, tgid)
         return 0, b""

@@ -9,29 +9,30 @@
 
 #define IPU_IOCTL_TYPE 0xED
 
-/* ioctls, in the encoding ipufs recommends (each also accepts the
- * encodings named in its comment). */
-/* attach the calling process to the IPU: none (with the u64 encoding: a u64, ignored, written back as 0); also _IOWR, size 8 */
+/* ioctls, in the encoding ipufs recommends. Requests are matched on
+ * type and number, so other encodings work too (docs/abi.md); the
+ * comments name those known clients use. */
+/* attach the calling process to the IPU: none: any argument is ignored and left as it is; also seen: _IOWR, size 8 */
 #define IPU_IOCTL_ATTACH _IOC(_IOC_NONE, IPU_IOCTL_TYPE, 10, 0)
-/* let the device read and write a buffer of the caller: struct ipufs_buffer */
+/* let the device read and write a buffer of the caller: struct ipufs_buffer; with 8 bytes: a u64 holding the struct's address, written back: the buffer's id; also seen: _IOWR, size 8 */
 #define IPU_IOCTL_ATTACH_BUFFER _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 11, 32)
-/* withdraw a buffer: u64: a buffer id from ATTACH_BUFFER; also _IOWR, size 8 */
+/* withdraw a buffer: u64: a buffer id from ATTACH_BUFFER (with size 0: the argument value); also seen: _IOWR, size 8 */
 #define IPU_IOCTL_DETACH_BUFFER _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 12, 8)
-/* set the id sent back in si_int of every signal: the argument value itself: the id (an int); also _IO, size 0 */
+/* set the id sent back in si_int of every signal: the argument value itself: the id (an int); also seen: _IO, size 0 */
 #define IPU_IOCTL_SET_IPU_ID _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 14, 0)
-/* mask interrupt sources (raised ones stay pending): u64: IPUFS_INT_* bits to mask; written back: the mask in force; also _IOW, size 8 */
+/* mask interrupt sources (raised ones stay pending): u64: IPUFS_INT_* bits to mask (with size 0: the argument value); written back (_IOR, _IOWR): the mask in force; also seen: _IOW, size 8 */
 #define IPU_IOCTL_MASK_INTERRUPT _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 22, 8)
-/* unmask interrupt sources, delivering what is pending: u64: IPUFS_INT_* bits to unmask; written back: the mask in force; also _IOW, size 8 */
+/* unmask interrupt sources, delivering what is pending: u64: IPUFS_INT_* bits to unmask (with size 0: the argument value); written back (_IOR, _IOWR): the mask in force; also seen: _IOW, size 8 */
 #define IPU_IOCTL_UNMASK_INTERRUPT _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 23, 8)
-/* take the next response from the ICU's response ring (EAGAIN: none): 5 x u32 (20 bytes, or 24 padded): filled with the next ICU response; with 8 bytes: a u64, the number of responses waiting; also _IOR, size 24, _IOR, size 8 */
+/* take the next response from the ICU's response ring (EAGAIN: none): 5 x u32 (20 bytes, or 24 padded): filled with the next ICU response; with 8 bytes: a u64, the number of responses waiting; also seen: _IOR, size 24, _IOR, size 8 */
 #define IPU_IOCTL_MAILBOX_READ_ONLY _IOC(_IOC_READ, IPU_IOCTL_TYPE, 29, 20)
-/* send a request; its answer is queued and rings the doorbell: 5 x u32: an ICU request; also _IOW, size 24 */
+/* send a request; its answer is queued and rings the doorbell: 5 x u32: an ICU request; also seen: _IOW, size 24 */
 #define IPU_IOCTL_MAILBOX_WRITE_ONLY _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 30, 20)
-/* send a request and get its answer at once (not queued, no doorbell): 5 x u32: an ICU request, replaced by its answer; also _IOWR, size 24 */
+/* send a request and get its answer at once (not queued, no doorbell): 5 x u32: an ICU request, replaced by its answer; also seen: _IOWR, size 24, _IOW, size 24 */
 #define IPU_IOCTL_MAILBOX_WRITE_READ _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 31, 20)
-/* where the rings are in the mailbox node: u64: request ring offset | response ring offset << 32; with 16 bytes: u32 request offset, request slots, response offset, response slots; also _IOR, size 16 */
+/* where the rings are in the mailbox node: u64: request ring offset | response ring offset << 32; with 16 bytes: u32 request offset, request slots, response offset, response slots; also seen: _IOR, size 16 */
 #define IPU_IOCTL_MAILBOX_GET_OFFSETS _IOC(_IOC_READ, IPU_IOCTL_TYPE, 32, 8)
-/* reset the IPU's device state; attachments stay: int, ignored; also _IO, size 0 */
+/* reset the IPU's device state; attachments stay: int, ignored (by value or by pointer); also seen: _IO, size 0 */
 #define IPU_IOCTL_RESET _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 45, 4)
 
 /* Real-time signals sent to the attached process; si_int is the IPU id
