@@ -1,6 +1,8 @@
 # The ipufs filesystem: the Operations that publish the node tree. Opens
 # hand BARs to the kernel for passthrough (so mmap maps the daemon's pages)
 # or, where passthrough is unavailable, serve them through the page cache.
+# Beside the nodes sits the sysfs view (sys/bus/pci/devices/ADDR/...), whose
+# attribute files are made at each read from the model (docs/sysfs.md).
 # The tree is fixed: anything that would create, remove, rename or resize a
 # node fails with EPERM (docs/filesystem.md has the whole table).
 from __future__ import annotations
@@ -17,10 +19,10 @@ from typing import Protocol
 
 from ipufs import __version__
 from ipufs.driver.coherence import PageCachePublisher
-from ipufs.driver import procs
+from ipufs.driver import procs, sysfs
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
-from ipufs.driver.nodes import ROOT_INO, Node, NodeTree
+from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
@@ -100,6 +102,7 @@ class IpuFilesystem(Operations):
         #: (fault plans count accesses); None costs nothing.
         self.on_access: Callable[[int], None] | None = None
         self.tree = NodeTree(len(devices))
+        self.sysfs_ino = sysfs.build(self.tree)
         self.ownership = ownership or Ownership()
         self.want_passthrough = passthrough
         self.kernel: Kernel | None = None
@@ -108,6 +111,7 @@ class IpuFilesystem(Operations):
         self.negotiated: Negotiated | None = None
         self.publisher: PageCachePublisher | None = None
         self.files: dict[int, OpenFile] = {}
+        self.attribute_files: dict[int, Entry] = {}  # open files of the sysfs view
         self.pollers: dict[int, set[int]] = {}  # ipu -> poll handles awaiting a wakeup
         self.register_users: dict[int, int] = {}  # ipu -> open config/mailbox files
         self.activity: dict[int, float] = {}  # ipu -> monotonic time of its last request
@@ -116,6 +120,10 @@ class IpuFilesystem(Operations):
         self._backing_ids: dict[int, int] = {}
         now = clock()
         self._root = NodeState(stat.S_IFDIR | 0o755, 0, 0, now, now, now)
+        # The view is root's and read-only, as sysfs is; its times are the mount's.
+        self._view = {kind: NodeState(mode, 0, 0, now, now, now) for kind, mode in (
+            (Kind.DIRECTORY, stat.S_IFDIR | 0o755), (Kind.ATTRIBUTE, stat.S_IFREG | 0o444),
+            (Kind.LINK, stat.S_IFLNK | 0o777))}
         o = self.ownership
         self._states = [
             NodeState(stat.S_IFREG | (o.mode & 0o7777), o.uid, o.gid, now, now, now)
@@ -176,21 +184,34 @@ class IpuFilesystem(Operations):
             return self._root
         node = self.tree.by_ino(ino)
         if node is None:
-            raise FUSEError(errno.ENOENT)
+            return self._view[self._entry(ino).kind]
         return self._states[node.ino - ROOT_INO - 1]
+
+    def _entry(self, ino: int) -> Entry:
+        """An entry of the sysfs view."""
+        try:
+            return self.tree.entry(ino)
+        except KeyError:
+            raise FUSEError(errno.ENOENT) from None
 
     def _node(self, ino: int) -> Node:
         node = self.tree.by_ino(ino)
         if node is None:
-            raise FUSEError(errno.EISDIR if ino == ROOT_INO else errno.ENOENT)
+            raise FUSEError(errno.EISDIR if self.tree.is_directory(ino) else errno.ENOENT)
         return node
 
     def attr(self, ino: int) -> rp.Attr:
         s = self._state(ino)
-        if ino == ROOT_INO:
-            return rp.Attr(ino=ino, mode=s.mode, nlink=2, uid=s.uid, gid=s.gid,
+        node = self.tree.by_ino(ino)
+        if node is None:
+            if ino == ROOT_INO or s.mode & stat.S_IFDIR:
+                nlink, size = 2, 0
+            elif stat.S_ISLNK(s.mode):
+                nlink, size = 1, len(self._entry(ino).target)
+            else:
+                nlink, size = 1, sysfs.ATTRIBUTE_SIZE
+            return rp.Attr(ino=ino, mode=s.mode, nlink=nlink, size=size, uid=s.uid, gid=s.gid,
                            atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns)
-        node = self._node(ino)
         size = self.devices.profile.region_size(node.region)
         # st_blocks says what the backing memory holds, not the BAR's size:
         # `du` and `ls -s` then show what the daemon really uses.
@@ -200,7 +221,8 @@ class IpuFilesystem(Operations):
                        blocks=backing.blocks() if backing is not None else 0)
 
     def lookup(self, req: rq.Lookup) -> rp.Reply:
-        if req.nodeid != ROOT_INO:
+        if not self.tree.is_directory(req.nodeid):
+            self._state(req.nodeid)
             raise FUSEError(errno.ENOTDIR)
         if len(req.name) > NAME_MAX:
             raise FUSEError(errno.ENAMETOOLONG)
@@ -208,11 +230,15 @@ class IpuFilesystem(Operations):
             name = req.name.decode("ascii")
         except UnicodeDecodeError:
             raise FUSEError(errno.ENOENT) from None
-        node = self.tree.by_name(name)
-        if node is None:
-            raise FUSEError(errno.ENOENT)
-        self.stats.lookups[node.ino] = self.stats.lookups.get(node.ino, 0) + 1
-        return rp.Entry(self.attr(node.ino))
+        if name == "..":  # asked for after an export, never by path walks
+            ino = self.tree.parent_of(req.nodeid)
+        else:
+            found = self.tree.lookup(req.nodeid, name)
+            if found is None:
+                raise FUSEError(errno.ENOENT)
+            ino = found
+        self.stats.lookups[ino] = self.stats.lookups.get(ino, 0) + 1
+        return rp.Entry(self.attr(ino))
 
     def forget(self, nodeid: int, nlookup: int) -> None:
         left = self.stats.lookups.get(nodeid, 0) - nlookup
@@ -229,6 +255,8 @@ class IpuFilesystem(Operations):
         # the right to chmod, chown or touch this node.
         valid = abi.SetattrValid(req.valid)
         s = self._state(req.nodeid)
+        if req.nodeid != ROOT_INO and self.tree.by_ino(req.nodeid) is None:
+            raise FUSEError(errno.EPERM, "the sysfs view is read-only")
         if valid & abi.SetattrValid.SIZE:
             if req.nodeid == ROOT_INO or req.size != self.attr(req.nodeid).size:
                 raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
@@ -254,7 +282,7 @@ class IpuFilesystem(Operations):
 
     def statfs(self, req: rq.Statfs) -> rp.Reply:
         total = sum(self.attr(n.ino).size for n in self.tree)
-        return rp.StatfsReply(blocks=total // 4096, files=len(self.tree) + 1)
+        return rp.StatfsReply(blocks=total // 4096, files=len(self.tree) + 1 + sum(1 for _ in self.tree.entries()))
 
     def access(self, req: rq.Access) -> rp.Reply:
         self._state(req.nodeid)
@@ -267,6 +295,10 @@ class IpuFilesystem(Operations):
     mknod = mkdir = symlink = unlink = rmdir = rename = link = create = _fixed
 
     def readlink(self, req: rq.Readlink) -> rp.Reply:
+        if self.tree.is_entry(req.nodeid):
+            entry = self.tree.entry(req.nodeid)
+            if entry.kind is Kind.LINK:
+                return rp.Data(entry.target.encode())
         raise FUSEError(errno.EINVAL)
 
     def fallocate(self, req: rq.Fallocate) -> rp.Reply:
@@ -274,23 +306,33 @@ class IpuFilesystem(Operations):
 
     # --- directory ----------------------------------------------------------
     def opendir(self, req: rq.Opendir) -> rp.Reply:
-        if req.nodeid != ROOT_INO:
+        if not self.tree.is_directory(req.nodeid):
+            self._state(req.nodeid)
             raise FUSEError(errno.ENOTDIR)
         return rp.Opened(0, abi.OpenFlag.CACHE_DIR | abi.OpenFlag.KEEP_CACHE)
 
-    def _dirents(self) -> list[rp.DirEntry]:
-        entries = [rp.DirEntry(ROOT_INO, b".", stat.S_IFDIR, 1),
-                   rp.DirEntry(ROOT_INO, b"..", stat.S_IFDIR, 2)]
-        for i, node in enumerate(self.tree):
-            entries.append(rp.DirEntry(node.ino, node.name.encode(), stat.S_IFREG, i + 3))
+    def _dirents(self, ino: int) -> list[rp.DirEntry]:
+        entries = [rp.DirEntry(ino, b".", stat.S_IFDIR, 1),
+                   rp.DirEntry(self.tree.parent_of(ino), b"..", stat.S_IFDIR, 2)]
+        if ino == ROOT_INO:
+            for node in self.tree:
+                entries.append(rp.DirEntry(node.ino, node.name.encode(), stat.S_IFREG, len(entries) + 1))
+            children = self.tree.root_children
+        else:
+            children = self.tree.entry(ino).children or {}
+        for name, child in children.items():
+            kind = stat.S_IFMT(self._state(child).mode)
+            entries.append(rp.DirEntry(child, name.encode(), kind, len(entries) + 1))
         return entries
 
     def readdir(self, req: rq.Readdir) -> rp.Reply:
-        entries = self._dirents()[req.offset :]
+        if not self.tree.is_directory(req.nodeid):
+            raise FUSEError(errno.ENOTDIR)
+        entries = self._dirents(req.nodeid)[req.offset :]
         if req.plus:
             pairs = []
             for e in entries:
-                if e.ino != ROOT_INO:
+                if e.name not in (b".", b".."):
                     self.stats.lookups[e.ino] = self.stats.lookups.get(e.ino, 0) + 1
                     pairs.append((e, rp.Entry(self.attr(e.ino))))
                 else:
@@ -337,6 +379,8 @@ class IpuFilesystem(Operations):
         return backing_id
 
     def open(self, req: rq.Open) -> rp.Reply:
+        if self.tree.is_entry(req.nodeid):
+            return self._open_attribute(req)
         node = self._node(req.nodeid)
         if req.flags & os.O_TRUNC:
             raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
@@ -356,6 +400,27 @@ class IpuFilesystem(Operations):
             self.activity[node.ipu] = time.monotonic()
         return rp.Opened(fh, flags, backing_id)
 
+    def _open_attribute(self, req: rq.Open) -> rp.Reply:
+        """An attribute file of the view: read-only, as sysfs refuses writes
+        to a file without a store method (even to root) with EACCES; read
+        straight from the daemon each time, as its value is live."""
+        entry = self.tree.entry(req.nodeid)
+        if entry.kind is not Kind.ATTRIBUTE:
+            raise FUSEError(errno.EISDIR if entry.kind is Kind.DIRECTORY else errno.ELOOP)
+        if req.flags & os.O_ACCMODE != os.O_RDONLY or req.flags & os.O_TRUNC:
+            raise FUSEError(errno.EACCES, "sysfs attributes are read-only")
+        fh = self._next_fh
+        self._next_fh += 1
+        self.attribute_files[fh] = entry
+        return rp.Opened(fh, abi.OpenFlag.DIRECT_IO)
+
+    def _read_attribute(self, req: rq.Read) -> rp.Reply:
+        entry = self.attribute_files.get(req.fh)
+        if entry is None:
+            raise FUSEError(errno.EBADF)
+        value = sysfs.read(self.devices.ipus[entry.ipu], entry.table, entry.name)
+        return rp.Data(value[req.offset : req.offset + req.size])
+
     def _file(self, fh: int) -> OpenFile:
         f = self.files.get(fh)
         if f is None:
@@ -363,7 +428,10 @@ class IpuFilesystem(Operations):
         return f
 
     def read(self, req: rq.Read) -> rp.Reply:
-        node = self._file(req.fh).node
+        f = self.files.get(req.fh)
+        if f is None:
+            return self._read_attribute(req)
+        node = f.node
         ipu = self.devices.ipus[node.ipu]
         if self.on_access is not None:
             self.on_access(node.ipu)
@@ -405,7 +473,8 @@ class IpuFilesystem(Operations):
         return rp.Written(n)
 
     def fsync(self, req: rq.Fsync) -> rp.Reply:
-        self._file(req.fh)
+        if req.fh not in self.attribute_files:
+            self._file(req.fh)
         return rp.Empty()
 
     # FLUSH is never sent (every open answers FOPEN_NOFLUSH, see
@@ -413,6 +482,7 @@ class IpuFilesystem(Operations):
     # stops it for good. So no close(2) ever waits on the daemon.
 
     def release(self, req: rq.Release) -> rp.Reply:
+        self.attribute_files.pop(req.fh, None)
         f = self.files.pop(req.fh, None)
         if f is not None:
             if self.tracer.enabled:
@@ -436,6 +506,8 @@ class IpuFilesystem(Operations):
         """BARs are always ready. The mailbox is writable, and readable while
         the ICU has responses waiting; a poller that asked to be told is
         woken (FUSE_NOTIFY_POLL) when the next response is queued."""
+        if req.fh in self.attribute_files:
+            return rp.PollReply(req.events & _POLL_READY)
         node = self._file(req.fh).node
         if self.on_access is not None:
             self.on_access(node.ipu)
@@ -451,8 +523,8 @@ class IpuFilesystem(Operations):
     def ioctl(self, req: rq.Ioctl) -> rp.Reply:
         f = self.files.get(req.fh)
         if f is None:
-            if req.nodeid == ROOT_INO:
-                raise FUSEError(errno.ENOTTY, "the root directory takes no ioctls")
+            if req.fh in self.attribute_files or self.tree.is_directory(req.nodeid):
+                raise FUSEError(errno.ENOTTY, "only the device nodes take ioctls")
             raise FUSEError(errno.EBADF)
         ipu = f.node.ipu
         if self.on_access is not None:
@@ -489,10 +561,15 @@ class IpuFilesystem(Operations):
                 b"user.ipufs.persistent": b"1" if self.devices.persistent else b"0",
                 b"user.ipufs.control": self.control_path.encode(),
             }
-        node = self._node(ino)
+        node = self.tree.by_ino(ino)
+        if node is None:
+            self._state(ino)
+            return {}
         return {
             b"user.ipufs.ipu": str(node.ipu).encode(),
             b"user.ipufs.region": node.region.value.encode(),
+            # What the compatibility library reports as st_rdev (docs/compat.md).
+            b"user.ipufs.rdev": f"{os.major(node.rdev)}:{os.minor(node.rdev)}".encode(),
         }
 
     def getxattr(self, req: rq.Getxattr) -> rp.Reply:

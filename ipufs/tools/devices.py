@@ -12,9 +12,8 @@ from typing import Any
 from ipufs.client import Control, ControlError, Device, IoctlError
 from ipufs.abi.icu import ERROR_MARKER, op_word
 from ipufs.abi.registers import REGISTERS
+from ipufs.driver.sysfs import pci_address
 from ipufs.tools.problems import Problem
-
-FIRST_BUS = 0x1A
 
 
 def default_root() -> Path:
@@ -39,12 +38,6 @@ def indices(root: Path) -> list[int]:
     if not found:
         raise _no_devices(root, "no ipuN nodes there")
     return sorted(found)
-
-
-def pci_address(index: int) -> str:
-    """ipufs's own PCI addresses: bus 0x1a + N, carried into the domain."""
-    bus = FIRST_BUS + index
-    return f"{bus >> 8:04x}:{bus & 0xFF:02x}:00.0"
 
 
 def mountpoint_of(root: Path, index: int) -> str:

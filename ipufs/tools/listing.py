@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from ipufs.driver.sysfs import pci_address
 from ipufs.tools import devices
 from ipufs.tools.problems import USAGE, Problem
 
@@ -57,7 +58,7 @@ def listing(root: Path) -> Listing:
                 groups.append((next_id, members[start : start + size]))
                 next_id += 1
         size *= 2
-    return Listing([(i, devices.pci_address(i)) for i in ipus], groups)
+    return Listing([(i, pci_address(i)) for i in ipus], groups)
 
 
 def render(result: Listing) -> str:
@@ -68,7 +69,7 @@ def render(result: Listing) -> str:
         lines.append(f"-+- Id: {f'[{group_id}]':>4}, type: {'[Multi IPU]':>11}")
         for dnc, member in enumerate(members):
             lines.append(f" |--- PCIe Id: {f'[{member}]':>4}, DNC Id: [{dnc}], "
-                         f"PCI Domain: [{devices.pci_address(member)}]")
+                         f"PCI Domain: [{pci_address(member)}]")
     return "\n".join(lines)
 
 

@@ -77,7 +77,7 @@ def test_lookup_of_a_missing_name_is_enoent(devices: DeviceSet, name: bytes) -> 
     assert kernel.call(rq.Lookup, 1, name).error == errno.ENOENT
 
 
-def test_readdir_lists_the_nodes_in_driver_order(devices: DeviceSet) -> None:
+def test_readdir_lists_the_nodes_in_driver_order_then_the_sysfs_view(devices: DeviceSet) -> None:
     _, kernel, _ = make(devices)
     reply = kernel.call(rq.Readdir, 1, 0, 0, 4096, False)
     names, pos = [], 0
@@ -85,7 +85,7 @@ def test_readdir_lists_the_nodes_in_driver_order(devices: DeviceSet) -> None:
         _, _, namelen, _ = abi.DIRENT_HEAD.unpack_from(reply.payload, pos)
         names.append(reply.payload[pos + 24 : pos + 24 + namelen].decode())
         pos += abi.dirent_size(namelen)
-    assert names == [".", "..", *[n.name for n in NodeTree(2)]]
+    assert names == [".", "..", *[n.name for n in NodeTree(2)], "sys"]
     # Resuming at an offset continues after that entry.
     again = kernel.call(rq.Readdir, 1, 0, 3, 4096, False)
     assert again.payload == reply.payload[abi.dirent_size(1) + abi.dirent_size(2) + abi.dirent_size(4):]
