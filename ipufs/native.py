@@ -10,8 +10,16 @@ from ipufs import _native  # type: ignore[attr-defined]
 _lib = _native.lib
 _ffi = _native.ffi
 
+MS_RDONLY = 0x1
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
+MS_BIND = 0x1000
+MS_MOVE = 0x2000
+MS_REC = 0x4000
+MS_PRIVATE = 0x40000
+MS_SLAVE = 0x80000
+CLONE_NEWNS = 0x20000
+CLONE_NEWUSER = 0x10000000
 MNT_FORCE = 0x1
 MNT_DETACH = 0x2
 
@@ -45,6 +53,22 @@ def signalfd(first: int, last: int) -> int:
     """A non-blocking signalfd for signals ``first``..``last`` (block them
     first with signal.pthread_sigmask)."""
     return _check(_lib.ipufs_signalfd(first, last), "signalfd")
+
+
+def unshare(flags: int) -> None:
+    """unshare(2): CLONE_NEWNS, CLONE_NEWUSER."""
+    _check(_lib.ipufs_unshare(flags), "unshare")
+
+
+def child_setup(deathsig: int, keep_sys_admin: bool = False) -> None:
+    """In a child before exec: die with ``deathsig`` when the parent dies;
+    keep CAP_SYS_ADMIN across exec when asked (as an ambient capability)."""
+    _check(_lib.ipufs_child_setup(deathsig, int(keep_sys_admin)), "prctl")
+
+
+def become_subreaper() -> None:
+    """PR_SET_CHILD_SUBREAPER: orphaned descendants become our children."""
+    _check(_lib.ipufs_become_subreaper(), "prctl")
 
 
 def vm_read(pid: int, address: int, length: int) -> bytes:

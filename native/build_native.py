@@ -2,7 +2,8 @@
 #
 # mount(2)/umount2(2) for the FUSE mount, pidfd_send_signal(2) with a
 # siginfo carrying a value (the real driver's si_int),
-# process_vm_readv/writev(2) for device DMA into attached buffers, and
+# process_vm_readv/writev(2) for device DMA into attached buffers,
+# unshare(2) and what a child of `ipufs run` does before exec, and
 # signalfd(2), through which a Python client can read si_int; and the
 # register watcher's detector, which polls shared memory without the GIL,
 # and the FUSE reader's spin, which scans the same watches while it waits.
@@ -26,6 +27,9 @@ ffibuilder.cdef(
     long ipufs_vm_read(int pid, unsigned long remote, void *local, size_t len);
     long ipufs_vm_write(int pid, unsigned long remote, const void *local, size_t len);
     int ipufs_signalfd(int first, int last);
+    int ipufs_unshare(int flags);
+    int ipufs_child_setup(int deathsig, int keep_sys_admin);
+    int ipufs_become_subreaper(void);
     """
     # The watch table's layout, declared once, in the C source.
     + re.search(r"^struct ipufs_watch \{.*?^\};$", SOURCE, re.M | re.S).group(0)  # type: ignore[union-attr]

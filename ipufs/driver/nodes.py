@@ -2,8 +2,10 @@
 # ipuN, ipuN_ex, ipuN_mailbox and ipuN_mem, in one root directory, and
 # beside them `sys`, the sysfs view (ipufs/driver/sysfs.py): directories,
 # attribute files and links, fixed once the tree is built. Inode numbers
-# of the nodes are arithmetic, so that looking one up allocates nothing;
-# the view's come after them.
+# of the nodes are arithmetic, so that looking one up allocates nothing:
+# 2 + 4 N + the node's kind. The view's start at 2**32, so that a regular
+# file below that number is a node: the compatibility library tells nodes
+# by it without asking the daemon (docs/compat.md).
 from __future__ import annotations
 
 import enum
@@ -16,6 +18,8 @@ from ipufs.model.profile import Region
 
 ROOT_INO = 1
 _FIRST_INO = 2
+#: The first inode number of the view's entries.
+VIEW_FIRST_INO = 1 << 32
 
 #: Node name suffix per region, in the order the driver lists them.
 SUFFIXES: dict[Region, str] = {
@@ -114,7 +118,7 @@ class NodeTree:
     # --- directories and the rest --------------------------------------------
     def add(self, parent: int, name: str, kind: Kind, **details: object) -> Entry:
         """Add an entry under directory ``parent`` (ROOT_INO or an entry's)."""
-        entry = Entry(_FIRST_INO + len(self) + len(self._entries), parent, name, kind,
+        entry = Entry(VIEW_FIRST_INO + len(self._entries), parent, name, kind,
                       **details)  # type: ignore[arg-type]
         if kind is Kind.DIRECTORY:
             entry.children = {}
@@ -129,13 +133,13 @@ class NodeTree:
 
     def entry(self, ino: int) -> Entry:
         """The view's entry ``ino``; KeyError when there is none."""
-        index = ino - _FIRST_INO - len(self)
+        index = ino - VIEW_FIRST_INO
         if not 0 <= index < len(self._entries):
             raise KeyError(ino)
         return self._entries[index]
 
     def is_entry(self, ino: int) -> bool:
-        return 0 <= ino - _FIRST_INO - len(self) < len(self._entries)
+        return 0 <= ino - VIEW_FIRST_INO < len(self._entries)
 
     def entries(self) -> Iterator[Entry]:
         return iter(self._entries)

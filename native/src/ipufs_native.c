@@ -6,7 +6,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <string.h>
+#include <linux/capability.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
@@ -62,6 +64,41 @@ static int ipufs_pidfd_send_value(int pidfd, int sig, int value)
     info.si_uid = ipufs_self_uid;
     info.si_value.sival_int = value;
     if (syscall(SYS_pidfd_send_signal, pidfd, sig, &info, 0) != 0)
+        return -errno;
+    return 0;
+}
+
+/* unshare(2), for `ipufs run`'s private mount (and user) namespace. */
+static int ipufs_unshare(int flags)
+{
+    return unshare(flags) == 0 ? 0 : -errno;
+}
+
+/* `ipufs run` adopts what its command leaves running, to end it too. */
+static int ipufs_become_subreaper(void)
+{
+    return prctl(PR_SET_CHILD_SUBREAPER, 1) == 0 ? 0 : -errno;
+}
+
+/* Run in a child between fork and exec (`ipufs run`): die with signal
+ * ``deathsig`` when the parent dies, and, when ``keep_sys_admin``, keep
+ * CAP_SYS_ADMIN (of the user namespace the process is in) across exec as
+ * an ambient capability, so that a daemon started as an unprivileged user
+ * inside its own user namespace may still mount FUSE there. */
+static int ipufs_child_setup(int deathsig, int keep_sys_admin)
+{
+    if (deathsig && prctl(PR_SET_PDEATHSIG, deathsig) != 0)
+        return -errno;
+    if (!keep_sys_admin)
+        return 0;
+    struct __user_cap_header_struct head = { _LINUX_CAPABILITY_VERSION_3, 0 };
+    struct __user_cap_data_struct data[2];
+    if (syscall(SYS_capget, &head, data) != 0)
+        return -errno;
+    data[CAP_SYS_ADMIN / 32].inheritable |= 1u << (CAP_SYS_ADMIN % 32);
+    if (syscall(SYS_capset, &head, data) != 0)
+        return -errno;
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, CAP_SYS_ADMIN, 0, 0) != 0)
         return -errno;
     return 0;
 }
