@@ -2,7 +2,7 @@
  * public about how the one open-source client calls it (aspen-sdk, as
  * shared/reference/ipu-facts.md retells it): nothing of ipufs is included.
  *
- *   real-client [--mailbox OP] [--reset N] [--signals COUNT] [--timeout MS]
+ *   real-client [--mailbox OP] [--reset N] [--signals COUNT] [--timeout MS] [--keep-going 1]
  *
  * It lists /sys/bus/pci/devices/ *\/file_name to find /dev/ipuN, checks that
  * each is a character device, opens and maps the whole of ipuN and ipuN_ex,
@@ -11,7 +11,7 @@
  * as _IOW on a buffer of u64 (the answer comes back in the buffer), resets
  * one IPU with RESET by value, and reports COUNT real-time signals 44..49
  * with their si_int. Every step prints one line; a failing step prints
- * "error STEP: strerror" and exits 1. */
+ * "error STEP: strerror" and exits 1 (with --keep-going, goes on). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -38,10 +38,13 @@
 #define LAST_SIGNAL 49
 #define MAX_IPUS 64
 
+static int keep_going;
+
+/* Report a failed step; true when the client should stop. */
 static int fail(const char *step)
 {
     printf("error %s: %s\n", step, strerror(errno));
-    return 1;
+    return !keep_going;
 }
 
 static int read_file_name(const char *entry, long *id)
@@ -82,14 +85,18 @@ int main(int argc, char **argv)
             want_signals = strtol(argv[i + 1], NULL, 0);
         else if (!strcmp(argv[i], "--timeout"))
             timeout_ms = strtol(argv[i + 1], NULL, 0);
+        else if (!strcmp(argv[i], "--keep-going"))
+            keep_going = (int)strtol(argv[i + 1], NULL, 0);
     }
     setvbuf(stdout, NULL, _IOLBF, 0);
 
     /* Discovery, as aspen-sdk's list_devices: one entry without file_name
      * fails the whole listing. */
     DIR *dir = opendir("/sys/bus/pci/devices");
-    if (!dir)
-        return fail("opendir /sys/bus/pci/devices");
+    if (!dir) {
+        fail("opendir /sys/bus/pci/devices");
+        return 1;
+    }
     long ids[MAX_IPUS];
     int count = 0;
     struct dirent *d;
@@ -122,38 +129,52 @@ int main(int argc, char **argv)
         char path[64];
         struct stat st;
         snprintf(path, sizeof path, "/dev/ipu%ld", ids[i]);
-        if (stat(path, &st) != 0)
-            return fail("stat");
-        if (!S_ISCHR(st.st_mode)) {
-            printf("error %s is not a character device (mode 0%o)\n", path, st.st_mode);
+        if (stat(path, &st) != 0 && fail("stat"))
             return 1;
+        if (!S_ISCHR(st.st_mode)) {
+            printf("error stat: %s is not a character device\n", path);
+            if (!keep_going)
+                return 1;
         }
         int fd = open(path, O_RDWR | O_CLOEXEC);
-        if (fd < 0)
-            return fail("open ipuN");
+        if (fd < 0) {
+            fail("open ipuN");
+            return 1;
+        }
         snprintf(path, sizeof path, "/dev/ipu%ld_ex", ids[i]);
         int ex = open(path, O_RDWR | O_CLOEXEC);
-        if (ex < 0)
-            return fail("open ipuN_ex");
+        if (ex < 0) {
+            fail("open ipuN_ex");
+            return 1;
+        }
         struct stat cs, es;
-        if (fstat(fd, &cs) != 0 || fstat(ex, &es) != 0)
-            return fail("fstat");
-        if (!S_ISCHR(cs.st_mode) || !S_ISCHR(es.st_mode) || cs.st_rdev == es.st_rdev) {
+        if (fstat(fd, &cs) != 0 || fstat(ex, &es) != 0) {
+            fail("fstat");
+            return 1;
+        }
+        if ((!S_ISCHR(cs.st_mode) || !S_ISCHR(es.st_mode) || cs.st_rdev == es.st_rdev) && !keep_going) {
             printf("error fstat: not two distinct character devices\n");
             return 1;
         }
         /* Map the whole of each, as libipu_user and aspen-sdk do. */
         void *cmap = mmap(NULL, (size_t)cs.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         void *emap = mmap(NULL, (size_t)es.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, ex, 0);
-        if (cmap == MAP_FAILED || emap == MAP_FAILED)
-            return fail("mmap");
-        if (ioctl(fd, ATTACH, NULL) != 0)
-            return fail("ATTACH");
-        if (ioctl(fd, SET_IPU_ID, (unsigned long)(ids[i] + 100)) != 0)
-            return fail("SET_IPU_ID");
+        if (cmap == MAP_FAILED || emap == MAP_FAILED) {
+            fail("mmap");
+            return 1;
+        }
+        printf("ipu%ld chr %u:%u mapped %lld %lld\n", ids[i], major(cs.st_rdev), minor(cs.st_rdev),
+               (long long)cs.st_size, (long long)es.st_size);
+        if (ioctl(fd, ATTACH, NULL) != 0) {
+            if (fail("ATTACH"))
+                return 1;
+        } else if (ioctl(fd, SET_IPU_ID, (unsigned long)(ids[i] + 100)) != 0) {
+            if (fail("SET_IPU_ID"))
+                return 1;
+        } else {
+            printf("attached ipu%ld id %ld\n", ids[i], ids[i] + 100);
+        }
         config[i] = fd;
-        printf("ipu%ld chr %u:%u mapped %lld %lld attached id %ld\n", ids[i], major(cs.st_rdev),
-               minor(cs.st_rdev), (long long)cs.st_size, (long long)es.st_size, ids[i] + 100);
     }
 
     if (mailbox_op >= 0 && count > 0) {
@@ -161,17 +182,20 @@ int main(int argc, char **argv)
         uint64_t buffer[3] = {0};
         uint32_t *words = (uint32_t *)buffer;
         words[0] = (uint32_t)mailbox_op << 16 | 0x20c;
-        if (ioctl(config[0], MAILBOX_WRITE_READ(sizeof buffer), buffer) != 0)
-            return fail("MAILBOX_WRITE_READ");
+        if (ioctl(config[0], MAILBOX_WRITE_READ(sizeof buffer), buffer) != 0 && fail("MAILBOX_WRITE_READ"))
+            return 1;
         printf("mailbox 0x%08x 0x%08x 0x%08x 0x%08x 0x%08x\n", words[0], words[1], words[2], words[3], words[4]);
     }
 
     if (reset_ipu >= 0) {
         for (int i = 0; i < count; i++)
             if (ids[i] == reset_ipu) {
-                if (ioctl(config[i], RESET, 0) != 0)
-                    return fail("RESET");
-                printf("reset ipu%ld\n", reset_ipu);
+                if (ioctl(config[i], RESET, 0) != 0) {
+                    if (fail("RESET"))
+                        return 1;
+                } else {
+                    printf("reset ipu%ld\n", reset_ipu);
+                }
             }
     }
 
@@ -180,8 +204,10 @@ int main(int argc, char **argv)
     for (long got = 0; got < want_signals; got++) {
         siginfo_t info;
         int s = sigtimedwait(&set, &info, &limit);
-        if (s < 0)
-            return fail("waiting for signals");
+        if (s < 0) {
+            fail("waiting for signals");
+            return 1;
+        }
         printf("signal %d si_int %d si_code %d\n", s, info.si_int, info.si_code);
     }
     return 0;

@@ -1,0 +1,103 @@
+# Running `ipufs run` from tests: as root, or as an unprivileged user (nobody)
+# with /dev/fuse opened to users for the test's duration, and C programs
+# built where that user can run them.
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tests.integration.harness import ROOT, TIMEOUT
+
+NOBODY = 65534
+
+
+@contextmanager
+def public_dir() -> Iterator[Path]:
+    """A directory any user may read (pytest's own are root's alone)."""
+    path = Path(tempfile.mkdtemp(prefix="ipufs-test-"))
+    try:
+        path.chmod(0o755)
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def build(source: str, out: Path) -> Path:
+    binary = out / Path(source).stem.replace("_", "-")
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(binary), str(ROOT / "tests" / "c" / source)],
+                   check=True)
+    return binary
+
+
+def unprivileged_python() -> list[str]:
+    """How user nobody runs ipufs: this interpreter if nobody may run it,
+    else the system's python3 of the same version on our import path."""
+    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "env", "HOME=/tmp"]
+    path = os.pathsep.join([str(ROOT), *[p for p in sys.path if p.endswith("site-packages")]])
+    for python in (sys.executable, "/usr/bin/python3"):
+        probe = [*drop, f"PYTHONPATH={path}", python, "-c",
+                 f"import sys, ipufs.native; sys.exit(sys.version_info[:2] != {tuple(sys.version_info[:2])})"]
+        if shutil.which("setpriv") and subprocess.run(probe, capture_output=True).returncode == 0:
+            return [*drop, f"PYTHONPATH={path}", python]
+    pytest.skip("no Python that user nobody may run has ipufs on its path")
+
+
+@contextmanager
+def fuse_for_users() -> Iterator[None]:
+    """Make /dev/fuse 0666, as most distributions ship it, and restore it."""
+    before = os.stat("/dev/fuse").st_mode & 0o7777
+    os.chmod("/dev/fuse", 0o666)
+    try:
+        yield
+    finally:
+        os.chmod("/dev/fuse", before)
+
+
+class Run:
+    """One `ipufs run ... -- COMMAND` process, read line by line."""
+
+    def __init__(self, args: list[str], command: list[str], *, user: bool = False) -> None:
+        prefix = unprivileged_python() if user else [sys.executable]
+        self.proc = subprocess.Popen([*prefix, "-m", "ipufs", "run", *args, "--", *command],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def line(self, timeout: float = TIMEOUT * 2) -> str:
+        assert self.proc.stdout is not None
+        box: list[str] = []
+        t = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()))  # type: ignore[union-attr]
+        t.start()
+        t.join(timeout)
+        if not box or not box[0]:
+            self.proc.kill()
+            raise AssertionError(f"no line from ipufs run: {self.finish()[1]}")
+        return box[0].rstrip("\n")
+
+    def until(self, prefix: str) -> list[str]:
+        """Lines up to and including the first that starts with ``prefix``."""
+        lines = [self.line()]
+        while not lines[-1].startswith(prefix):
+            lines.append(self.line())
+        return lines
+
+    def finish(self, timeout: float = TIMEOUT * 3) -> tuple[int, str]:
+        """Wait for the end; returns (status, the rest of stderr)."""
+        try:
+            _, err = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            _, err = self.proc.communicate()
+        return self.proc.returncode, err
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.finish()

@@ -1,0 +1,139 @@
+# `ipufs run` as a user runs it: exit status, environment, the private
+# /dev and /sys, reusing a mount with --dev, and cleanup on every path
+# (COMMAND killed, the daemon killed, a signal to ipufs run): nothing left
+# mounted, no process left in the namespace, the host's /dev untouched.
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+from ipufs import compat
+from tests.integration.compat_harness import Run
+from tests.integration.harness import is_mounted, running_daemon, wait_for
+
+pytestmark = pytest.mark.mount
+
+REPORT = ('echo "$$"; echo "$IPUFS_MOUNT"; echo "$IPUFS_CONTROL"; echo "$LD_PRELOAD"; '
+          'readlink /proc/self/ns/mnt; ')
+
+
+def in_namespace(ns: str) -> list[int]:
+    """Processes still in mount namespace ``ns``."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/ns/mnt") == ns:
+                found.append(int(pid))
+        except OSError:
+            pass
+    return found
+
+
+def host_dev() -> list[str]:
+    return sorted(os.listdir("/dev"))
+
+
+def started(run: Run) -> tuple[int, Path, str, str, str]:
+    pid, mount, control, preload, ns = (run.line() for _ in range(5))
+    return int(pid), Path(mount), control, preload, ns
+
+
+def assert_clean(run_dir: Path, ns: str) -> None:
+    assert wait_for(lambda: not in_namespace(ns), 5), in_namespace(ns)
+    assert not is_mounted(run_dir / "mnt")
+    assert not run_dir.exists()
+
+
+def test_exit_status_and_environment() -> None:
+    before = host_dev()
+    run = Run(["--ipus", "2"], ["sh", "-c", REPORT + "ls /dev/ | grep ^ipu | tr '\\n' ' '; echo; "
+                                "ls /sys/bus/pci/devices | tr '\\n' ' '; echo; test -c /dev/null && echo null; "
+                                "ls -d /dev/pts /dev/shm; exit 7"])
+    try:
+        pid, mount, control, preload, ns = started(run)
+        assert ns != os.readlink("/proc/self/ns/mnt")
+        assert mount.name == "mnt" and control == str(mount.parent / "control.sock")
+        assert preload.split()[0] == str(compat.library_path())
+        assert run.line().split() == [f"ipu{n}{s}" for n in range(2) for s in ("", "_ex", "_mailbox", "_mem")]
+        assert run.line().split() == ["0000:1a:00.0", "0000:1b:00.0"]
+        assert [run.line() for _ in range(3)] == ["null", "/dev/pts", "/dev/shm"]
+        status, err = run.finish()
+        assert status == 7, err
+        assert_clean(mount.parent, ns)
+        assert host_dev() == before
+    finally:
+        run.close()
+
+
+@pytest.mark.parametrize("command,status", [
+    (["sh", "-c", "kill -TERM $$"], 128 + signal.SIGTERM),
+    (["sh", "-c", "exit 0"], 0),
+    (["/nonexistent/command"], 127),
+])
+def test_statuses(command: list[str], status: int) -> None:
+    run = Run(["--ipus", "1"], command)
+    got, err = run.finish()
+    assert got == status, err
+
+
+def test_kill_9_of_the_command() -> None:
+    run = Run(["--ipus", "1"], ["sh", "-c", REPORT + "sleep 60 & echo ready; wait"])
+    try:
+        pid, mount, _, _, ns = started(run)
+        assert run.line() == "ready"
+        os.kill(pid, signal.SIGKILL)
+        status, err = run.finish()
+        assert status == 128 + signal.SIGKILL, err
+        assert_clean(mount.parent, ns)  # the backgrounded sleep went too
+    finally:
+        run.close()
+
+
+def test_kill_9_of_the_daemon() -> None:
+    run = Run(["--ipus", "1"], ["sh", "-c", REPORT + "getfattr --only-values -n user.ipufs.pid \"$IPUFS_MOUNT\" "
+                                "2>/dev/null || python3 -c 'import os; print(os.getxattr(os.environ[\"IPUFS_MOUNT\"], "
+                                "\"user.ipufs.pid\").decode())'; echo; exec sleep 60"])
+    try:
+        _, mount, _, _, ns = started(run)
+        daemon = int(run.line())
+        os.kill(daemon, signal.SIGKILL)
+        status, err = run.finish()
+        assert status == 125 and "the daemon stopped" in err, err
+        assert_clean(mount.parent, ns)
+    finally:
+        run.close()
+
+
+def test_sigterm_to_ipufs_run_reaches_the_command() -> None:
+    run = Run(["--ipus", "1"], ["sh", "-c", REPORT + "trap 'echo got TERM; exit 3' TERM; echo ready; "
+                                "while :; do sleep 0.05; done"])
+    try:
+        _, mount, _, _, ns = started(run)
+        assert run.line() == "ready"
+        run.proc.send_signal(signal.SIGTERM)
+        assert run.line() == "got TERM"
+        status, err = run.finish()
+        assert status == 3, err
+        assert_clean(mount.parent, ns)
+    finally:
+        run.close()
+
+
+def test_dev_reuses_an_existing_mount(tmp_path: Path) -> None:
+    with running_daemon(tmp_path / "mnt", ipus=2, profile="ipu1") as d:
+        run = Run(["--dev", str(d.mountpoint)], ["sh", "-c", REPORT + "ls /sys/bus/pci/devices | tr '\\n' ' '; "
+                                                 "echo; test -c /dev/ipu1_ex && echo chr"])
+        try:
+            _, mount, control, _, ns = started(run)
+            assert mount == d.mountpoint and control == str(d.mountpoint) + ".ctl"
+            assert run.line().split() == ["0000:1a:00.0", "0000:1b:00.0"]
+            assert run.line() == "chr"
+            status, err = run.finish()
+            assert status == 0, err
+            assert wait_for(lambda: not in_namespace(ns), 5)
+        finally:
+            run.close()
+        assert is_mounted(d.mountpoint)  # someone else's mount is left as it was
