@@ -83,6 +83,51 @@ def build() -> Path:
     return binary
 
 
+def build_compat() -> Path:
+    binary = BUILD / "compat_client"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
+                    "-o", str(binary), str(ROOT / "benchmarks" / "compat_client.c")], check=True)
+    return binary
+
+
+def compat_rows(smoke: bool) -> list[Row]:
+    """What the compatibility library costs: the real driver's ATTACH and
+    SET_IPU_ID through it against ipu.h's forms without it, and stat and
+    ioctl on a file of another filesystem with and without it, in
+    alternating rounds."""
+    from ipufs import compat
+
+    binary = build_compat()
+    preload = compat.preload(dict(os.environ))
+    rounds, n = (2, 200) if smoke else (ROUNDS, 4000)
+    pairs: dict[str, tuple[list[float], list[float], list[float]]] = {}
+
+    def measured(name: str, with_args: list[object], without_args: list[object]) -> None:
+        with_lib, without, ratios = pairs.setdefault(name, ([], [], []))
+        a = run_client(binary, *with_args, env=preload)
+        b = run_client(binary, *without_args)
+        with_lib += a
+        without += b
+        ratios.append(p50(a) / p50(b))
+
+    with daemon(1) as (mnt, _, _), tempfile.NamedTemporaryFile(dir=BUILD) as plain:
+        run_client(binary, "attach", mnt, 0, n // 4, "ipu.h")  # warm up
+        for _ in range(rounds):
+            attach = ["attach", mnt, 0, n // rounds]
+            measured("attach", [*attach, "real"], [*attach, "ipu.h"])
+            for call in ("stat", "ioctl"):
+                measured(call, [call, plain.name, n // rounds], [call, plain.name, n // rounds])
+    rows = []
+    for name, figure in (("attach", "ATTACH + SET_IPU_ID round trip, p50: the real driver's forms through the "
+                                    "compatibility library / ipu.h's forms without it"),
+                         ("stat", "stat of a file of another filesystem, with / without the library (per call)"),
+                         ("ioctl", "ioctl (FIONREAD) on a file of another filesystem, with / without the library")):
+        with_lib, without, ratios = pairs[name]
+        scale = us if name == "attach" else (lambda ns: f"{ns:.0f} ns")
+        rows.append(Row(figure, scale(p50(with_lib)), scale(p50(without)), spread(ratios), "≤ 1.05×"))
+    return rows
+
+
 def build_baseline() -> Path | None:
     """The libfuse3 yardstick, when libfuse3-dev is installed."""
     flags = subprocess.run(["pkg-config", "--cflags", "--libs", "fuse3"], capture_output=True, text=True)
@@ -123,9 +168,9 @@ def rate(binary: Path, mnt: Path, clients: int, seconds: float) -> float:
     return total / seconds
 
 
-def run_client(binary: Path, *args: object) -> list[float]:
+def run_client(binary: Path, *args: object, env: dict[str, str] | None = None) -> list[float]:
     done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=600,
-                          preexec_fn=on_client_cpu)
+                          preexec_fn=on_client_cpu, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"bench_client {' '.join(map(str, args))}: {done.stderr.strip()}")
     return [float(x) for x in done.stdout.split()]
@@ -334,6 +379,7 @@ def measure(smoke: bool) -> list[Row]:
             rows.append(Row(f"mount {count} × ipu2: time to serving / daemon RSS",
                             f"{seconds:.2f} s / {rss_mib(pid):.0f} MiB", "—", "—",
                             "1024 IPUs: < 3 s and < 200 MB" if count == 1024 else "—"))
+    rows += compat_rows(smoke)
     return rows
 
 

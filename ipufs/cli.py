@@ -151,6 +151,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"{'ok ' if f.ok else 'NO '} {f.check}: {f.detail}")
         possible = all(f.ok for f in findings)
         print(f"mode: {'passthrough' if possible else 'page-cache'} would be used by a new mount")
+        for f in doctor.run_modes(possible):
+            print(f"{f.check}: {f.detail if f.ok else 'not possible: ' + f.detail}")
         if not mounts:
             print("mounts: none")
         for m in mounts:

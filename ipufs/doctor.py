@@ -144,6 +144,43 @@ def mount_status() -> list[MountStatus]:
     return found
 
 
+def _sysctl(path: str) -> int | None:
+    try:
+        with open(path) as f:
+            return int(f.read().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def run_modes(passthrough: bool) -> list[Finding]:
+    """What `ipufs run` gives root and an unprivileged user on this machine,
+    and why: root mounts in a mount namespace (passthrough where possible);
+    a user needs /dev/fuse open to users and user namespaces, and gets the
+    page-cache mode (passthrough needs CAP_SYS_ADMIN of the host)."""
+    root = Finding("ipufs run as root", True, "passthrough" if passthrough else
+                   "page-cache (passthrough is not possible here: see above)")
+    reasons = []
+    try:
+        mode = os.stat("/dev/fuse").st_mode
+        if mode & 0o006 != 0o006:
+            reasons.append(f"/dev/fuse is {stat.S_IMODE(mode):04o}, so users cannot open it "
+                           "(most distributions ship it 0666)")
+    except OSError:
+        reasons.append("/dev/fuse is missing")
+    if _sysctl("/proc/sys/user/max_user_namespaces") == 0:
+        reasons.append("user namespaces are off (user.max_user_namespaces = 0)")
+    if _sysctl("/proc/sys/kernel/unprivileged_userns_clone") == 0:
+        reasons.append("unprivileged user namespaces are off (kernel.unprivileged_userns_clone = 0)")
+    if _sysctl("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1:
+        reasons.append("AppArmor restricts unprivileged user namespaces")
+    if _kernel_version() < (4, 18):
+        reasons.append("FUSE in user namespaces needs Linux 4.18")
+    user = Finding("ipufs run as a user", not reasons,
+                   "; ".join(reasons) if reasons else
+                   "page-cache mode in a user and mount namespace (passthrough needs CAP_SYS_ADMIN)")
+    return [root, user]
+
+
 def run(*, probe: bool = True) -> tuple[list[Finding], list[MountStatus]]:
     findings = [check_device(), check_kernel(), check_privileges()]
     if probe and all(f.ok for f in findings if f.check in ("/dev/fuse", "privileges")):
@@ -156,5 +193,6 @@ def as_dict(findings: list[Finding], mounts: list[MountStatus]) -> dict[str, obj
     return {
         "passthrough_possible": passthrough,
         "checks": [asdict(f) for f in findings],
+        "run": [asdict(f) for f in run_modes(passthrough)],
         "mounts": [asdict(m) for m in mounts],
     }
