@@ -244,7 +244,7 @@ RUN_MOUNT_OPTIONS = ("ipus", "profile", "mode", "state_dir", "group_size", "pass
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ipufs.tools import run
+    from ipufs import run
 
     command = args.command_args[1:] if args.command_args[:1] == ["--"] else args.command_args
     if not command:

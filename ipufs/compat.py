@@ -3,13 +3,12 @@
 # built beside this package by `pip install`), and the sysfs view of a mount
 # that stands for /sys/bus/pci/devices. `ipufs run`, `ipufs docker`, CDI
 # specs and the device plugin bind both at the places named here
-# (docs/compat.md, docs/sysfs.md).
+# (docs/compat.md, docs/sysfs.md). It imports nothing of ipufs, so that
+# every layer may use it.
 from __future__ import annotations
 
 import os
 from pathlib import Path
-
-from ipufs.driver.sysfs import DEVICES_PATH
 
 #: Where containers get the library bound (and LD_PRELOAD names it).
 CONTAINER_LIBRARY = "/usr/lib/ipufs/libipufs-compat.so"
@@ -19,6 +18,8 @@ CONTAINER_SYSFS = "/sys/bus/pci/devices"
 #: it is not bound at /sys/bus/pci/devices.
 SYSFS_ENV = "IPUFS_SYSFS"
 LIBRARY_NAME = "libipufs-compat.so"
+#: Where the view's device directories sit, below a mount's root.
+DEVICES_PATH = ("sys", "bus", "pci", "devices")
 
 
 def library_path() -> Path:
@@ -35,6 +36,13 @@ def sysfs_view(mountpoint: str | os.PathLike[str]) -> Path:
     """The host path of the directory of ``mountpoint``'s sysfs view that
     stands for /sys/bus/pci/devices (one PCI device directory per IPU)."""
     return Path(mountpoint).joinpath(*DEVICES_PATH)
+
+
+def sysfs_device(mountpoint: str | os.PathLike[str], address: str) -> Path:
+    """The host path of one IPU's device directory in the view (``address``:
+    its PCI address, ipufs.abi.pci.pci_address), for a container that gets
+    some of a mount's IPUs: bind each at CONTAINER_SYSFS/ADDRESS."""
+    return sysfs_view(mountpoint) / address
 
 
 def preload(environment: dict[str, str], library: Path | str | None = None) -> dict[str, str]:

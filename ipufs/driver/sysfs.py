@@ -13,21 +13,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from ipufs import compat
+from ipufs.abi import registers as R
+from ipufs.abi.pci import pci_address
 from ipufs.driver.nodes import ROOT_INO, Kind, NodeTree
-from ipufs.model import registers as R
+from ipufs.model.ipu import Ipu
 from ipufs.model.profile import Region
 
-if TYPE_CHECKING:  # the model proper (numpy) stays out of tools that want pci_address
-    from ipufs.model.ipu import Ipu
-
-#: The first PCI bus ipufs gives an IPU: IPU N sits on bus 0x1a + N.
-FIRST_BUS = 0x1A
 #: The kernel's class code of a processing accelerator (PCI class 0x12).
 PCI_CLASS = 0x120000
-#: Where the view's device directories sit, below the mount's root.
-DEVICES_PATH = ("sys", "bus", "pci", "devices")
 #: The driver link's target, as the kernel makes it from a device's own
 #: directory (only its last component, the driver's name, is ever read).
 DRIVER_LINK = "../../../bus/pci/drivers/ipu"
@@ -44,13 +39,6 @@ BARS = ((0, Region.CONFIG, False), (2, Region.EXCHANGE, True), (4, Region.MAILBO
 #: Bus addresses: each IPU owns a 64 GiB window from 0x4000000000 up.
 _WINDOW = 1 << 36
 _BASE = 1 << 38
-
-
-def pci_address(index: int) -> str:
-    """IPU ``index``'s PCI address (domain:bus:device.function): bus 0x1a + N,
-    carried into the domain past bus 0xff. `ipufs ls` prints it too."""
-    bus = FIRST_BUS + index
-    return f"{bus >> 8:04x}:{bus & 0xFF:02x}:00.0"
 
 
 def _pow2_at_least(n: int) -> int:
@@ -114,7 +102,7 @@ def _continuous_memory(ipu: Ipu) -> str:
     return f"0x{start:x}-0x{end:x}\n"
 
 
-Attribute = Callable[["Ipu"], str]
+Attribute = Callable[[Ipu], str]
 
 #: The attribute files of a device directory, in the order `ls -f` lists
 #: them. Values end in a newline as sysfs values do, except file_name.
@@ -166,7 +154,7 @@ def build(tree: NodeTree) -> int:
     with its attributes, its driver link and hwmon/hwmonN/. Returns the
     inode of the devices directory."""
     parent = ROOT_INO
-    for name in DEVICES_PATH:
+    for name in compat.DEVICES_PATH:
         parent = tree.add(parent, name, Kind.DIRECTORY).ino
     for index in range(tree.count):
         device = tree.add(parent, pci_address(index), Kind.DIRECTORY).ino

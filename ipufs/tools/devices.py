@@ -12,7 +12,6 @@ from typing import Any
 from ipufs.client import Control, ControlError, Device, IoctlError
 from ipufs.abi.icu import ERROR_MARKER, op_word
 from ipufs.abi.registers import REGISTERS
-from ipufs.driver.sysfs import pci_address
 from ipufs.tools.problems import Problem
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ipufs.abi.pci import pci_address
 from ipufs import __version__
 from ipufs.abi import ioctls
 from ipufs.abi.icu import Op
@@ -99,7 +100,7 @@ def fields(root: Path, index: int) -> list[Field]:
         _field("link width", r["LINK_WIDTH"]),
         _field("numa node", r["NUMA_NODE"]),
         _field("parity initialised", r["PARITY_INIT"]),
-        _field("pci id", devices.pci_address(index)),
+        _field("pci id", pci_address(index)),
         _field("pcie physical slot", index // max(1, r["GROUP_SIZE"])),
         _field("remote buffers supported", 1),
         _field("sysfs file id", index),

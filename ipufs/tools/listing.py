@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ipufs.driver.sysfs import pci_address
+from ipufs.abi.pci import pci_address
 from ipufs.tools import devices
 from ipufs.tools.problems import USAGE, Problem
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ipufs.abi.pci import pci_address
 from ipufs.abi.registers import BOARD_CODES
 from ipufs.abi.serial import serial_text
 from ipufs.tools import devices
@@ -28,7 +29,7 @@ def snapshot(root: Path) -> list[dict[str, Any]]:
             "serial": serial_text(r["BOARD_SERIAL_HI"] << 32 | r["BOARD_SERIAL_LO"]),
             "icu_firmware": f"{fw >> 16}.{(fw >> 8) & 0xFF}.{fw & 0xFF}",
             "type": BOARD_NAMES.get(r["BOARD_TYPE"], "unknown"),
-            "pci_id": devices.pci_address(index),
+            "pci_id": pci_address(index),
             "pid": attached["pid"] if attached else None,
             "command": attached["command"] if attached else None,
             "user": attached["user"] if attached else None,

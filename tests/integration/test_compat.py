@@ -17,7 +17,7 @@ import pytest
 from ipufs import compat
 from ipufs.client import Control
 from ipufs.driver import sysfs
-from ipufs.model.icu import Op
+from ipufs.abi.icu import Op
 from tests.integration.compat_harness import Run, build, fuse_for_users, public_dir
 from tests.integration.harness import running_daemon
 

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from ipufs.client import Device
+from ipufs.abi.pci import pci_address
 from ipufs.driver import sysfs
-from ipufs.model.registers import ExceptionCause
+from ipufs.abi.registers import ExceptionCause
 from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon
 
 pytestmark = pytest.mark.mount
@@ -31,7 +32,7 @@ def view(d: RunningDaemon) -> Path:
 
 
 def attribute(d: RunningDaemon, index: int, name: str) -> str:
-    return (view(d) / sysfs.pci_address(index) / name).read_text()
+    return (view(d) / pci_address(index) / name).read_text()
 
 
 def ipufs(*args: str) -> str:
@@ -65,14 +66,14 @@ def test_kernel_and_driver_attributes(board: RunningDaemon) -> None:
     assert all(start % (1 << (end - start).bit_length()) == 0 for start, end, flags in resource if flags)
     start, end = (int(x, 16) for x in a["continuous_memory_nodes"].strip().split("-"))
     assert end - start + 1 == os.stat(board.path("ipu2_mem")).st_size
-    assert os.readlink(view(board) / sysfs.pci_address(2) / "driver").endswith("/drivers/ipu")
+    assert os.readlink(view(board) / pci_address(2) / "driver").endswith("/drivers/ipu")
 
 
 def test_attributes_agree_with_ipufs_info(board: RunningDaemon) -> None:
     info = json.loads(ipufs("info", "--json", "--dev", str(board.mountpoint)))
     for fields in info:
         index = int(fields["id"])
-        assert fields["pci id"] == f"[{sysfs.pci_address(index)}]"
+        assert fields["pci id"] == f"[{pci_address(index)}]"
         assert attribute(board, index, "serial") == fields["board serial number"] + "\n"
         assert attribute(board, index, "firmware_version") == fields["firmware version"] + "\n"
         assert attribute(board, index, "bootloader_version") == fields["icu bootloader version"] + "\n"
@@ -86,7 +87,7 @@ def test_attributes_agree_with_ipufs_info(board: RunningDaemon) -> None:
 
 def test_values_are_live(board: RunningDaemon) -> None:
     model = board.daemon.devices.ipus[1]
-    hwmon = view(board) / sysfs.pci_address(1) / "hwmon" / "hwmon1"
+    hwmon = view(board) / pci_address(1) / "hwmon" / "hwmon1"
     before = int(attribute(board, 1, "reset_count"))
     with Device(1, board.mountpoint) as dev:
         dev.reset()
@@ -112,7 +113,7 @@ def test_values_are_live(board: RunningDaemon) -> None:
 
 
 def test_the_view_is_read_only_and_looks_like_sysfs(board: RunningDaemon) -> None:
-    path = view(board) / sysfs.pci_address(0) / "vendor"
+    path = view(board) / pci_address(0) / "vendor"
     st = os.stat(path)
     assert oct(st.st_mode) == oct(0o100444) and st.st_size == sysfs.ATTRIBUTE_SIZE and st.st_uid == 0
     for flags in (os.O_WRONLY, os.O_RDWR):

@@ -92,7 +92,7 @@ def _start_daemon(run_dir: Path, options: list[str], user: bool) -> subprocess.P
     mountpoint = run_dir / "mnt"
     mountpoint.mkdir()
     argv = [sys.executable, "-m", "ipufs", "mount", str(mountpoint), "--no-link-dev", "--config", os.devnull,
-            "--control", str(run_dir / "control.sock"), *options]
+            "--no-cdi", "--control", str(run_dir / "control.sock"), *options]
     if user:
         argv += ["--owner", str(os.geteuid()), "--group", str(os.getegid())]
     with open(run_dir / "daemon.log", "wb") as log:
