@@ -202,7 +202,7 @@ def daemon(ipus: int, profile: str = "ipu2") -> Iterator[tuple[Path, int, float]
         log = Path(tmp) / "daemon.log"
         with open(log, "w") as stderr:
             proc = subprocess.Popen([sys.executable, "-m", "ipufs", "mount", str(mnt), "--ipus", str(ipus),
-                                     "--profile", profile, "--no-link-dev"], stdout=subprocess.DEVNULL,
+                                     "--profile", profile, "--no-link-dev", "--no-cdi"], stdout=subprocess.DEVNULL,
                                     stderr=stderr, preexec_fn=on_server_cpu)
         try:
             while True:
