@@ -17,6 +17,7 @@ from collections.abc import Callable
 from ipufs import compat
 from ipufs.abi import registers as R
 from ipufs.abi.pci import pci_address
+from ipufs.abi.serial import serial_text
 from ipufs.driver.nodes import ROOT_INO, Kind, NodeTree
 from ipufs.model.ipu import Ipu
 from ipufs.model.profile import Region
@@ -93,8 +94,7 @@ def _error_state(ipu: Ipu) -> str:
 
 def _serial(ipu: Ipu) -> str:
     # As `ipufs info` prints the board serial number.
-    serial = _reg(ipu, "BOARD_SERIAL_HI") << 32 | _reg(ipu, "BOARD_SERIAL_LO")
-    return f"{serial >> 16:04X}.{serial & 0xFFFF:04X}"
+    return serial_text(_reg(ipu, "BOARD_SERIAL_HI") << 32 | _reg(ipu, "BOARD_SERIAL_LO"))
 
 
 def _continuous_memory(ipu: Ipu) -> str:

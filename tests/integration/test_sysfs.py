@@ -73,16 +73,20 @@ def test_attributes_agree_with_ipufs_info(board: RunningDaemon) -> None:
     info = json.loads(ipufs("info", "--json", "--dev", str(board.mountpoint)))
     for fields in info:
         index = int(fields["id"])
-        assert fields["pci id"] == f"[{pci_address(index)}]"
-        assert attribute(board, index, "serial") == fields["board serial number"] + "\n"
-        assert attribute(board, index, "firmware_version") == fields["firmware version"] + "\n"
-        assert attribute(board, index, "bootloader_version") == fields["icu bootloader version"] + "\n"
-        assert attribute(board, index, "numa_node") == fields["numa node"] + "\n"
-        assert attribute(board, index, "current_link_width") == fields["link width"] + "\n"
-        assert attribute(board, index, "current_link_speed") == fields["link speed"] + " PCIe\n"
-        assert attribute(board, index, "parity_init_flag") == fields["parity initialised"] + "\n"
-        assert attribute(board, index, "ipu_error_state") == fields["ipu error state"] + "\n"
-        assert attribute(board, index, "reset_count") == fields["reset count"] + "\n"
+        assert fields["pci_id"] == pci_address(index) and fields["sysfs_file_id"] == index
+        assert attribute(board, index, "file_name") == str(fields["sysfs_file_id"])
+        assert attribute(board, index, "serial") == fields["board_serial_number"] + "\n"
+        assert attribute(board, index, "board_name") == fields["board_type"] + "\n"
+        assert attribute(board, index, "board_variant_name") == fields["board_variant"] + "\n"
+        assert attribute(board, index, "firmware_version") == fields["firmware_version"] + "\n"
+        assert attribute(board, index, "bootloader_version") == fields["icu_bootloader_version"] + "\n"
+        assert attribute(board, index, "numa_node") == f"{fields['numa_node']}\n"
+        assert attribute(board, index, "current_link_width") == f"{fields['link_width']}\n"
+        assert attribute(board, index, "current_link_speed") == f"{fields['link_speed_gt/s']:.1f} GT/s PCIe\n"
+        assert attribute(board, index, "parity_init_flag") == f"{fields['parity_initialised']}\n"
+        assert attribute(board, index, "ipu_error_state") == fields["ipu_error_state"] + "\n"
+        with Device(index, board.mountpoint) as dev:
+            assert attribute(board, index, "reset_count") == f"{dev.read_register('RESET_COUNT')}\n"
 
 
 def test_values_are_live(board: RunningDaemon) -> None:
