@@ -131,8 +131,6 @@ BLOCKS: tuple[Block, ...] = (
 BLOCK: dict[str, Block] = {b.name: b for b in BLOCKS}
 REGISTERS: dict[str, Register] = {r.name: r for b in BLOCKS for r in b.registers}
 BY_OFFSET: dict[int, Register] = {r.offset: r for r in REGISTERS.values()}
-#: Registers whose host writes have an effect: command and read-write-with-effect.
-ACTIVE = tuple(r for r in REGISTERS.values() if r.access in (Access.CMD, Access.RWS))
 #: The command registers, one contiguous run: [start, end) in bytes.
 DOORBELL_SPAN = (BLOCK["DOORBELL"].registers[0].offset, BLOCK["DOORBELL"].registers[-1].offset + 4)
 

@@ -42,7 +42,6 @@ class RegisterWatcher:
         self.filesystem = filesystem
         self.lock = lock
         self.fast, self.idle, self.busy = fast, idle, busy
-        self.polls = 0  # rounds of the native detector
         self.actions = 0  # IPUs that acted on a stored register
         self._stop = threading.Event()
         self.awake = native.Awake()
@@ -100,7 +99,6 @@ class RegisterWatcher:
             return []
         period = self.fast if self._busy(watched) else self.idle
         ready = watch.wait(period, timeout, self.awake)
-        self.polls += 1
         wanted = [watched[w] for w in ready]
         if wanted and len(self.act(wanted)) < len(wanted):
             # Found, but nothing to do (a read-only register restored, or a

@@ -27,7 +27,6 @@ class Attachment:
     handles: set[int] = field(default_factory=set)  # file handles keeping it
     buffers: dict[int, Buffer] = field(default_factory=dict)
     next_buffer_id: int = 1
-    signals_sent: int = 0
     attached_at: float = field(default_factory=time.monotonic)
 
     def close(self) -> None:

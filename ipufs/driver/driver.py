@@ -460,7 +460,6 @@ class IpuDriver:
                     else:
                         log.warning("signal %d to process %d failed: %s", source.signal, att.pid, exc)
                     continue
-                att.signals_sent += 1
                 self.signals_sent[index][source] += 1
                 if self.tracer.enabled:
                     self.tracer.emit("signal", index, pid=att.pid, signo=source.signal,

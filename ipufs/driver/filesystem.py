@@ -108,7 +108,6 @@ class IpuFilesystem(Operations):
         self.kernel: Kernel | None = None
         self.mode = PASSTHROUGH if passthrough else PAGE_CACHE
         self.mode_reason = "" if passthrough else "passthrough switched off (--no-passthrough)"
-        self.negotiated: Negotiated | None = None
         self.publisher: PageCachePublisher | None = None
         self.files: dict[int, OpenFile] = {}
         self.attribute_files: dict[int, Entry] = {}  # open files of the sysfs view
@@ -137,7 +136,6 @@ class IpuFilesystem(Operations):
         self.kernel = kernel
 
     def init(self, negotiated: Negotiated) -> None:
-        self.negotiated = negotiated
         if self.want_passthrough and not negotiated.passthrough:
             self._fall_back("the kernel did not offer FUSE_PASSTHROUGH (Linux 6.9+ with "
                             "CONFIG_FUSE_PASSTHROUGH is needed)")

@@ -460,19 +460,17 @@ def _fsyncdir(u: int, n: int, c: Context, b: memoryview) -> Request:
     return Fsyncdir(u, n, c, fh, bool(flags & 1))
 
 
-def _setxattr(setxattr_ext: bool) -> Decoder:
-    st = abi.SETXATTR_IN_EXT if setxattr_ext else abi.SETXATTR_IN_COMPAT
-
-    def decode(u: int, n: int, c: Context, b: memoryview) -> Request:
-        size, flags = _unpack(st, b, u)[:2]
-        rest = b[st.size :]
-        (name,) = _names(rest, 1, u)
-        value = bytes(rest[len(name) + 1 : len(name) + 1 + size])
-        if len(value) != size:
-            raise ProtocolError(f"SETXATTR value of {size} bytes is short", unique=u)
-        return Setxattr(u, n, c, name, value, flags)
-
-    return decode
+def _setxattr(u: int, n: int, c: Context, b: memoryview) -> Request:
+    # ipufs never negotiates FUSE_SETXATTR_EXT (session.WANTED_FLAGS), so
+    # fuse_setxattr_in always has its compat layout (size, flags).
+    st = abi.SETXATTR_IN_COMPAT
+    size, flags = _unpack(st, b, u)[:2]
+    rest = b[st.size :]
+    (name,) = _names(rest, 1, u)
+    value = bytes(rest[len(name) + 1 : len(name) + 1 + size])
+    if len(value) != size:
+        raise ProtocolError(f"SETXATTR value of {size} bytes is short", unique=u)
+    return Setxattr(u, n, c, name, value, flags)
 
 
 def _getxattr(u: int, n: int, c: Context, b: memoryview) -> Request:
@@ -555,61 +553,57 @@ def _init(u: int, n: int, c: Context, b: memoryview) -> Request:
 O = abi.Opcode
 
 
-def decoders(*, setxattr_ext: bool = False) -> dict[int, Decoder]:
-    """The opcode -> decoder table. ``setxattr_ext`` says whether the session
-    negotiated FUSE_SETXATTR_EXT, which widens fuse_setxattr_in."""
-    return {
-        O.INIT: _init,
-        O.DESTROY: _empty(Destroy),
-        O.LOOKUP: _lookup,
-        O.FORGET: _forget,
-        O.BATCH_FORGET: _batch_forget,
-        O.GETATTR: _getattr,
-        O.SETATTR: _setattr,
-        O.READLINK: _empty(Readlink),
-        O.SYMLINK: _symlink,
-        O.MKNOD: _mknod,
-        O.MKDIR: _mkdir,
-        O.UNLINK: _unlink,
-        O.RMDIR: _rmdir,
-        O.RENAME: _rename,
-        O.RENAME2: _rename2,
-        O.LINK: _link,
-        O.OPEN: _open,
-        O.CREATE: _create,
-        O.READ: _read,
-        O.WRITE: _write,
-        O.STATFS: _empty(Statfs),
-        O.RELEASE: _release,
-        O.FLUSH: _flush,
-        O.FSYNC: _fsync,
-        O.SETXATTR: _setxattr(setxattr_ext),
-        O.GETXATTR: _getxattr,
-        O.LISTXATTR: _listxattr,
-        O.REMOVEXATTR: _removexattr,
-        O.OPENDIR: _opendir,
-        O.READDIR: _readdir(False),
-        O.READDIRPLUS: _readdir(True),
-        O.RELEASEDIR: _releasedir,
-        O.FSYNCDIR: _fsyncdir,
-        O.GETLK: _lock(O.GETLK),
-        O.SETLK: _lock(O.SETLK),
-        O.SETLKW: _lock(O.SETLKW),
-        O.ACCESS: _access,
-        O.INTERRUPT: _interrupt,
-        O.BMAP: _bmap,
-        O.IOCTL: _ioctl,
-        O.POLL: _poll,
-        O.FALLOCATE: _fallocate,
-        O.LSEEK: _lseek,
-        O.COPY_FILE_RANGE: _copy_file_range,
-    }
+#: The opcode -> decoder table.
+DECODERS: dict[int, Decoder] = {
+    O.INIT: _init,
+    O.DESTROY: _empty(Destroy),
+    O.LOOKUP: _lookup,
+    O.FORGET: _forget,
+    O.BATCH_FORGET: _batch_forget,
+    O.GETATTR: _getattr,
+    O.SETATTR: _setattr,
+    O.READLINK: _empty(Readlink),
+    O.SYMLINK: _symlink,
+    O.MKNOD: _mknod,
+    O.MKDIR: _mkdir,
+    O.UNLINK: _unlink,
+    O.RMDIR: _rmdir,
+    O.RENAME: _rename,
+    O.RENAME2: _rename2,
+    O.LINK: _link,
+    O.OPEN: _open,
+    O.CREATE: _create,
+    O.READ: _read,
+    O.WRITE: _write,
+    O.STATFS: _empty(Statfs),
+    O.RELEASE: _release,
+    O.FLUSH: _flush,
+    O.FSYNC: _fsync,
+    O.SETXATTR: _setxattr,
+    O.GETXATTR: _getxattr,
+    O.LISTXATTR: _listxattr,
+    O.REMOVEXATTR: _removexattr,
+    O.OPENDIR: _opendir,
+    O.READDIR: _readdir(False),
+    O.READDIRPLUS: _readdir(True),
+    O.RELEASEDIR: _releasedir,
+    O.FSYNCDIR: _fsyncdir,
+    O.GETLK: _lock(O.GETLK),
+    O.SETLK: _lock(O.SETLK),
+    O.SETLKW: _lock(O.SETLKW),
+    O.ACCESS: _access,
+    O.INTERRUPT: _interrupt,
+    O.BMAP: _bmap,
+    O.IOCTL: _ioctl,
+    O.POLL: _poll,
+    O.FALLOCATE: _fallocate,
+    O.LSEEK: _lseek,
+    O.COPY_FILE_RANGE: _copy_file_range,
+}
 
 
-_DEFAULT = decoders()
 
-
-def decode(data: bytes | bytearray | memoryview, table: dict[int, Decoder] = _DEFAULT) -> Request:
+def decode(data: bytes | bytearray | memoryview, table: dict[int, Decoder] = DECODERS) -> Request:
     """Decode one message read from /dev/fuse. Raises ProtocolError when the
     message is malformed; its ``unique`` is set when the header was readable."""
     view = memoryview(data)

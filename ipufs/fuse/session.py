@@ -73,7 +73,6 @@ class Session:
         self.negotiated: Negotiated | None = None
         self.destroyed = False
         self.requests = 0  # messages handled, for status and benchmarks
-        self._table = rq.decoders()
         # Request type -> handler. Until INIT is answered only the requests
         # that need no negotiation are served; INIT swaps in the full table,
         # so the state is the table and no request pays for a check.
@@ -97,7 +96,7 @@ class Session:
     def handle(self, message: bytes | bytearray | memoryview) -> bytes | None:
         self.requests += 1
         try:
-            request = rq.decode(message, self._table)
+            request = rq.decode(message)
         except ProtocolError as exc:
             log.warning("malformed request from the kernel: %s", exc)
             return rp.frame(exc.unique, error=exc.errno) if exc.unique else None
@@ -152,7 +151,6 @@ class Session:
         negotiated = Negotiated(minor, int(flags), self.max_write, req.max_readahead)
         self.operations.init(negotiated)
         self.negotiated = negotiated
-        self._table = rq.decoders(setxattr_ext=bool(flags & F.SETXATTR_EXT))
         self._handlers = self._served
         return rp.InitReply(
             major=abi.KERNEL_VERSION,

@@ -43,12 +43,6 @@ class InterruptController:
             self._out.extend(s for s in Interrupt if released & s.bit)
             self.outbox.add(self.index)
 
-    def mask_sources(self, bits: int) -> None:
-        self.set_mask(self.mask | bits)
-
-    def unmask_sources(self, bits: int) -> None:
-        self.set_mask(self.mask & ~bits)
-
     def take(self) -> list[Interrupt]:
         """The sources to deliver now, in order."""
         out, self._out = self._out, []
