@@ -417,10 +417,21 @@ def in_process_us(smoke: bool) -> dict[str, float]:
     import signal
     import timeit
 
+    import threading
+
     from ipufs.abi import ioctls as dabi
+    from ipufs.driver.activity import RegisterUse
     from ipufs.driver.devices import DeviceSet
-    from ipufs.driver.filesystem import IpuFilesystem
+    from ipufs.driver.driver import IpuDriver
+    from ipufs.driver.effects import ModelEffects
+    from ipufs.driver.events import NoEvents
+    from ipufs.driver.filesystem import IpuFilesystem, NoCounting, Ownership
+    from ipufs.driver.mapping import BarMapping
+    from ipufs.driver.nodes import NodeTree
+    from ipufs.driver.pollers import PollWakeups
+    from ipufs.driver.watch import PidfdWatcher
     from ipufs.fuse import abi
+    from ipufs.fuse.kernel import KernelLink
     from ipufs.fuse.session import Session
     from ipufs.model.profile import PROFILES
 
@@ -430,7 +441,15 @@ def in_process_us(smoke: bool) -> dict[str, float]:
     on_server_cpu()
     devices = DeviceSet(PROFILES["ipu2"], 4)
     try:
-        session = Session(IpuFilesystem(devices, passthrough=False), passthrough=False)
+        # Wired as ipufs/daemon/daemon.py wires it, with no kernel behind it.
+        tree, kernel = NodeTree(len(devices)), KernelLink()
+        driver = IpuDriver(devices, exits=PidfdWatcher(lock=threading.RLock()), events=NoEvents())
+        mapping = BarMapping(devices, tree, kernel, passthrough=False)
+        effects = ModelEffects(mapping, driver, PollWakeups(devices, kernel))
+        filesystem = IpuFilesystem(devices, tree, driver=driver, mapping=mapping, pollers=effects.pollers,
+                                   effects=effects, use=RegisterUse(), accesses=NoCounting(),
+                                   ownership=Ownership(), control_path="")
+        session = Session(filesystem, passthrough=False)
         pid, unique = os.getpid(), 0
 
         def call(opcode: int, nodeid: int, body: bytes) -> bytes:

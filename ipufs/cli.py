@@ -39,9 +39,8 @@ def _sd_notify(message: str) -> None:
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
-    from ipufs.daemon.daemon import Daemon
+    from ipufs.daemon.daemon import Daemon, Serving
     from ipufs.fuse import mount as fmount
-    from ipufs.fuse.operations import Negotiated
     from ipufs.daemon import config as cfg
 
     settings: dict[str, Any] = {}
@@ -67,7 +66,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async with trio.open_nursery() as nursery:
 
-                async def serve(task_status: trio.TaskStatus[Negotiated]) -> None:
+                async def serve(task_status: trio.TaskStatus[Serving]) -> None:
                     await daemon.run(task_status=task_status)
                     nursery.cancel_scope.cancel()  # unmounted from outside
 
@@ -78,13 +77,11 @@ def cmd_mount(args: argparse.Namespace) -> int:
                         nursery.cancel_scope.cancel()
 
                 nursery.start_soon(watch_signals)
-                await nursery.start(serve)
-                fs = daemon.filesystem
-                links = daemon.links
+                serving: Serving = await nursery.start(serve)
                 log.info("%d x %s mounted at %s (%s%s)%s", config.ipus, config.profile, config.mountpoint,
-                         fs.mode, f": {fs.mode_reason}" if fs.mode_reason else "",
-                         f", linked in {config.dev_dir}" if links and links.made else "")
-                _sd_notify(f"READY=1\nSTATUS={config.ipus} IPUs at {config.mountpoint} ({fs.mode})")
+                         serving.mode, f": {serving.mode_reason}" if serving.mode_reason else "",
+                         f", linked in {serving.linked_in}" if serving.linked_in else "")
+                _sd_notify(f"READY=1\nSTATUS={config.ipus} IPUs at {config.mountpoint} ({serving.mode})")
 
     try:
         trio.run(main)

@@ -76,25 +76,20 @@ def cmd_inject(args: argparse.Namespace) -> int:
 
 
 def cmd_trace(args: argparse.Namespace) -> int:
+    from ipufs.client import ControlError
     from ipufs.daemon.trace import render
 
     with control(args) as c:
-        c.sock.settimeout(None)
-        request: dict[str, Any] = {"op": "trace", "kinds": args.kind or []}
-        if args.device_id is not None:
-            request["ipu"] = args.device_id
-        c.sock.sendall(json.dumps(request).encode() + b"\n")
-        first = json.loads(c.file.readline() or b'{"ok": false, "error": "the daemon did not answer"}')
-        if not first.get("ok"):
-            raise ValueError(first.get("error"))
+        events = c.trace(args.device_id, args.kind or [])
         seen = 0
         try:
-            for line in c.file:
-                event = json.loads(line)
+            for event in events:
                 print(json.dumps(event) if args.json else render(event), flush=True)
                 seen += 1
                 if args.count is not None and seen >= args.count:
                     break
+        except ControlError as exc:
+            raise ValueError(str(exc)) from None
         except KeyboardInterrupt:
             pass
     return 0

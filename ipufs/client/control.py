@@ -6,6 +6,7 @@ import json
 import os
 import select
 import socket
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 
@@ -69,6 +70,19 @@ class Control:
 
     def status(self) -> dict[str, Any]:
         return self.request("status")
+
+    def trace(self, ipu: int | None = None, kinds: Iterable[str] = ()) -> Iterator[dict[str, Any]]:
+        """Follow the daemon's trace (docs/faults.md): one event at a time,
+        of IPU ``ipu`` (default: all) and of ``kinds`` (default: all), until
+        the daemon stops. The connection carries nothing else afterwards."""
+        request: dict[str, Any] = {"kinds": list(kinds)}
+        if ipu is not None:
+            request["ipu"] = ipu
+        self.request("trace", **request)  # raises ControlError when refused
+        self.sock.settimeout(None)
+        for line in self.file:
+            event: dict[str, Any] = json.loads(line)
+            yield event
 
     def close(self) -> None:
         self.file.close()

@@ -1,38 +1,61 @@
-# The ipufs daemon: builds the devices, the filesystem and the FUSE server
-# for one mount, clears a dead mount a crashed daemon left behind, and runs
-# until cancelled. Model-side actions run in its trio loop through call().
+# The ipufs daemon, the composition root: builds the parts of one mount in
+# dependency order, each receiving its collaborators (the shared lock
+# included) at construction; starts the parts that need the trio loop as
+# tasks; clears a dead mount a crashed daemon left behind; and runs until
+# cancelled. Model-side actions run in its trio loop through call().
 from __future__ import annotations
 
 import logging
-import math
 import os
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TypeVar
 
 import trio
 
-from ipufs.abi.icu import op_name
 from ipufs.container.cdi import SpecFile, default_prefix
 from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
-from ipufs.driver.devices import DeviceSet
 from ipufs.daemon.devlinks import DevLinks
-from ipufs.daemon.register_watcher import RegisterWatcher
 from ipufs.daemon.faults import Fault, FaultError, FaultInjector, limits_of
 from ipufs.daemon.plan import FaultPlan
+from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.statelock import StateLock
+from ipufs.daemon.register_watcher import RegisterWatcher
+from ipufs.daemon.timers import Timers
 from ipufs.daemon.trace import Tracer
+from ipufs.driver.activity import RegisterUse
+from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
+from ipufs.driver.effects import ModelEffects
 from ipufs.driver.filesystem import IpuFilesystem
+from ipufs.driver.mapping import BarMapping
+from ipufs.driver.nodes import NodeTree
+from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.watch import PidfdWatcher
 from ipufs.fuse import mount as fmount
+from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.operations import Negotiated
 from ipufs.fuse.server import FuseServer
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Serving:
+    """What a daemon reports once its mount is up."""
+
+    negotiated: Negotiated
+    #: How BARs are served (passthrough or page-cache) and, if not the
+    #: mode asked for, why.
+    mode: str
+    mode_reason: str
+    #: Where the /dev links were made (None: no links made).
+    linked_in: str | None
+
 
 class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
@@ -42,112 +65,71 @@ class Daemon:
         if config.state_dir is not None:
             config.state_dir.mkdir(parents=True, exist_ok=True)
             self.state_lock = StateLock(config.state_dir)  # before anything formats its files
-        #: Held by the FUSE reader thread while it handles a request, and by
-        #: every trio task that touches the devices, the driver or the model.
-        self.lock = threading.RLock()
-        self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir,
-                                 group_size=config.group_size)
+        #: Held by the FUSE reader thread while it handles a request, by the
+        #: register watcher while it acts, and by every trio task that
+        #: touches the devices, the driver or the model.
+        lock = self.lock = threading.RLock()
+        # The device and the driver.
         self.tracer = Tracer()
-        self.driver = IpuDriver(self.devices, events=self.tracer)
-        self.filesystem = IpuFilesystem(
-            self.devices, driver=self.driver, ownership=config.ownership,
-            passthrough=config.passthrough,
-        )
-        self.registers = RegisterWatcher(self.filesystem, lock=self.lock)
-        self.server = FuseServer(
-            self.filesystem,
-            config.mountpoint,
-            passthrough=config.passthrough,
-            source=f"ipufs:{profile.name}x{config.ipus}",
-            lock=self.lock,
-            spin=config.spin_us / 1e6,
-            watcher=self.registers,
-        )
-        self.filesystem.attach_kernel(self.server)
-        self.links = DevLinks(config.dev_dir, config.mountpoint, self.filesystem.tree) if config.link_dev else None
-        self.filesystem.control_path = config.control_path
-        mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon
-        self.cdi = (SpecFile(config.cdi_dir, mount_dir, range(config.ipus),
-                             default_prefix(mount_dir) if config.cdi_prefix is None else config.cdi_prefix)
-                    if config.cdi_dir else None)
-        self.injector = FaultInjector(self.filesystem, self._later)
-        self.injector.on_fire = self._traced_fault
-        self.device_side = DeviceSide(self.filesystem, self.tracer, self.injector, self._start_plan, lock=self.lock)
-        self.plan: FaultPlan | None = None
-        self._nursery: trio.Nursery | None = None
-        self._token: trio.lowlevel.TrioToken | None = None
-        self._pending: list[tuple[float, Callable[[], None]]] = []
+        self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir,
+                                 group_size=config.group_size, events=self.tracer)
+        limits = limits_of(self.devices)
+        plan = None
         if config.fault_plan:
             with open(config.fault_plan) as f:
                 text = f.read()
             try:
-                self.plan = FaultPlan.parse(text, limits_of(self.filesystem))
+                plan = FaultPlan.parse(text, limits)
             except FaultError as exc:
                 raise FaultError(f"fault plan {config.fault_plan}: {exc}") from None
-            self.device_side.plan = self.plan
+        tree = NodeTree(config.ipus)
+        self.kernel = KernelLink()
+        self.exits = PidfdWatcher(lock=lock)
+        self.driver = IpuDriver(self.devices, exits=self.exits, events=self.tracer)
+        mapping = BarMapping(self.devices, tree, self.kernel, passthrough=config.passthrough)
+        self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel))
+        use = RegisterUse()
+        # The device side: faults, plans, timers.
+        self.timers = Timers(lock=lock)
+        self.injector = FaultInjector(self.devices, self.effects, self.timers.later, on_fire=self._traced_fault)
+        self.plans = PlanRunner(self.injector, self.timers)
+        # The filesystem and its server.
+        self.filesystem = IpuFilesystem(
+            self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
+            effects=self.effects, use=use, accesses=self.plans, ownership=config.ownership,
+            control_path=config.control_path,
+        )
+        self.registers = RegisterWatcher(self.devices, use, self.effects, lock=lock)
+        self.server = FuseServer(
+            self.filesystem, self.kernel, config.mountpoint,
+            passthrough=config.passthrough,
+            source=f"ipufs:{profile.name}x{config.ipus}",
+            lock=lock,
+            spin_for=config.spin_us / 1e6,
+            scanner=self.registers,
+        )
+        self.links = DevLinks(config.dev_dir, config.mountpoint, tree) if config.link_dev else None
+        mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon
+        self.cdi = (SpecFile(config.cdi_dir, mount_dir, range(config.ipus),
+                             default_prefix(mount_dir) if config.cdi_prefix is None else config.cdi_prefix)
+                    if config.cdi_dir else None)
+        # The control socket.
+        device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock)
+        status = StatusQueries(self.filesystem, lambda: self.server.session.requests)
+        o = config.ownership
+        self.control = ControlServer(
+            config.control_path, status.operations() + device_side.operations(),
+            limits=limits, lock=lock, uid=o.uid, gid=o.gid, mode=o.mode & 0o777,
+        )
+        if plan is not None:
+            self.plans.start(plan)
         if config.trace_file:
             o = config.ownership
             self.tracer.open_file(config.trace_file, config.trace_max_bytes, uid=o.uid, gid=o.gid, mode=o.mode)
-        for ipu in self.devices.ipus:
-            ipu.icu.observer = self._icu_observer(ipu.index)
-        o = config.ownership
-        status = StatusQueries(self.filesystem, lambda: self.server.session.requests)
-        self.control = ControlServer(
-            config.control_path, status.operations() + self.device_side.operations(),
-            limits=limits_of(self.filesystem), lock=self.lock, uid=o.uid, gid=o.gid, mode=o.mode & 0o777,
-        )
-
-    def _icu_observer(self, index: int) -> Callable[[tuple[int, ...], tuple[int, ...] | None], None]:
-        tracer = self.tracer
-
-        def observe(request: tuple[int, ...], answer: tuple[int, ...] | None) -> None:
-            if tracer.enabled:
-                tracer.emit("icu", index, op=op_name(request[0]),
-                            request=[hex(w) for w in request],
-                            answer=None if answer is None else [hex(w) for w in answer])
-
-        return observe
 
     def _traced_fault(self, fault: Fault) -> None:
         if self.tracer.enabled:
             self.tracer.emit("fault", fault.ipu, fault=fault.describe())
-
-    def _later(self, seconds: float, action: Callable[[], None]) -> None:
-        """Run ``action`` in the loop after ``seconds`` (an ICU timeout's end)."""
-        if not math.isfinite(seconds) or seconds < 0:  # the edge checks; a NaN timer would end the loop
-            raise ValueError(f"not a delay: {seconds!r}")
-        nursery, token = self._nursery, self._token
-        if nursery is None or token is None:
-            self._pending.append((seconds, action))
-            return
-
-        async def wait_then() -> None:
-            await trio.sleep(seconds)
-            with self.lock:
-                action()
-
-        # May be called from the FUSE reader (a plan's fault firing on an
-        # access): hand the scheduling to the loop.
-        token.run_sync_soon(nursery.start_soon, wait_then)
-
-    def _start_plan(self, plan: FaultPlan) -> None:
-        """Make ``plan`` the one in force: count accesses, schedule times."""
-        self.plan = plan
-        injector = self.injector
-
-        def on_access(ipu: int) -> None:
-            for fault in plan.access(ipu):
-                injector.apply(fault)
-
-        self.filesystem.on_access = on_access
-        for entry in plan.timed():
-            def fire(entry: object = entry) -> None:
-                if self.plan is plan:
-                    fault = plan.fire_timed(entry)  # type: ignore[arg-type]
-                    if fault is not None:
-                        injector.apply(fault)
-
-            self._later(entry.at or 0.0, fire)
 
     @staticmethod
     def prepare_mountpoint(mountpoint: str) -> None:
@@ -160,19 +142,15 @@ class Daemon:
         if os.path.ismount(mountpoint):
             raise RuntimeError(f"{mountpoint} is already a mount point")
 
-    async def run(self, *, task_status: trio.TaskStatus[Negotiated] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[Serving] = trio.TASK_STATUS_IGNORED) -> None:
+        """Mount and serve until cancelled or unmounted; ``task_status``
+        gets a Serving once clients may use the nodes."""
         self.prepare_mountpoint(self.config.mountpoint)
         try:
             async with trio.open_nursery() as nursery:
-                self.driver.watcher = PidfdWatcher(nursery, lock=self.lock)
-                self._token = trio.lowlevel.current_trio_token()
-                self.tracer.token = self._token
-                self._nursery = nursery
-                for seconds, action in self._pending:
-                    self._later(seconds, action)
-                self._pending.clear()
-                if self.plan is not None:
-                    self._start_plan(self.plan)
+                await nursery.start(self.tracer.run)
+                await nursery.start(self.exits.run)
+                await nursery.start(self.timers.run)
 
                 async def serve(task_status: trio.TaskStatus[Negotiated]) -> None:
                     await self.server.run(task_status=task_status)
@@ -189,16 +167,15 @@ class Daemon:
                         self.links.install()
                     if self.cdi is not None:
                         self.cdi.write()
-                task_status.started(negotiated)
+                linked = self.links is not None and bool(self.links.made)
+                task_status.started(Serving(negotiated, self.filesystem.mode, self.filesystem.mode_reason,
+                                            self.config.dev_dir if linked else None))
                 nursery.start_soon(self.registers.run)
         finally:
-            self._nursery = None
             if self.cdi is not None:
                 self.cdi.remove()
-            self.tracer.close()
             if self.links is not None:
                 self.links.remove()
-            self.driver.watcher = None
             self.driver.close()
             self.devices.close()
             if self.state_lock is not None:
@@ -206,14 +183,14 @@ class Daemon:
 
     def call(self, action: Callable[[], T]) -> T:
         """Run a model-side action in the daemon's loop (called from within
-        it), then publish what it wrote to clients that see copies."""
+        it), then carry out its effects (signals, page-cache copies)."""
         with self.lock:
             result = action()
-            self.filesystem.settle()
+            self.effects.deliver()
         return result
 
     async def call_and_wait(self, action: Callable[[], T]) -> T:
         """call(action), then wait until clients can see what it wrote."""
         result = self.call(action)
-        await self.server.drain()
+        await self.kernel.drain()
         return result

@@ -11,7 +11,8 @@ from typing import Any
 
 from ipufs.daemon.fault_kinds import KINDS, FaultKind, Later
 from ipufs.daemon.fields import Integer, Invalid, Limits, check_all, shown
-from ipufs.driver.filesystem import IpuFilesystem
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.effects import ModelEffects
 
 
 class FaultError(ValueError):
@@ -38,10 +39,9 @@ class Fault:
         return f"{self.kind.name} ipu={self.ipu}" + (f" {args}" if args else "")
 
 
-def limits_of(filesystem: IpuFilesystem) -> Limits:
-    profile = filesystem.devices.profile
-    return Limits(ipus=len(filesystem.devices.ipus), tiles=profile.tiles,
-                  contexts=profile.workers_per_tile + 1)
+def limits_of(devices: DeviceSet) -> Limits:
+    profile = devices.profile
+    return Limits(ipus=len(devices.ipus), tiles=profile.tiles, contexts=profile.workers_per_tile + 1)
 
 
 def parse(request: Mapping[str, Any], limits: Limits, *, ignore: frozenset[str] = frozenset()) -> Fault:
@@ -64,20 +64,23 @@ def parse(request: Mapping[str, Any], limits: Limits, *, ignore: frozenset[str] 
 
 
 class FaultInjector:
-    """Applies faults to the model, in the daemon's loop. ``later(seconds,
-    action)`` schedules an action (the end of an ICU timeout)."""
+    """Applies faults to the model of ``devices``, in the daemon's loop;
+    ``effects`` carries out what they did. ``later(seconds, action)``
+    schedules an action (the end of an ICU timeout); ``on_fire`` hears of
+    every fault applied (the trace)."""
 
-    def __init__(self, filesystem: IpuFilesystem, later: Later) -> None:
-        self.fs = filesystem
+    def __init__(self, devices: DeviceSet, effects: ModelEffects, later: Later, *,
+                 on_fire: Callable[[Fault], None]) -> None:
+        self.devices = devices
+        self.effects = effects
         self.later = later
-        self.on_fire: Callable[[Fault], None] | None = None
+        self.on_fire = on_fire
 
     def apply(self, fault: Fault) -> None:
-        model = self.fs.devices.ipus[fault.ipu]
+        model = self.devices.ipus[fault.ipu]
         fault.kind.action(model, fault.params, self._later(fault.ipu))
-        self.fs.settle(fault.ipu)  # signals first, bookkeeping after
-        if self.on_fire is not None:
-            self.on_fire(fault)
+        self.effects.deliver(fault.ipu)  # signals first, bookkeeping after
+        self.on_fire(fault)
 
     def _later(self, ipu: int) -> Later:
         def later(seconds: float, action: Callable[[], None]) -> None:
@@ -86,7 +89,7 @@ class FaultInjector:
 
             def then() -> None:
                 action()
-                self.fs.settle(ipu)
+                self.effects.deliver(ipu)
 
             self.later(seconds, then)
 

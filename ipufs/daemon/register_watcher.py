@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 
 import trio
 
 from ipufs import native
-from ipufs.driver.filesystem import IpuFilesystem
-from ipufs.model.ipu import MAILBOX_BELL
+from ipufs.driver.activity import RegisterUse
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.effects import ModelEffects
 
 log = logging.getLogger(__name__)
 
@@ -37,9 +37,14 @@ ROUND = 20e-3
 
 
 class RegisterWatcher:
-    def __init__(self, filesystem: IpuFilesystem, *, lock: threading.RLock, fast: float = FAST,
-                 idle: float = IDLE, busy: float = BUSY) -> None:
-        self.filesystem = filesystem
+    """Watches the registers of the IPUs ``use`` says are open, and lets
+    the model act on stores (then ``effects`` carries them out)."""
+
+    def __init__(self, devices: DeviceSet, use: RegisterUse, effects: ModelEffects, *, lock: threading.RLock,
+                 fast: float = FAST, idle: float = IDLE, busy: float = BUSY) -> None:
+        self.devices = devices
+        self.use = use
+        self.effects = effects
         self.lock = lock
         self.fast, self.idle, self.busy = fast, idle, busy
         self.actions = 0  # IPUs that acted on a stored register
@@ -51,12 +56,12 @@ class RegisterWatcher:
     def act(self, indices: list[int]) -> list[int]:
         """Let the model act on what the host stored (any thread); returns
         the IPUs that had something to do."""
-        fs, acted = self.filesystem, []
+        ipus, acted = self.devices.ipus, []
         with self.lock:
             for index in indices:
-                if index < len(fs.devices.ipus) and fs.devices.ipus[index].poll_registers():
-                    fs.activity[index] = time.monotonic()
-                    fs.settle(index)
+                if index < len(ipus) and ipus[index].poll_registers():
+                    self.use.touched(index)
+                    self.effects.deliver(index)
                     acted.append(index)
         self.actions += len(acted)
         return acted
@@ -65,16 +70,13 @@ class RegisterWatcher:
         """The IPUs whose registers a client may store to, and their native
         watch, rebuilt when that set changed."""
         with self.lock:
-            watched = tuple(self.filesystem.watched())
+            watched = tuple(self.use.watched())
         if watched != self._now[1]:
-            ipus = self.filesystem.devices.ipus
-            self._now = (native.Watch([
-                (ipus[i].config.words, ipus[i].watch_index, ipus[i].watch_expect, ipus[i].icu.mailbox.words,
-                 MAILBOX_BELL) for i in watched
-            ]), watched)
+            ipus = self.devices.ipus
+            self._now = (native.Watch([ipus[i].watched_words() for i in watched]), watched)
         return self._now
 
-    # --- what the FUSE reader scans while it spins (fuse.server.Watcher) ---
+    # --- what the FUSE reader scans while it spins (fuse.server.StoreScanner) ---
     def current(self) -> native.Watch | None:
         watch, watched = self._now
         return watch if watched else None
@@ -86,10 +88,6 @@ class RegisterWatcher:
         wanted = [watched[w] for w in positions]
         return len(self.act(wanted)) == len(wanted)
 
-    def _busy(self, watched: tuple[int, ...]) -> bool:
-        now, activity = time.monotonic(), self.filesystem.activity
-        return any(now - activity.get(index, float("-inf")) < self.busy for index in watched)
-
     def round(self, timeout: float = ROUND) -> list[int]:
         """One round: wait up to ``timeout`` for watched IPUs to need acting
         on, act on them, and return them."""
@@ -97,7 +95,7 @@ class RegisterWatcher:
         if not watched:
             self._stop.wait(min(timeout, self.idle))
             return []
-        period = self.fast if self._busy(watched) else self.idle
+        period = self.fast if self.use.busy(watched, self.busy) else self.idle
         ready = watch.wait(period, timeout, self.awake)
         wanted = [watched[w] for w in ready]
         if wanted and len(self.act(wanted)) < len(wanted):
@@ -107,7 +105,7 @@ class RegisterWatcher:
             self._stop.wait(period)
         return wanted
 
-    def _spin(self) -> None:
+    def _watch(self) -> None:
         try:
             while not self._stop.is_set():
                 self.round()
@@ -116,7 +114,7 @@ class RegisterWatcher:
 
     async def run(self) -> None:
         self._stop.clear()
-        thread = threading.Thread(target=self._spin, name="ipufs-registers", daemon=True)
+        thread = threading.Thread(target=self._watch, name="ipufs-registers", daemon=True)
         thread.start()
         try:
             await trio.sleep_forever()

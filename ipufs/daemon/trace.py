@@ -115,12 +115,24 @@ class Tracer:
         self.subscribers: list[Subscriber] = []
         self.file: TraceFile | None = None
         self.sequence = 0
-        #: The trio loop that owns the subscribers' channels; events emitted
-        #: from another thread (the FUSE reader) are handed to it.
-        self.token: trio.lowlevel.TrioToken | None = None
+        #: The trio loop that owns the subscribers' channels while run()
+        #: runs; events emitted from another thread (the FUSE reader) are
+        #: handed to it.
+        self._token: trio.lowlevel.TrioToken | None = None
         self._outbox: collections.deque[dict[str, Any]] = collections.deque()
         self._outbox_lock = threading.Lock()
         self._flush_scheduled = False
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Hand events to live subscribers through this loop until
+        cancelled; then close the trace file."""
+        self._token = trio.lowlevel.current_trio_token()
+        try:
+            task_status.started()
+            await trio.sleep_forever()
+        finally:
+            self._token = None
+            self.close()
 
     def _update(self) -> None:
         self.enabled = bool(self.subscribers) or self.file is not None
@@ -151,7 +163,8 @@ class Tracer:
             fields = decode(fields)
         event = {"seq": self.sequence, "time": round(time.time(), 6), "kind": kind, "ipu": ipu, **fields}
         if self.subscribers:
-            if self.token is None:
+            token = self._token
+            if token is None:
                 self._deliver(event)
             else:
                 # Batched: one wake-up of the loop carries every event queued
@@ -162,7 +175,7 @@ class Tracer:
                     self._flush_scheduled = True
                 if schedule:
                     try:
-                        self.token.run_sync_soon(self._flush)
+                        token.run_sync_soon(self._flush)
                     except trio.RunFinishedError:
                         pass
         if self.file is not None:
@@ -245,10 +258,16 @@ def _ioctl(raw: dict[str, Any]) -> dict[str, Any]:
     return fields
 
 
+def _icu(raw: dict[str, Any]) -> dict[str, Any]:
+    request, answer = raw["request"], raw["answer"]
+    return {"op": op_name(request[0]), "request": [hex(w) for w in request],
+            "answer": None if answer is None else [hex(w) for w in answer]}
+
+
 #: Kinds whose raw facts the tracer turns into readable fields.
 _DECODE: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "register-read": _register_access, "register-write": _register_access,
-    "mailbox-write": _mailbox_write, "ioctl": _ioctl,
+    "mailbox-write": _mailbox_write, "ioctl": _ioctl, "icu": _icu,
 }
 
 

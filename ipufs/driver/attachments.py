@@ -5,7 +5,6 @@
 # of that IPU or dies.
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
@@ -28,11 +27,6 @@ class Attachment:
     buffers: dict[int, Buffer] = field(default_factory=dict)
     next_buffer_id: int = 1
     attached_at: float = field(default_factory=time.monotonic)
-
-    def close(self) -> None:
-        if self.pidfd >= 0:
-            os.close(self.pidfd)
-            self.pidfd = -1
 
 
 class AttachmentTable:

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from ipufs.abi.serial import board_serial
 from ipufs.driver.backing import BackingFile
+from ipufs.driver.events import EventSink
+from ipufs.model.icu import IcuObserver
 from ipufs.model.ipu import Ipu, Placement
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import Profile, Region
@@ -15,7 +17,8 @@ from ipufs.model.sync import SyncGroup
 
 class DeviceSet:
     """``count`` IPUs of ``profile``, in groups of ``group_size`` (default:
-    the profile's IPUs per board; a last, short group holds the rest)."""
+    the profile's IPUs per board; a last, short group holds the rest).
+    ICU requests and answers are told to ``events`` (the trace)."""
 
     def __init__(
         self,
@@ -24,6 +27,7 @@ class DeviceSet:
         *,
         state_dir: Path | None = None,
         group_size: int | None = None,
+        events: EventSink | None = None,
     ) -> None:
         self.profile = profile
         self.state_dir = state_dir
@@ -46,7 +50,8 @@ class DeviceSet:
                                           serial=board_serial(profile.board_type, first // self.group_size),
                                           group_size=len(members))
                     self.ipus.append(Ipu(profile, index, self._memory(index), placement=placement, group=group,
-                                         outbox=self.deliverable))
+                                         outbox=self.deliverable,
+                                         icu_observer=None if events is None else _icu_events(events, index)))
         except BaseException:
             self.close()
             raise
@@ -83,3 +88,11 @@ class DeviceSet:
         for bf in self.backing.values():
             bf.close()
         self.backing.clear()
+
+
+def _icu_events(events: EventSink, index: int) -> IcuObserver:
+    def observe(request: tuple[int, ...], answer: tuple[int, ...] | None) -> None:
+        if events.enabled:
+            events.emit("icu", index, request=request, answer=answer)
+
+    return observe

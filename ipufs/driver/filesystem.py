@@ -1,39 +1,38 @@
 # The ipufs filesystem: the Operations that publish the node tree. Opens
-# hand BARs to the kernel for passthrough (so mmap maps the daemon's pages)
-# or, where passthrough is unavailable, serve them through the page cache.
-# Beside the nodes sits the sysfs view (sys/bus/pci/devices/ADDR/...), whose
-# attribute files are made at each read from the model (docs/sysfs.md).
-# The tree is fixed: anything that would create, remove, rename or resize a
-# node fails with EPERM (docs/filesystem.md has the whole table).
+# hand BARs to the kernel for passthrough or the page cache (mapping.py);
+# reads and writes of registers and the mailbox reach the model; ioctls go
+# to the driver; after each, the model's effects are carried out
+# (effects.py). Beside the nodes sits the sysfs view (sys/bus/pci/devices/
+# ADDR/...), whose attribute files are made at each read from the model
+# (docs/sysfs.md). The tree is fixed: anything that would create, remove,
+# rename or resize a node fails with EPERM (docs/filesystem.md has the
+# whole table, checked against ipufs/fuse/operations.py's contract).
 from __future__ import annotations
 
 import errno
-import logging
 import os
 import select
 import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NoReturn, Protocol
 
 from ipufs import __version__
-from ipufs.driver.coherence import PageCachePublisher
-from ipufs.driver import procs, sysfs
+from ipufs.driver import sysfs
+from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.driver import IpuDriver
+from ipufs.driver.driver import IpuDriver, OpenFile
+from ipufs.driver.effects import ModelEffects
+from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree
+from ipufs.driver.pollers import PollWakeups
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
 from ipufs.fuse.errors import FUSEError
 from ipufs.fuse.operations import Negotiated, Operations
 from ipufs.model.profile import Region
-
-log = logging.getLogger(__name__)
-
-PASSTHROUGH = "passthrough"
-PAGE_CACHE = "page-cache"
 
 SEEK_DATA = 3
 #: The longest name statfs reports (f_namemax); the kernel passes longer
@@ -43,12 +42,22 @@ SEEK_HOLE = 4
 _POLL_READY = select.POLLIN | select.POLLOUT | select.POLLRDNORM | select.POLLWRNORM
 
 
-class Kernel(Protocol):
-    """What the filesystem needs of the FUSE shell."""
+class AccessCounter(Protocol):
+    """Told of every request to an IPU's nodes while ``counting`` (fault
+    plans count accesses); while it is not, the check costs one load."""
 
-    def backing_open(self, fd: int) -> int: ...
+    counting: bool
 
-    def notify(self, message: bytes) -> None: ...
+    def count(self, ipu: int) -> None: ...
+
+
+class NoCounting:
+    """The access counter of a filesystem without fault plans."""
+
+    counting = False
+
+    def count(self, ipu: int) -> None:
+        pass
 
 
 @dataclass
@@ -73,50 +82,51 @@ class NodeState:
     ctime_ns: int
 
 
-@dataclass(slots=True)
-class OpenFile:
-    node: Node
-    pid: int
-    flags: int
-
-
 @dataclass
 class Stats:
     lookups: dict[int, int] = field(default_factory=dict)  # nodeid -> lookups the kernel holds
 
 
 class IpuFilesystem(Operations):
+    """The node tree of ``devices`` as FUSE operations; the sysfs view is
+    added to ``tree`` here."""
+
     def __init__(
         self,
         devices: DeviceSet,
+        tree: NodeTree,
         *,
-        driver: IpuDriver | None = None,
-        ownership: Ownership | None = None,
-        passthrough: bool = True,
+        driver: IpuDriver,
+        mapping: BarMapping,
+        pollers: PollWakeups,
+        effects: ModelEffects,
+        use: RegisterUse,
+        accesses: AccessCounter,
+        ownership: Ownership,
+        control_path: str,
         clock: Callable[[], int] = time.time_ns,
     ) -> None:
         self.devices = devices
-        self.driver = driver or IpuDriver(devices)
-        self.tracer = self.driver.tracer
-        #: Called with the IPU index on every request to one of its nodes
-        #: (fault plans count accesses); None costs nothing.
-        self.on_access: Callable[[int], None] | None = None
-        self.tree = NodeTree(len(devices))
-        self.sysfs_ino = sysfs.build(self.tree)
-        self.ownership = ownership or Ownership()
-        self.want_passthrough = passthrough
-        self.kernel: Kernel | None = None
-        self.mode = PASSTHROUGH if passthrough else PAGE_CACHE
-        self.mode_reason = "" if passthrough else "passthrough switched off (--no-passthrough)"
-        self.publisher: PageCachePublisher | None = None
-        self.files: dict[int, OpenFile] = {}
+        self.tree = tree
+        self.sysfs_ino = sysfs.build(tree)
+        self.driver = driver
+        self.tracer = driver.tracer
+        self.mapping = mapping
+        self.pollers = pollers
+        self.effects = effects
+        self.use = use
+        #: use.last at hand: the time of each IPU's last request, set on every one.
+        self._last_request = use.last
+        self.accesses = accesses
+        self.ownership = ownership
+        #: The control socket, named in the root's user.ipufs.control.
+        self.control_path = control_path
+        #: The driver's open files (one table; the filesystem reads it on
+        #: every request, so it keeps its own reference).
+        self.files = driver.files
         self.attribute_files: dict[int, Entry] = {}  # open files of the sysfs view
-        self.pollers: dict[int, set[int]] = {}  # ipu -> poll handles awaiting a wakeup
-        self.register_users: dict[int, int] = {}  # ipu -> open config/mailbox files
-        self.activity: dict[int, float] = {}  # ipu -> monotonic time of its last request
         self.stats = Stats()
         self._next_fh = 1
-        self._backing_ids: dict[int, int] = {}
         now = clock()
         self._root = NodeState(stat.S_IFDIR | 0o755, 0, 0, now, now, now)
         # The view is root's and read-only, as sysfs is; its times are the mount's.
@@ -129,52 +139,18 @@ class IpuFilesystem(Operations):
             for _ in range(len(self.tree))
         ]
         self.clock = clock
-        self.control_path = ""
 
-    # --- connection -----------------------------------------------------
-    def attach_kernel(self, kernel: Kernel) -> None:
-        self.kernel = kernel
+    @property
+    def mode(self) -> str:
+        """How BARs are served: mapping.PASSTHROUGH or mapping.PAGE_CACHE."""
+        return self.mapping.mode
+
+    @property
+    def mode_reason(self) -> str:
+        return self.mapping.reason
 
     def init(self, negotiated: Negotiated) -> None:
-        if self.want_passthrough and not negotiated.passthrough:
-            self._fall_back("the kernel did not offer FUSE_PASSTHROUGH (Linux 6.9+ with "
-                            "CONFIG_FUSE_PASSTHROUGH is needed)")
-        elif self.mode == PAGE_CACHE:
-            self._fall_back(self.mode_reason)
-
-    def _fall_back(self, reason: str) -> None:
-        self.mode = PAGE_CACHE
-        self.mode_reason = reason
-        log.warning("serving BARs through the page cache: %s", reason)
-        self.devices.track_dirty(True)
-        if self.kernel is not None:
-            self.publisher = PageCachePublisher(self.devices, self.tree, self.kernel.notify)
-
-    def publish(self) -> None:
-        """Make model-side writes visible to clients (page-cache mode)."""
-        if self.publisher is not None:
-            self.publisher.publish()
-
-    def settle(self, ipu: int | None = None) -> None:
-        """After the model acted (on one IPU, or any): publish what it wrote,
-        send the signals of the interrupts it raised, wake pollers."""
-        self.publish()
-        # Every IPU with signals to send: an IPU's action can raise
-        # interrupts across its sync group (a GS2 barrier completing).
-        self.driver.deliver()
-        if not self.pollers:
-            return
-        for index in list(self.pollers) if ipu is None else [ipu]:
-            handles = self.pollers.get(index)
-            if handles and self.devices.ipus[index].icu.responses_waiting and self.kernel is not None:
-                for kh in handles:
-                    self.kernel.notify(rp.notify_poll_wakeup(kh))
-                del self.pollers[index]
-
-    def watched(self) -> list[int]:
-        """IPUs whose config space or mailbox is open: the ones whose
-        registers a client may store to through a mapping."""
-        return [ipu for ipu, count in self.register_users.items() if count]
+        self.mapping.init(negotiated)
 
     # --- attributes -----------------------------------------------------
     def _state(self, ino: int) -> NodeState:
@@ -287,7 +263,7 @@ class IpuFilesystem(Operations):
         return rp.Empty()
 
     # --- the fixed tree --------------------------------------------------
-    def _fixed(self, req: rq.Request) -> rp.Reply:
+    def _fixed(self, req: rq.Request) -> NoReturn:
         raise FUSEError(errno.EPERM, "the ipufs tree is fixed")
 
     mknod = mkdir = symlink = unlink = rmdir = rename = link = create = _fixed
@@ -345,57 +321,23 @@ class IpuFilesystem(Operations):
         return rp.Empty()
 
     # --- files -------------------------------------------------------------
-    def _open_flags(self, node: Node) -> tuple[int, int]:
-        """FOPEN_* flags and backing id for an open of ``node``. Every file
-        gets FOPEN_NOFLUSH: nothing needs doing at close, and without it
-        the kernel sends FLUSH at every close until it has seen the first
-        ENOSYS, so a close on a fresh connection could wait on a hung
-        daemon (uninterruptibly)."""
-        trapped = node.region in (Region.CONFIG, Region.MAILBOX) or self.devices.persistent
-        flags = abi.OpenFlag.NOFLUSH | (abi.OpenFlag.DIRECT_IO if trapped else abi.OpenFlag(0))
-        if self.mode == PASSTHROUGH:
-            backing_id = self._backing_id(node)
-            if backing_id is not None:
-                return int(flags | abi.OpenFlag.PASSTHROUGH), backing_id
-        return int(flags), 0
-
-    def _backing_id(self, node: Node) -> int | None:
-        backing_id = self._backing_ids.get(node.ino)
-        if backing_id is not None:
-            return backing_id
-        if self.kernel is None:
-            self._fall_back("no kernel channel to register backing files")
-            return None
-        bf = self.devices.backing[node.ipu, node.region]
-        try:
-            backing_id = self.kernel.backing_open(bf.fd)
-        except OSError as exc:
-            self._fall_back(f"FUSE_DEV_IOC_BACKING_OPEN failed: {exc.strerror} "
-                            "(passthrough needs CAP_SYS_ADMIN)")
-            return None
-        self._backing_ids[node.ino] = backing_id
-        return backing_id
-
     def open(self, req: rq.Open) -> rp.Reply:
         if self.tree.is_entry(req.nodeid):
             return self._open_attribute(req)
         node = self._node(req.nodeid)
         if req.flags & os.O_TRUNC:
             raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
-        flags, backing_id = self._open_flags(node)
+        flags, backing_id = self.mapping.open_flags(node)
         fh = self._next_fh
         self._next_fh += 1
-        self.files[fh] = OpenFile(node, req.ctx.pid, req.flags)
-        self.driver.opened(fh, node.ipu, procs.tgid_of(req.ctx.pid),
-                           writable=req.flags & os.O_ACCMODE != os.O_RDONLY)
+        self.driver.opened(fh, node, req.ctx.pid, req.flags)
         if self.tracer.enabled:
             self.tracer.emit("open", node.ipu, node=node.name, pid=req.ctx.pid, fh=fh,
                              mode=self.mode, flags=oct(req.flags))
-        if self.on_access is not None:
-            self.on_access(node.ipu)
+        if self.accesses.counting:
+            self.accesses.count(node.ipu)
         if node.region in (Region.CONFIG, Region.MAILBOX):
-            self.register_users[node.ipu] = self.register_users.get(node.ipu, 0) + 1
-            self.activity[node.ipu] = time.monotonic()
+            self.use.opened(node.ipu)
         return rp.Opened(fh, flags, backing_id)
 
     def _open_attribute(self, req: rq.Open) -> rp.Reply:
@@ -431,8 +373,8 @@ class IpuFilesystem(Operations):
             return self._read_attribute(req)
         node = f.node
         ipu = self.devices.ipus[node.ipu]
-        if self.on_access is not None:
-            self.on_access(node.ipu)
+        if self.accesses.counting:
+            self.accesses.count(node.ipu)
         if node.region is Region.CONFIG:
             data = ipu.read_config(req.offset, req.size)
             if self.tracer.enabled:
@@ -447,8 +389,8 @@ class IpuFilesystem(Operations):
         if req.offset >= memory.size and len(req.data):
             # The same answer a sealed memfd gives: the BAR cannot grow.
             raise FUSEError(errno.EPERM, "write past the end of a BAR")
-        if self.on_access is not None:
-            self.on_access(node.ipu)
+        if self.accesses.counting:
+            self.accesses.count(node.ipu)
         if node.region is Region.CONFIG:
             if self.tracer.enabled:
                 self.tracer.emit("register-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
@@ -458,16 +400,16 @@ class IpuFilesystem(Operations):
                 # MASK/UNMASK_INTERRUPT: nothing of the write is stored.
                 self.driver.check_attached(node.ipu, req.ctx.pid)
             n = ipu.write_config(req.offset, req.data)
-            self.activity[node.ipu] = time.monotonic()
+            self._last_request[node.ipu] = time.monotonic()
         elif node.region is Region.MAILBOX:
             if self.tracer.enabled:
                 self.tracer.emit("mailbox-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
                                  data=bytes(req.data[:64]))
             n = ipu.write_mailbox(req.offset, req.data)
-            self.activity[node.ipu] = time.monotonic()
+            self._last_request[node.ipu] = time.monotonic()
         else:
             n = memory.write(req.offset, req.data)
-        self.settle(node.ipu)
+        self.effects.deliver(node.ipu)
         return rp.Written(n)
 
     def fsync(self, req: rq.Fsync) -> rp.Reply:
@@ -476,18 +418,18 @@ class IpuFilesystem(Operations):
         return rp.Empty()
 
     # FLUSH is never sent (every open answers FOPEN_NOFLUSH, see
-    # _open_flags); should a kernel send it anyway, the default ENOSYS
-    # stops it for good. So no close(2) ever waits on the daemon.
+    # mapping.BarMapping.open_flags); should a kernel send it anyway, the
+    # default ENOSYS stops it for good. So no close(2) ever waits on the daemon.
 
     def release(self, req: rq.Release) -> rp.Reply:
         self.attribute_files.pop(req.fh, None)
-        f = self.files.pop(req.fh, None)
+        f = self.files.get(req.fh)
         if f is not None:
             if self.tracer.enabled:
                 self.tracer.emit("close", f.node.ipu, node=f.node.name, fh=req.fh)
             self.driver.released(req.fh)
             if f.node.region in (Region.CONFIG, Region.MAILBOX):
-                self.register_users[f.node.ipu] -= 1
+                self.use.closed(f.node.ipu)
         return rp.Empty()
 
     def lseek(self, req: rq.Lseek) -> rp.Reply:
@@ -507,15 +449,15 @@ class IpuFilesystem(Operations):
         if req.fh in self.attribute_files:
             return rp.PollReply(req.events & _POLL_READY)
         node = self._file(req.fh).node
-        if self.on_access is not None:
-            self.on_access(node.ipu)
+        if self.accesses.counting:
+            self.accesses.count(node.ipu)
         if node.region is not Region.MAILBOX:
             return rp.PollReply(req.events & _POLL_READY)
         ready = select.POLLOUT | select.POLLWRNORM
         if self.devices.ipus[node.ipu].icu.responses_waiting:
             ready |= select.POLLIN | select.POLLRDNORM
         elif req.flags & abi.POLL_SCHEDULE_NOTIFY:
-            self.pollers.setdefault(node.ipu, set()).add(req.kh)
+            self.pollers.add(node.ipu, req.kh)
         return rp.PollReply(req.events & ready)
 
     def ioctl(self, req: rq.Ioctl) -> rp.Reply:
@@ -525,14 +467,14 @@ class IpuFilesystem(Operations):
                 raise FUSEError(errno.ENOTTY, "only the device nodes take ioctls")
             raise FUSEError(errno.EBADF)
         ipu = f.node.ipu
-        if self.on_access is not None:
-            self.on_access(ipu)
+        if self.accesses.counting:
+            self.accesses.count(ipu)
         if self.tracer.enabled:
             result, data = self._traced_ioctl(ipu, req)
         else:
             result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
-        self.activity[ipu] = time.monotonic()
-        self.settle(ipu)
+        self._last_request[ipu] = time.monotonic()
+        self.effects.deliver(ipu)
         return rp.IoctlReply(result, data[: req.out_size])
 
     def _traced_ioctl(self, ipu: int, req: rq.Ioctl) -> tuple[int, bytes]:
@@ -589,7 +531,7 @@ class IpuFilesystem(Operations):
         raise FUSEError(errno.EPERM, "ipufs attributes are read-only")
 
 
-def _sized(value: bytes, size: int) -> rp.Reply:
+def _sized(value: bytes, size: int) -> rp.Data | rp.XattrSize:
     if size == 0:
         return rp.XattrSize(len(value))
     if size < len(value):

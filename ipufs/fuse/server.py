@@ -9,20 +9,18 @@
 # a blocking read; it wakes with ENODEV when the connection ends (the last
 # user of an unmounted filesystem gone, or an abort), and stopping ends the
 # connection that way. While it spins, the reader also scans shared memory
-# that clients store to through mappings (a ``watcher``'s native.Watch),
-# and lets the watcher act on what changed; the watcher's own thread sleeps
-# meanwhile, for its wake-ups would delay the requests (docs/registers.md).
-# The reader holds ``lock`` while it handles a
+# that clients store to through mappings (a ``scanner``'s native.Watch),
+# and lets the scanner act on what changed; the register watcher's own
+# thread sleeps meanwhile, for its wake-ups would delay the requests
+# (docs/registers.md). The reader holds ``lock`` while it handles a
 # request; whoever else touches what the operations own (the daemon's trio
-# tasks) holds it too. Notifications that may wait on page locks are
-# written from their own thread, so they can never block the reader that
-# must answer the READ holding those locks.
+# tasks) holds it too. The server connects its KernelLink (ipufs/fuse/
+# kernel.py: backing files, notifications) to the channel while mounted.
 from __future__ import annotations
 
 import errno
 import logging
 import os
-import queue
 import select
 import threading
 from typing import Protocol
@@ -32,6 +30,7 @@ import trio
 from ipufs import native
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.channel import FuseChannel
+from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.operations import Negotiated, Operations
 from ipufs.fuse.session import Session
 
@@ -48,11 +47,12 @@ LINGER = 0.5
 SPIN = 50e-6
 
 
-class Watcher(Protocol):
-    """Shared memory the reader scans between tries while it spins."""
+class StoreScanner(Protocol):
+    """Shared memory the reader scans between tries while it spins, for
+    stores clients made through mappings."""
 
     #: Set by the reader while it is awake (native.SpinReader), so that the
-    #: watcher's own thread may sleep.
+    #: scanner's own thread may sleep.
     awake: native.Awake
 
     def current(self) -> native.Watch | None:
@@ -65,81 +65,47 @@ class Watcher(Protocol):
 
 
 class FuseServer:
-    """Serves ``operations`` at ``mountpoint``."""
+    """Serves ``operations`` at ``mountpoint``; ``kernel`` is connected to
+    the channel while mounted."""
 
     def __init__(
         self,
         operations: Operations,
+        kernel: KernelLink,
         mountpoint: str,
         *,
-        passthrough: bool = True,
+        passthrough: bool,
         lock: threading.RLock,
         source: str = "ipufs",
-        spin: float = SPIN,
-        watcher: Watcher | None = None,
+        spin_for: float = SPIN,
+        scanner: StoreScanner | None = None,
     ) -> None:
         self.operations = operations
+        self.kernel = kernel
         self.mountpoint = mountpoint
         self.source = source
         self.session = Session(operations, passthrough=passthrough)
         self.lock = lock
-        self.spin = spin
-        self.watcher = watcher
-        self.channel: FuseChannel | None = None
-        self._notes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
-        self._pending = 0
-        self._pending_changed = threading.Condition()
+        self.spin_for = spin_for
+        self.scanner = scanner
 
     def connected(self) -> bool:
         """Whether this server's connection is open and alive (not yet
         unmounted or aborted)."""
-        return self.channel is not None and _connected(self.channel.fd)
+        channel = self.kernel.channel
+        return channel is not None and _connected(channel.fd)
 
-    def backing_open(self, fd: int) -> int:
-        """Register ``fd`` as a passthrough backing file of this connection."""
-        if self.channel is None:
-            raise OSError(errno.EBADF, "not connected")
-        return self.channel.backing_open(fd)
-
-    def notify(self, message: bytes) -> None:
-        """Queue a notification for the kernel (from any thread)."""
-        with self._pending_changed:
-            self._pending += 1
-        self._notes.put(message)
-
-    def _wait_drained(self) -> None:
-        with self._pending_changed:
-            self._pending_changed.wait_for(lambda: self._pending == 0, timeout=10)
-
-    async def drain(self) -> None:
-        """Wait until every queued notification has reached the kernel."""
-        await trio.to_thread.run_sync(self._wait_drained)
-
-    def _notifier(self, channel: FuseChannel) -> None:
-        while True:
-            message = self._notes.get()
-            if message is None:
-                return
-            try:
-                channel.notify(message)
-            except OSError as exc:
-                log.warning("notification refused by the kernel: %s", exc)
-            finally:
-                with self._pending_changed:
-                    self._pending -= 1
-                    self._pending_changed.notify_all()
-
-    def _reader(self, channel: FuseChannel, spinner: int, token: trio.lowlevel.TrioToken, ready: trio.Event,
+    def _reader(self, channel: FuseChannel, clone_fd: int, token: trio.lowlevel.TrioToken, ready: trio.Event,
                 done: trio.Event) -> None:
         session, lock, send = self.session, self.lock, channel.send
         buffer = bytearray(session.buffer_size)
         view = memoryview(buffer)
-        awake = self.watcher.awake if self.watcher is not None else native.Awake()
-        spin = native.SpinReader(spinner, buffer, awake) if spinner >= 0 else None
+        awake = self.scanner.awake if self.scanner is not None else native.Awake()
+        spin_reader = native.SpinReader(clone_fd, buffer, awake) if clone_fd >= 0 else None
         started = False
         try:
             while not session.destroyed:
-                got = self._read(channel.fd, spin, buffer)
+                got = self._read(channel.fd, spin_reader, buffer)
                 if got is None:
                     return
                 n, fd = got
@@ -159,29 +125,29 @@ class FuseServer:
             except trio.RunFinishedError:
                 pass
 
-    def _read(self, fd: int, spin: native.SpinReader | None, buffer: bytearray) -> tuple[int, int] | None:
+    def _read(self, fd: int, spin_reader: native.SpinReader | None, buffer: bytearray) -> tuple[int, int] | None:
         """One request into ``buffer``: its length and the fd to answer it
-        on, or None once the connection has ended. With ``spin`` (reading a
-        non-blocking clone of ``fd``), keep trying it for ``self.spin``
-        seconds first: a client that asks again at once finds the reader
-        awake. Meanwhile, scan what the watcher watches."""
-        if spin is not None:
-            watcher = self.watcher
+        on, or None once the connection has ended. With ``spin_reader``
+        (reading a non-blocking clone of ``fd``), keep trying it for
+        ``self.spin_for`` seconds first: a client that asks again at once
+        finds the reader awake. Meanwhile, scan what the scanner watches."""
+        if spin_reader is not None:
+            scanner = self.scanner
             while True:
-                watch = watcher.current() if watcher is not None else None
+                watch = scanner.current() if scanner is not None else None
                 try:
-                    got = spin.read(self.spin, watch)
+                    got = spin_reader.read(self.spin_for, watch)
                 except OSError as exc:
                     if _ended(exc):
                         return None
                     continue
                 if isinstance(got, list):
-                    assert watcher is not None and watch is not None
-                    if not watcher.changed(watch, got):
-                        watcher = None
+                    assert scanner is not None and watch is not None
+                    if not scanner.changed(watch, got):
+                        scanner = None
                     continue
                 if got is not None:
-                    return got, spin.fd
+                    return got, spin_reader.fd
                 break
         while True:
             try:
@@ -193,28 +159,27 @@ class FuseServer:
     async def run(self, *, task_status: trio.TaskStatus[Negotiated] = trio.TASK_STATUS_IGNORED) -> None:
         """Mount, call ``task_status.started(negotiated)`` once INIT is
         answered, serve until unmounted or cancelled, then unmount."""
-        channel = self.channel = FuseChannel.open()
+        channel = FuseChannel.open()
         mounted = False
         device: str | None = None
         connection: str | None = None
-        reader = notifier = None
-        spinner = -1
+        reader = None
+        clone_fd = -1
         where = os.path.realpath(self.mountpoint)  # as mountinfo spells it; before mounting
         try:
             fmount.mount(channel.fd, where, source=self.source)
             mounted = True
             device = fmount.device_at(where)
             connection = fmount.connection(where)
-            if self.spin > 0:
+            if self.spin_for > 0:
                 try:
-                    spinner = channel.clone()
+                    clone_fd = channel.clone()
                 except OSError as exc:  # a kernel without FUSE_DEV_IOC_CLONE
                     log.warning("no clone of the FUSE connection (%s): the reader will not spin", exc)
             ready, done = trio.Event(), trio.Event()
             token = trio.lowlevel.current_trio_token()
-            notifier = threading.Thread(target=self._notifier, args=(channel,), name="ipufs-notify", daemon=True)
-            notifier.start()
-            reader = threading.Thread(target=self._reader, args=(channel, spinner, token, ready, done),
+            self.kernel.connect(channel)
+            reader = threading.Thread(target=self._reader, args=(channel, clone_fd, token, ready, done),
                                       name="ipufs-fuse", daemon=True)
             reader.start()
             with trio.fail_after(30):
@@ -244,11 +209,9 @@ class FuseServer:
                         # closing /dev/fuse would once nobody read it.
                         fmount.abort_connection(connection)
                     await trio.to_thread.run_sync(reader.join, 5)
-                self._notes.put(None)
-                if notifier is not None:
-                    await trio.to_thread.run_sync(notifier.join, 5)
-            if spinner >= 0:
-                os.close(spinner)
+                await self.kernel.disconnect()
+            if clone_fd >= 0:
+                os.close(clone_fd)
             channel.close()
 
 

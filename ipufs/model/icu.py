@@ -15,6 +15,9 @@ from ipufs.abi.icu import (
 )
 from ipufs.model.memory import BarMemory
 
+#: Told of each ICU request and its answer (None: none was given).
+IcuObserver = Callable[[tuple[int, ...], tuple[int, ...] | None], None]
+
 
 @dataclass
 class Board:
@@ -45,7 +48,7 @@ class Icu:
     #: (a host waiting for an answer times out).
     unresponsive: bool = False
     #: Told of every request and its answer (the driver's trace); no I/O here.
-    observer: Callable[[tuple[int, ...], tuple[int, ...] | None], None] | None = None
+    observer: IcuObserver | None = None
 
     # --- the rings -------------------------------------------------------------
     def format(self) -> None:

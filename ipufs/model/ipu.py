@@ -14,7 +14,7 @@ import numpy as np
 from ipufs.abi import registers as R
 from ipufs.abi.icu import Header
 from ipufs.abi.serial import board_serial
-from ipufs.model.icu import Board, Icu
+from ipufs.model.icu import Board, Icu, IcuObserver
 from ipufs.abi.interrupts import ALL_SOURCES, Interrupt
 from ipufs.model.interrupts import InterruptController
 from ipufs.model.memory import BarMemory
@@ -73,6 +73,7 @@ class Ipu:
         placement: Placement | None = None,
         group: SyncGroup | None = None,
         outbox: set[int] | None = None,
+        icu_observer: IcuObserver | None = None,
     ) -> None:
         for region in Region:
             if memory[region].size != profile.region_size(region):
@@ -101,6 +102,7 @@ class Ipu:
                   clock_mhz=profile.clock_mhz),
             self.memory[Region.MAILBOX],
             on_reboot=self.reset,
+            observer=icu_observer,
         )
         # A persistent config BAR keeps its reset counter across restarts.
         self.reset_count = self._reg(REG["RESET_COUNT"])
@@ -220,6 +222,12 @@ class Ipu:
             self.icu.mailbox.words[MAILBOX_BELL]
             or not np.array_equal(self.config.words[self.watch_index], self.watch_expect)
         )
+
+    def watched_words(self) -> tuple[object, object, object, object, int]:
+        """What a detector of host stores compares, as native.Watch takes it:
+        config space words, the indices to watch, the values expected there,
+        the mailbox words and the index of its DOORBELL (must stay 0)."""
+        return self.config.words, self.watch_index, self.watch_expect, self.icu.mailbox.words, MAILBOX_BELL
 
     def poll_registers(self) -> bool:
         """Act on what the host stored in registers, by pwrite or through a

@@ -15,7 +15,7 @@ import pytest
 from ipufs import native
 from ipufs.driver.devices import DeviceSet
 from ipufs.daemon.register_watcher import RegisterWatcher
-from ipufs.driver.filesystem import IpuFilesystem
+from tests.driver.rig import Rig
 from ipufs.abi.icu import Header
 from ipufs.model.profile import PROFILES
 from ipufs.abi.registers import REGISTERS
@@ -24,15 +24,15 @@ from ipufs.abi.registers import REGISTERS
 @pytest.fixture
 def watcher() -> Iterator[RegisterWatcher]:
     devices = DeviceSet(PROFILES["ipu1"], 3)
-    fs = IpuFilesystem(devices, passthrough=True)
+    rig = Rig(devices)
     try:
-        yield RegisterWatcher(fs, lock=threading.RLock())
+        yield RegisterWatcher(devices, rig.use, rig.effects, lock=threading.RLock())
     finally:
         devices.close()
 
 
 def test_nothing_stored_nothing_done(watcher: RegisterWatcher) -> None:
-    watcher.filesystem.register_users.update({0: 1, 2: 1})
+    watcher.use.users.update({0: 1, 2: 1})
     start = time.monotonic()
     assert watcher.round(timeout=0.05) == []
     assert time.monotonic() - start >= 0.04  # it waited out its round
@@ -40,9 +40,8 @@ def test_nothing_stored_nothing_done(watcher: RegisterWatcher) -> None:
 
 
 def test_a_stored_command_is_found_and_run(watcher: RegisterWatcher) -> None:
-    fs = watcher.filesystem
-    fs.register_users.update({0: 1, 2: 1})
-    ipu = fs.devices.ipus[2]
+    watcher.use.users.update({0: 1, 2: 1})
+    ipu = watcher.devices.ipus[2]
     before = ipu.sync_counts[1]
     ipu.config.words[REGISTERS["CMD_SYNC"].offset // 4] = 12  # a GS1 sync, stored through a mapping
     assert watcher.round(timeout=1.0) == [2]
@@ -52,19 +51,17 @@ def test_a_stored_command_is_found_and_run(watcher: RegisterWatcher) -> None:
 
 
 def test_the_mailbox_bell_is_watched(watcher: RegisterWatcher) -> None:
-    fs = watcher.filesystem
-    fs.register_users[1] = 1
-    fs.devices.ipus[1].icu.mailbox.words[Header.DOORBELL // 4] = 1
+    watcher.use.users[1] = 1
+    watcher.devices.ipus[1].icu.mailbox.words[Header.DOORBELL // 4] = 1
     assert watcher.round(timeout=1.0) == [1]
-    assert fs.devices.ipus[1].icu.mailbox.words[Header.DOORBELL // 4] == 0
+    assert watcher.devices.ipus[1].icu.mailbox.words[Header.DOORBELL // 4] == 0
 
 
 def test_only_open_ipus_are_watched(watcher: RegisterWatcher) -> None:
-    fs = watcher.filesystem
-    fs.register_users.update({0: 1, 1: 0})
-    fs.devices.ipus[1].config.words[REGISTERS["CMD_SYNC"].offset // 4] = 1
+    watcher.use.users.update({0: 1, 1: 0})
+    watcher.devices.ipus[1].config.words[REGISTERS["CMD_SYNC"].offset // 4] = 1
     assert watcher.round(timeout=0.02) == []
-    fs.register_users[1] = 1  # opened: watched from the next round
+    watcher.use.users[1] = 1  # opened: watched from the next round
     assert watcher.round(timeout=1.0) == [1]
 
 
@@ -82,12 +79,11 @@ def idle_fd() -> Iterator[int]:
 
 
 def test_a_spinning_reader_finds_a_store_and_the_watcher_acts(watcher: RegisterWatcher, idle_fd: int) -> None:
-    fs = watcher.filesystem
-    fs.register_users[2] = 1
+    watcher.use.users[2] = 1
     assert watcher.round(timeout=0.01) == []  # builds the watch
     watch = watcher.current()
     assert watch is not None
-    ipu = fs.devices.ipus[2]
+    ipu = watcher.devices.ipus[2]
     before = ipu.sync_counts[1]
     spin = native.SpinReader(idle_fd, bytearray(64), watcher.awake)
     ipu.config.words[REGISTERS["CMD_SYNC"].offset // 4] = 12
@@ -100,19 +96,17 @@ def test_a_spinning_reader_finds_a_store_and_the_watcher_acts(watcher: RegisterW
 
 
 def test_a_store_with_nothing_to_do_is_reported(watcher: RegisterWatcher) -> None:
-    fs = watcher.filesystem
-    fs.register_users[0] = 1
+    watcher.use.users[0] = 1
     watcher.round(timeout=0.01)
     watch = watcher.current()
     assert watch is not None
-    ipu = fs.devices.ipus[0]
+    ipu = watcher.devices.ipus[0]
     ipu.config.words[REGISTERS["DEVICE_ID"].offset // 4] ^= 1  # read-only: restored, nothing run
     assert not watcher.changed(watch, [0])
 
 
 def test_the_watcher_sleeps_while_the_reader_is_awake(watcher: RegisterWatcher, idle_fd: int) -> None:
-    fs = watcher.filesystem
-    fs.register_users[1] = 1
+    watcher.use.users[1] = 1
     watcher.round(timeout=0.01)
     spin = native.SpinReader(idle_fd, bytearray(64), watcher.awake)
     spinner = threading.Thread(target=spin.read, args=(0.5,))  # spins, scanning nothing
@@ -124,7 +118,7 @@ def test_the_watcher_sleeps_while_the_reader_is_awake(watcher: RegisterWatcher, 
             time.sleep(0.001)
         waiter.start()
         time.sleep(0.05)  # the waiter has scanned once and sleeps on the reader
-        fs.devices.ipus[1].config.words[REGISTERS["CMD_SYNC"].offset // 4] = 12
+        watcher.devices.ipus[1].config.words[REGISTERS["CMD_SYNC"].offset // 4] = 12
         time.sleep(0.1)
         assert waiter.is_alive() and watcher.actions == 0
     finally:

@@ -18,23 +18,8 @@ from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
 from ipufs.fuse.session import Session
 from ipufs.model.profile import PROFILES, Region
+from tests.driver.rig import Rig, StubKernel
 from tests.fuse import fakekernel as fk
-
-
-class StubKernel:
-    def __init__(self, fail: int | None = None) -> None:
-        self.registered: list[int] = []
-        self.notes: list[bytes] = []
-        self.fail = fail
-
-    def backing_open(self, fd: int) -> int:
-        if self.fail:
-            raise OSError(self.fail, os.strerror(self.fail))
-        self.registered.append(fd)
-        return len(self.registered)
-
-    def notify(self, message: bytes) -> None:
-        self.notes.append(message)
 
 
 @pytest.fixture
@@ -46,11 +31,8 @@ def devices() -> Iterator[DeviceSet]:
 
 def make(devices: DeviceSet, *, passthrough: bool = True, fail: int | None = None,
          ownership: Ownership | None = None) -> tuple[IpuFilesystem, fk.FakeKernel, StubKernel]:
-    fs = IpuFilesystem(devices, passthrough=passthrough, ownership=ownership, clock=lambda: 5 * 10**9)
-    stub = StubKernel(fail)
-    fs.attach_kernel(stub)
-    kernel = fk.FakeKernel(Session(fs, passthrough=passthrough))
-    return fs, kernel, stub
+    rig = Rig(devices, passthrough=passthrough, fail=fail, ownership=ownership)
+    return rig.fs, rig.kernel, rig.stub
 
 
 def entry_attr(payload: bytes, offset: int = 40) -> dict[str, int]:
@@ -179,11 +161,11 @@ def test_page_cache_mode_publishes_model_writes(devices: DeviceSet) -> None:
     fs, kernel, stub = make(devices, passthrough=False)
     assert fs.mode == "page-cache"
     devices.ipus[1].memory[Region.HOST_MEMORY].write(4096, b"data")
-    fs.publish()
+    fs.mapping.publish()
     ino = fs.tree.node(1, Region.HOST_MEMORY).ino
     assert stub.notes == [rp.notify_store(ino, 4096, b"data")]
     devices.ipus[1].memory[Region.EXCHANGE].clear()
-    fs.publish()
+    fs.mapping.publish()
     assert stub.notes[-1] == rp.notify_inval_inode(fs.tree.node(1, Region.EXCHANGE).ino, 0, 0)
 
 

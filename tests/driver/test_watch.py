@@ -17,9 +17,12 @@ def test_exit_of_a_watched_process_is_reported() -> None:
         fd = os.pidfd_open(proc.pid)
         with trio.fail_after(5):
             async with trio.open_nursery() as nursery:
-                PidfdWatcher(nursery, lock=threading.RLock()).watch(fd, lambda: called.append(proc.pid))
+                watcher = PidfdWatcher(lock=threading.RLock())
+                await nursery.start(watcher.run)
+                watcher.watch(fd, lambda: called.append(proc.pid))
                 while not called:
                     await trio.sleep(0.01)
+                nursery.cancel_scope.cancel()
         os.close(fd)
         proc.wait()
 
@@ -33,7 +36,8 @@ def test_unwatching_at_once_or_while_waiting_is_safe_from_any_thread() -> None:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            watcher = PidfdWatcher(nursery, lock=threading.RLock())
+            watcher = PidfdWatcher(lock=threading.RLock())
+            await nursery.start(watcher.run)
             for _ in range(3):  # unwatched before the waiting task first runs
                 fd = os.pidfd_open(os.getpid())
                 watcher.watch(fd, lambda: called.append(1))
@@ -51,6 +55,7 @@ def test_unwatching_at_once_or_while_waiting_is_safe_from_any_thread() -> None:
             closed.append(fd)
             await trio.sleep(0.02)
             assert not watcher.scopes
+            nursery.cancel_scope.cancel()
 
     trio.run(main)
     assert called == []

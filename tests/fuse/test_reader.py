@@ -14,6 +14,7 @@ import pytest
 
 from ipufs import native
 from ipufs.fuse.operations import Operations
+from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.server import FuseServer
 
 
@@ -60,7 +61,8 @@ def pipes() -> Iterator[Pipes]:
 def test_a_change_found_while_spinning_is_handed_over_and_the_spin_goes_on(pipes: Pipes) -> None:
     (main_r, _), (clone_r, clone_w) = pipes
     watcher = Words(settles=True, then=b"request", into=clone_w)
-    server = FuseServer(Operations(), "/nowhere", lock=threading.RLock(), watcher=watcher, spin=5.0)
+    server = FuseServer(Operations(), KernelLink(), "/nowhere", passthrough=True, lock=threading.RLock(),
+                        scanner=watcher, spin_for=5.0)
     buffer = bytearray(64)
     watcher.words[2] = 1  # a client's store
     assert server._read(main_r, native.SpinReader(clone_r, buffer, watcher.awake), buffer) == (7, clone_r)
@@ -71,7 +73,8 @@ def test_a_change_found_while_spinning_is_handed_over_and_the_spin_goes_on(pipes
 def test_a_change_with_nothing_to_do_stops_the_scanning(pipes: Pipes) -> None:
     (main_r, main_w), (clone_r, _) = pipes
     watcher = Words(settles=False, then=b"late", into=main_w)
-    server = FuseServer(Operations(), "/nowhere", lock=threading.RLock(), watcher=watcher, spin=0.02)
+    server = FuseServer(Operations(), KernelLink(), "/nowhere", passthrough=True, lock=threading.RLock(),
+                        scanner=watcher, spin_for=0.02)
     buffer = bytearray(64)
     watcher.words[2] = 1  # stays: the model cannot settle it
     # One hand-over, then a plain spin that runs out, then the blocking read.

@@ -47,8 +47,8 @@ def test_sixty_four_clients(tmp_path: Path) -> None:
 
         run_wave()  # warm up: first-use allocations are not leaks
         # Detaching hands pidfds to the loop to close: let the warm-up settle.
-        watcher = driver.watcher
-        assert watcher is not None and wait_for(lambda: not watcher.scopes, 5)
+        watcher = d.daemon.exits
+        assert wait_for(lambda: not watcher.scopes, 5)
         time.sleep(0.2)
         fds_before, rss_before = fds(), rss_kib()
         sent_before = sum(sum(s.values()) for s in driver.signals_sent)

@@ -17,8 +17,10 @@ from ipufs.daemon.control.protocol import Operation, RequestRefused, encode
 from ipufs.daemon.faults import IPU, FaultError, FaultInjector, limits_of
 from ipufs.daemon.fields import Integer, NameList, Text
 from ipufs.daemon.plan import FaultPlan
+from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.trace import KINDS, Filter, Tracer
 from ipufs.driver import procs
+from ipufs.driver.devices import DeviceSet
 from ipufs.driver.filesystem import IpuFilesystem
 
 #: The IPU a request is about, required.
@@ -34,14 +36,6 @@ def _user(uid: int) -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:
         return str(uid)
-
-
-def _owner_uid(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            return next(int(line.split()[1]) for line in f if line.startswith("Uid:"))
-    except (OSError, StopIteration, ValueError):
-        return -1
 
 
 class StatusQueries:
@@ -60,7 +54,7 @@ class StatusQueries:
         att = driver.attachments.get(index)
         attached = None
         if att is not None:
-            uid = _owner_uid(att.pid)
+            uid = procs.uid_of(att.pid)
             attached = {"pid": att.pid, "command": procs.command_of(att.pid), "uid": uid,
                         "user": _user(uid), "ipu_id": att.ipu_id, "buffers": len(att.buffers),
                         "buffer_bytes": sum(b.length for b in att.buffers.values())}
@@ -103,14 +97,13 @@ class DeviceSide:
     """The control operations that act on the device: faults, fault plans
     and the live trace (docs/faults.md)."""
 
-    def __init__(self, filesystem: IpuFilesystem, tracer: Tracer, injector: FaultInjector,
-                 start_plan: Callable[[FaultPlan], None], *, lock: threading.RLock) -> None:
-        self.fs = filesystem
+    def __init__(self, devices: DeviceSet, tracer: Tracer, injector: FaultInjector, plans: PlanRunner, *,
+                 lock: threading.RLock) -> None:
+        self.devices = devices
         self.tracer = tracer
         self.lock = lock
         self.injector = injector
-        self.start_plan = start_plan
-        self.plan: FaultPlan | None = None
+        self.plans = plans
 
     def operations(self) -> list[Operation]:
         return [Operation("inject", (), self.inject, open_ended=True),
@@ -121,7 +114,7 @@ class DeviceSide:
     def inject(self, request: dict[str, Any]) -> dict[str, Any]:
         """{"op": "inject", "kind": ..., "ipu": N, ...the kind's fields}"""
         try:
-            fault = faults.parse(request, limits_of(self.fs))
+            fault = faults.parse(request, limits_of(self.devices))
         except FaultError as exc:
             raise RequestRefused(str(exc)) from None
         self.injector.apply(fault)
@@ -131,16 +124,16 @@ class DeviceSide:
         """{"op": "plan", "toml": TEXT}: replace the fault plan (an empty
         text clears it)."""
         try:
-            plan = FaultPlan.parse(request["toml"], limits_of(self.fs))
+            plan = FaultPlan.parse(request["toml"], limits_of(self.devices))
         except FaultError as exc:
             raise RequestRefused(str(exc)) from None
-        self.plan = plan
-        self.start_plan(plan)
+        self.plans.start(plan)
         return {"faults": len(plan.entries), "seed": plan.seed}
 
     def plan_log(self, request: dict[str, Any]) -> dict[str, Any]:
         """What the plan has fired so far: [ipu, access number (-1: timed), fault]."""
-        return {"log": [list(item) for item in self.plan.log] if self.plan else []}
+        plan = self.plans.plan
+        return {"log": [list(item) for item in plan.log] if plan else []}
 
     async def trace(self, request: dict[str, Any], stream: trio.SocketStream) -> None:
         """{"op": "trace", "ipu": N?, "kinds": [...]?}: the connection then

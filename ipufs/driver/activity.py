@@ -1,0 +1,36 @@
+# Which IPUs clients are using now: how many files of each IPU's config
+# space or mailbox are open (the only nodes whose mapped stores reach no
+# daemon code and must be watched), and when each last saw a request. The
+# filesystem records it; the register watcher reads it to decide what to
+# watch and how often (docs/registers.md).
+from __future__ import annotations
+
+import time
+
+
+class RegisterUse:
+    """Open register files and last activity, per IPU."""
+
+    def __init__(self) -> None:
+        self.users: dict[int, int] = {}  # ipu -> open config/mailbox files
+        self.last: dict[int, float] = {}  # ipu -> monotonic time of its last request
+
+    def opened(self, ipu: int) -> None:
+        self.users[ipu] = self.users.get(ipu, 0) + 1
+        self.last[ipu] = time.monotonic()
+
+    def closed(self, ipu: int) -> None:
+        self.users[ipu] -= 1
+
+    def touched(self, ipu: int) -> None:
+        self.last[ipu] = time.monotonic()
+
+    def watched(self) -> list[int]:
+        """IPUs whose config space or mailbox is open: the ones whose
+        registers a client may store to through a mapping."""
+        return [ipu for ipu, count in self.users.items() if count]
+
+    def busy(self, ipus: tuple[int, ...], within: float) -> bool:
+        """Whether any of ``ipus`` saw a request in the last ``within`` s."""
+        now = time.monotonic()
+        return any(now - self.last.get(index, float("-inf")) < within for index in ipus)

@@ -1,0 +1,28 @@
+# What must follow every action of the model, whoever caused it (a client's
+# request, a store found by the register watcher, a fault, a timer): make
+# what it wrote visible to clients that see copies (page-cache mode), send
+# the signals of the interrupts it raised, and wake pollers of responses it
+# queued. One place, so that no path forgets a step.
+from __future__ import annotations
+
+from ipufs.driver.driver import IpuDriver
+from ipufs.driver.mapping import BarMapping
+from ipufs.driver.pollers import PollWakeups
+
+
+class ModelEffects:
+    """Carries the model's effects out to clients."""
+
+    def __init__(self, mapping: BarMapping, driver: IpuDriver, pollers: PollWakeups) -> None:
+        self.mapping = mapping
+        self.driver = driver
+        self.pollers = pollers
+
+    def deliver(self, ipu: int | None = None) -> None:
+        """After the model acted (on IPU ``ipu``, or any): publish what it
+        wrote, send the signals it raised, wake pollers."""
+        self.mapping.publish()
+        # Every IPU with signals to send: an IPU's action can raise
+        # interrupts across its sync group (a GS2 barrier completing).
+        self.driver.deliver()
+        self.pollers.wake(ipu)

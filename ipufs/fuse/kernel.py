@@ -1,0 +1,84 @@
+# What a filesystem may ask of the kernel outside a reply: register a
+# passthrough backing file (FUSE_DEV_IOC_BACKING_OPEN) and send
+# notifications (FUSE_NOTIFY_*). The filesystem and the FUSE server both
+# receive one KernelLink at construction: the server connects it to its
+# /dev/fuse channel while mounted, the filesystem uses it. So neither needs
+# the other to be built first.
+#
+# Notifications that may wait on page locks (NOTIFY_STORE,
+# NOTIFY_INVAL_INODE) are written from their own thread, so they can never
+# block the reader that must answer the READ holding those locks.
+from __future__ import annotations
+
+import errno
+import logging
+import queue
+import threading
+
+import trio
+
+from ipufs.fuse.channel import FuseChannel
+
+log = logging.getLogger(__name__)
+
+
+class KernelLink:
+    """The kernel's side of one mount, as the filesystem sees it."""
+
+    def __init__(self) -> None:
+        self.channel: FuseChannel | None = None
+        self._notes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        self._pending = 0
+        self._pending_changed = threading.Condition()
+        self._writer: threading.Thread | None = None
+
+    def backing_open(self, fd: int) -> int:
+        """Register ``fd`` as a passthrough backing file of the connection;
+        OSError (EBADF when not mounted, or the kernel's refusal)."""
+        if self.channel is None:
+            raise OSError(errno.EBADF, "not connected")
+        return self.channel.backing_open(fd)
+
+    def notify(self, message: bytes) -> None:
+        """Queue a notification for the kernel (from any thread)."""
+        with self._pending_changed:
+            self._pending += 1
+        self._notes.put(message)
+
+    def _wait_drained(self) -> None:
+        with self._pending_changed:
+            self._pending_changed.wait_for(lambda: self._pending == 0, timeout=10)
+
+    async def drain(self) -> None:
+        """Wait until every queued notification has reached the kernel."""
+        await trio.to_thread.run_sync(self._wait_drained)
+
+    # --- the server's side ---------------------------------------------------
+    def connect(self, channel: FuseChannel) -> None:
+        """Serve ``channel``: start the thread that writes notifications."""
+        self.channel = channel
+        self._writer = threading.Thread(target=self._write_notes, args=(channel,), name="ipufs-notify",
+                                        daemon=True)
+        self._writer.start()
+
+    async def disconnect(self) -> None:
+        """Stop writing notifications (the connection has ended)."""
+        self._notes.put(None)
+        if self._writer is not None:
+            await trio.to_thread.run_sync(self._writer.join, 5)
+            self._writer = None
+        self.channel = None
+
+    def _write_notes(self, channel: FuseChannel) -> None:
+        while True:
+            message = self._notes.get()
+            if message is None:
+                return
+            try:
+                channel.notify(message)
+            except OSError as exc:
+                log.warning("notification refused by the kernel: %s", exc)
+            finally:
+                with self._pending_changed:
+                    self._pending -= 1
+                    self._pending_changed.notify_all()

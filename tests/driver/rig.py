@@ -1,0 +1,198 @@
+# The driver stack wired as the daemon wires it, in memory, for tests that
+# need no root: the filesystem behind a fake kernel (tests/fuse/
+# fakekernel.py), a stub for the kernel's side outside replies (backing
+# files, notifications), and fake system calls for client processes: a
+# table of live processes with their threads, pidfds, signals queued to
+# them and their memory.
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ipufs.driver.activity import RegisterUse
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.driver import IpuDriver
+from ipufs.driver.effects import ModelEffects
+from ipufs.driver.events import EventSink
+from ipufs.driver.filesystem import AccessCounter, IpuFilesystem, NoCounting, Ownership
+from ipufs.driver.mapping import BarMapping
+from ipufs.driver.nodes import NodeTree
+from ipufs.driver.pollers import PollWakeups
+from ipufs.driver.system import SystemCalls
+from ipufs.fuse import requests as rq
+from ipufs.fuse.session import Session
+from tests.fuse import fakekernel as fk
+
+
+class StubKernel:
+    """The kernel outside replies: backing files it accepted (or refuses
+    with ``fail``) and the notifications sent to it."""
+
+    def __init__(self, fail: int | None = None) -> None:
+        self.registered: list[int] = []
+        self.notes: list[bytes] = []
+        self.fail = fail
+
+    def backing_open(self, fd: int) -> int:
+        if self.fail:
+            raise OSError(self.fail, os.strerror(self.fail))
+        self.registered.append(fd)
+        return len(self.registered)
+
+    def notify(self, message: bytes) -> None:
+        self.notes.append(message)
+
+
+@dataclass
+class Process:
+    """A fake client process: its threads and its memory (address -> byte)."""
+
+    tgid: int
+    threads: set[int] = field(default_factory=set)
+    memory: dict[int, int] = field(default_factory=dict)
+    alive: bool = True
+
+    def map(self, address: int, data: bytes) -> None:
+        for i, b in enumerate(data):
+            self.memory[address + i] = b
+
+
+class FakeProcesses:
+    """Processes and the system calls on them, as the driver makes them."""
+
+    def __init__(self) -> None:
+        self.processes: dict[int, Process] = {}
+        self.pidfds: dict[int, int] = {}  # pidfd -> tgid
+        self.signals: list[tuple[int, int, int]] = []  # (tgid, signo, value)
+        self._fds = itertools.count(1000)
+
+    def spawn(self, tgid: int, *threads: int) -> Process:
+        p = self.processes[tgid] = Process(tgid, {tgid, *threads})
+        return p
+
+    def _of_thread(self, pid: int) -> Process | None:
+        return next((p for p in self.processes.values() if p.alive and pid in p.threads), None)
+
+    def _live(self, pidfd: int) -> Process:
+        p = self.processes.get(self.pidfds.get(pidfd, -1))
+        if p is None or not p.alive:
+            raise ProcessLookupError(errno.ESRCH, "No such process")
+        return p
+
+    def pidfd_open(self, tgid: int) -> int:
+        p = self.processes.get(tgid)
+        if p is None or not p.alive:
+            raise ProcessLookupError(errno.ESRCH, "No such process")
+        fd = next(self._fds)
+        self.pidfds[fd] = tgid
+        return fd
+
+    def alive(self, pidfd: int) -> bool:
+        try:
+            self._live(pidfd)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def send_signal(self, pidfd: int, signo: int, value: int) -> None:
+        p = self._live(pidfd)
+        self.signals.append((p.tgid, signo, value))
+
+    def _memory_of(self, pid: int) -> Process:
+        p = self.processes.get(pid)
+        if p is None or not p.alive:
+            raise ProcessLookupError(errno.ESRCH, "No such process")
+        return p
+
+    def vm_read(self, pid: int, address: int, length: int) -> bytes:
+        p = self._memory_of(pid)
+        try:
+            return bytes(p.memory[a] for a in range(address, address + length))
+        except KeyError:
+            raise OSError(errno.EFAULT, "Bad address") from None
+
+    def vm_write(self, pid: int, address: int, data: bytes) -> int:
+        p = self._memory_of(pid)
+        if any(a not in p.memory for a in range(address, address + len(data))):
+            raise OSError(errno.EFAULT, "Bad address")
+        p.map(address, data)
+        return len(data)
+
+    def tgid_of(self, pid: int) -> int | None:
+        p = self._of_thread(pid)
+        return None if p is None else p.tgid
+
+    def command_of(self, pid: int) -> str:
+        return f"proc{pid}"
+
+    def calls(self) -> SystemCalls:
+        return SystemCalls(send_signal=self.send_signal, pidfd_open=self.pidfd_open, alive=self.alive,
+                           vm_read=self.vm_read, vm_write=self.vm_write, tgid_of=self.tgid_of,
+                           command_of=self.command_of)
+
+
+class FakeExits:
+    """The exit watcher: pidfds watched, and a way to make a process exit."""
+
+    def __init__(self, processes: FakeProcesses) -> None:
+        self.processes = processes
+        self.watched: dict[int, Callable[[], None]] = {}
+        self.unwatched: list[int] = []
+
+    def watch(self, pidfd: int, on_exit: Callable[[], None]) -> None:
+        self.watched[pidfd] = on_exit
+
+    def unwatch(self, pidfd: int) -> None:
+        self.watched.pop(pidfd, None)
+        self.unwatched.append(pidfd)
+
+    def exit(self, tgid: int) -> None:
+        """Process ``tgid`` exits: its pidfds become readable."""
+        self.processes.processes[tgid].alive = False
+        for pidfd, owner in list(self.processes.pidfds.items()):
+            if owner == tgid and pidfd in self.watched:
+                self.watched.pop(pidfd)()
+
+
+class Events:
+    """An event sink that keeps what it hears."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.seen: list[tuple[str, int | None, dict[str, object]]] = []
+
+    def emit(self, kind: str, ipu: int | None, **fields: object) -> None:
+        self.seen.append((kind, ipu, fields))
+
+    def kinds(self) -> list[str]:
+        return [k for k, _, _ in self.seen]
+
+
+class Rig:
+    """The filesystem of ``devices`` and everything under it, faked below."""
+
+    def __init__(self, devices: DeviceSet, *, passthrough: bool = True, fail: int | None = None,
+                 ownership: Ownership | None = None, events: EventSink | None = None,
+                 accesses: AccessCounter | None = None) -> None:
+        self.devices = devices
+        self.processes = FakeProcesses()
+        self.exits = FakeExits(self.processes)
+        self.events = events if events is not None else Events(enabled=False)
+        self.stub = StubKernel(fail)
+        tree = NodeTree(len(devices))
+        self.driver = IpuDriver(devices, exits=self.exits, events=self.events, system=self.processes.calls())
+        mapping = BarMapping(devices, tree, self.stub, passthrough=passthrough)
+        self.effects = ModelEffects(mapping, self.driver, PollWakeups(devices, self.stub))
+        self.use = RegisterUse()
+        self.fs = IpuFilesystem(devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
+                                effects=self.effects, use=self.use, accesses=accesses or NoCounting(),
+                                ownership=ownership or Ownership(), control_path="/run/test.ctl",
+                                clock=lambda: 5 * 10**9)
+        self.kernel = fk.FakeKernel(Session(self.fs, passthrough=passthrough))
+
+    def as_process(self, pid: int) -> rq.Context:
+        """The request context of thread ``pid``."""
+        return rq.Context(0, 0, pid)
