@@ -9,7 +9,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from ipufs.fuse import abi
+from ipufs.fuse import abi, decoding
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
 from ipufs.fuse.errors import FUSEError, ProtocolError
@@ -96,7 +96,7 @@ class Session:
     def handle(self, message: bytes | bytearray | memoryview) -> bytes | None:
         self.requests += 1
         try:
-            request = rq.decode(message)
+            request = decoding.decode(message)
         except ProtocolError as exc:
             log.warning("malformed request from the kernel: %s", exc)
             return rp.frame(exc.unique, error=exc.errno) if exc.unique else None

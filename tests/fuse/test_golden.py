@@ -9,6 +9,7 @@ import pytest
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
+from ipufs.fuse.decoding import decode
 from ipufs.fuse.errors import ProtocolError
 from tests.fuse import fakekernel as fk
 
@@ -44,7 +45,7 @@ REQUESTS = [
 
 @pytest.mark.parametrize("record,hexdata", REQUESTS, ids=lambda v: type(v).__name__ if not isinstance(v, str) else "")
 def test_request_decodes(record: rq.Request, hexdata: str) -> None:
-    assert rq.decode(bytes.fromhex(hexdata)) == record
+    assert decode(bytes.fromhex(hexdata)) == record
 
 
 @pytest.mark.parametrize("record,hexdata", REQUESTS, ids=lambda v: type(v).__name__ if not isinstance(v, str) else "")
@@ -56,10 +57,10 @@ def test_request_encodes(record: rq.Request, hexdata: str) -> None:
 def test_trailing_or_missing_bytes_are_protocol_errors(record: rq.Request, hexdata: str) -> None:
     data = bytes.fromhex(hexdata)
     with pytest.raises(ProtocolError) as info:
-        rq.decode(data + b"\0")
+        decode(data + b"\0")
     assert info.value.unique == record.unique
     with pytest.raises(ProtocolError):
-        rq.decode(data[:-1])
+        decode(data[:-1])
 
 
 REPLIES = [

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from ipufs.fuse import abi
 from ipufs.fuse import requests as rq
+from ipufs.fuse.decoding import decode
 from ipufs.fuse.errors import ProtocolError
 from ipufs.fuse.operations import Operations
 from ipufs.fuse.session import Session
@@ -28,7 +29,7 @@ def header(opcode: int, body: bytes, unique: int = 2) -> bytes:
 @given(st.binary(max_size=200))
 def test_random_bytes_decode_or_raise_protocol_error(data: bytes) -> None:
     try:
-        rq.decode(data)
+        decode(data)
     except ProtocolError:
         pass
 
@@ -36,7 +37,7 @@ def test_random_bytes_decode_or_raise_protocol_error(data: bytes) -> None:
 @given(st.sampled_from(list(abi.Opcode)), st.binary(max_size=120))
 def test_random_bodies_of_every_opcode(opcode: abi.Opcode, body: bytes) -> None:
     try:
-        request = rq.decode(header(opcode, body))
+        request = decode(header(opcode, body))
     except ProtocolError as exc:
         assert exc.unique == 2
     else:
@@ -80,7 +81,7 @@ def records() -> st.SearchStrategy[rq.Request]:
 
 @given(records())
 def test_records_round_trip_through_the_kernel_encoding(record: rq.Request) -> None:
-    assert rq.decode(fk.encode(record)) == record
+    assert decode(fk.encode(record)) == record
 
 
 @settings(max_examples=300)
