@@ -194,7 +194,7 @@ class IpuFilesystem(Operations):
                        atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns,
                        blocks=backing.blocks() if backing is not None else 0)
 
-    def lookup(self, req: rq.Lookup) -> rp.Reply:
+    def lookup(self, req: rq.Lookup) -> rp.Entry:
         if not self.tree.is_directory(req.nodeid):
             self._state(req.nodeid)
             raise FUSEError(errno.ENOTDIR)
@@ -221,10 +221,10 @@ class IpuFilesystem(Operations):
         else:
             self.stats.lookups.pop(nodeid, None)
 
-    def getattr(self, req: rq.Getattr) -> rp.Reply:
+    def getattr(self, req: rq.Getattr) -> rp.AttrReply:
         return rp.AttrReply(self.attr(req.nodeid))
 
-    def setattr(self, req: rq.Setattr) -> rp.Reply:
+    def setattr(self, req: rq.Setattr) -> rp.AttrReply:
         # default_permissions: the kernel already refused callers without
         # the right to chmod, chown or touch this node.
         valid = abi.SetattrValid(req.valid)
@@ -254,11 +254,11 @@ class IpuFilesystem(Operations):
         s.ctime_ns = req.ctime_ns if valid & abi.SetattrValid.CTIME else now
         return rp.AttrReply(self.attr(req.nodeid))
 
-    def statfs(self, req: rq.Statfs) -> rp.Reply:
+    def statfs(self, req: rq.Statfs) -> rp.StatfsReply:
         total = sum(self.attr(n.ino).size for n in self.tree)
         return rp.StatfsReply(blocks=total // 4096, files=len(self.tree) + 1 + sum(1 for _ in self.tree.entries()))
 
-    def access(self, req: rq.Access) -> rp.Reply:
+    def access(self, req: rq.Access) -> rp.Empty:
         self._state(req.nodeid)
         return rp.Empty()
 
@@ -268,18 +268,18 @@ class IpuFilesystem(Operations):
 
     mknod = mkdir = symlink = unlink = rmdir = rename = link = create = _fixed
 
-    def readlink(self, req: rq.Readlink) -> rp.Reply:
+    def readlink(self, req: rq.Readlink) -> rp.Data:
         if self.tree.is_entry(req.nodeid):
             entry = self.tree.entry(req.nodeid)
             if entry.kind is Kind.LINK:
                 return rp.Data(entry.target.encode())
         raise FUSEError(errno.EINVAL)
 
-    def fallocate(self, req: rq.Fallocate) -> rp.Reply:
+    def fallocate(self, req: rq.Fallocate) -> rp.Empty:
         raise FUSEError(errno.EOPNOTSUPP, "BARs have fixed, fully allocated sizes")
 
     # --- directory ----------------------------------------------------------
-    def opendir(self, req: rq.Opendir) -> rp.Reply:
+    def opendir(self, req: rq.Opendir) -> rp.Opened:
         if not self.tree.is_directory(req.nodeid):
             self._state(req.nodeid)
             raise FUSEError(errno.ENOTDIR)
@@ -299,7 +299,7 @@ class IpuFilesystem(Operations):
             entries.append(rp.DirEntry(child, name.encode(), kind, len(entries) + 1))
         return entries
 
-    def readdir(self, req: rq.Readdir) -> rp.Reply:
+    def readdir(self, req: rq.Readdir) -> rp.Data:
         if not self.tree.is_directory(req.nodeid):
             raise FUSEError(errno.ENOTDIR)
         entries = self._dirents(req.nodeid)[req.offset :]
@@ -314,14 +314,14 @@ class IpuFilesystem(Operations):
             return rp.Data(rp.encode_direntplus(pairs, req.size))
         return rp.Data(rp.encode_dirents(entries, req.size))
 
-    def releasedir(self, req: rq.Releasedir) -> rp.Reply:
+    def releasedir(self, req: rq.Releasedir) -> rp.Empty:
         return rp.Empty()
 
-    def fsyncdir(self, req: rq.Fsyncdir) -> rp.Reply:
+    def fsyncdir(self, req: rq.Fsyncdir) -> rp.Empty:
         return rp.Empty()
 
     # --- files -------------------------------------------------------------
-    def open(self, req: rq.Open) -> rp.Reply:
+    def open(self, req: rq.Open) -> rp.Opened:
         if self.tree.is_entry(req.nodeid):
             return self._open_attribute(req)
         node = self._node(req.nodeid)
@@ -340,7 +340,7 @@ class IpuFilesystem(Operations):
             self.use.opened(node.ipu)
         return rp.Opened(fh, flags, backing_id)
 
-    def _open_attribute(self, req: rq.Open) -> rp.Reply:
+    def _open_attribute(self, req: rq.Open) -> rp.Opened:
         """An attribute file of the view: read-only, as sysfs refuses writes
         to a file without a store method (even to root) with EACCES; read
         straight from the daemon each time, as its value is live."""
@@ -354,7 +354,7 @@ class IpuFilesystem(Operations):
         self.attribute_files[fh] = entry
         return rp.Opened(fh, abi.OpenFlag.DIRECT_IO)
 
-    def _read_attribute(self, req: rq.Read) -> rp.Reply:
+    def _read_attribute(self, req: rq.Read) -> rp.Data:
         entry = self.attribute_files.get(req.fh)
         if entry is None:
             raise FUSEError(errno.EBADF)
@@ -367,7 +367,7 @@ class IpuFilesystem(Operations):
             raise FUSEError(errno.EBADF)
         return f
 
-    def read(self, req: rq.Read) -> rp.Reply:
+    def read(self, req: rq.Read) -> rp.Data:
         f = self.files.get(req.fh)
         if f is None:
             return self._read_attribute(req)
@@ -382,7 +382,7 @@ class IpuFilesystem(Operations):
             return rp.Data(data)
         return rp.Data(ipu.memory[node.region].read(req.offset, req.size))
 
-    def write(self, req: rq.Write) -> rp.Reply:
+    def write(self, req: rq.Write) -> rp.Written:
         node = self._file(req.fh).node
         ipu = self.devices.ipus[node.ipu]
         memory = ipu.memory[node.region]
@@ -412,7 +412,7 @@ class IpuFilesystem(Operations):
         self.effects.deliver(node.ipu)
         return rp.Written(n)
 
-    def fsync(self, req: rq.Fsync) -> rp.Reply:
+    def fsync(self, req: rq.Fsync) -> rp.Empty:
         if req.fh not in self.attribute_files:
             self._file(req.fh)
         return rp.Empty()
@@ -421,7 +421,7 @@ class IpuFilesystem(Operations):
     # mapping.BarMapping.open_flags); should a kernel send it anyway, the
     # default ENOSYS stops it for good. So no close(2) ever waits on the daemon.
 
-    def release(self, req: rq.Release) -> rp.Reply:
+    def release(self, req: rq.Release) -> rp.Empty:
         self.attribute_files.pop(req.fh, None)
         f = self.files.get(req.fh)
         if f is not None:
@@ -432,7 +432,7 @@ class IpuFilesystem(Operations):
                 self.use.closed(f.node.ipu)
         return rp.Empty()
 
-    def lseek(self, req: rq.Lseek) -> rp.Reply:
+    def lseek(self, req: rq.Lseek) -> rp.LseekReply:
         size = self.attr(self._file(req.fh).node.ino).size
         if req.offset >= size or req.offset < 0:
             raise FUSEError(errno.ENXIO)
@@ -442,7 +442,7 @@ class IpuFilesystem(Operations):
             return rp.LseekReply(size)
         raise FUSEError(errno.EINVAL)
 
-    def poll(self, req: rq.Poll) -> rp.Reply:
+    def poll(self, req: rq.Poll) -> rp.PollReply:
         """BARs are always ready. The mailbox is writable, and readable while
         the ICU has responses waiting; a poller that asked to be told is
         woken (FUSE_NOTIFY_POLL) when the next response is queued."""
@@ -460,7 +460,7 @@ class IpuFilesystem(Operations):
             self.pollers.add(node.ipu, req.kh)
         return rp.PollReply(req.events & ready)
 
-    def ioctl(self, req: rq.Ioctl) -> rp.Reply:
+    def ioctl(self, req: rq.Ioctl) -> rp.IoctlReply:
         f = self.files.get(req.fh)
         if f is None:
             if req.fh in self.attribute_files or self.tree.is_directory(req.nodeid):
@@ -512,21 +512,21 @@ class IpuFilesystem(Operations):
             b"user.ipufs.rdev": f"{os.major(node.rdev)}:{os.minor(node.rdev)}".encode(),
         }
 
-    def getxattr(self, req: rq.Getxattr) -> rp.Reply:
+    def getxattr(self, req: rq.Getxattr) -> rp.Data | rp.XattrSize:
         value = self.xattrs(req.nodeid).get(req.name)
         if value is None:
             raise FUSEError(errno.ENODATA)
         return _sized(value, req.size)
 
-    def listxattr(self, req: rq.Listxattr) -> rp.Reply:
+    def listxattr(self, req: rq.Listxattr) -> rp.Data | rp.XattrSize:
         names = b"".join(name + b"\0" for name in self.xattrs(req.nodeid))
         return _sized(names, req.size)
 
-    def setxattr(self, req: rq.Setxattr) -> rp.Reply:
+    def setxattr(self, req: rq.Setxattr) -> rp.Empty:
         self._state(req.nodeid)
         raise FUSEError(errno.EPERM, "ipufs attributes are read-only")
 
-    def removexattr(self, req: rq.Removexattr) -> rp.Reply:
+    def removexattr(self, req: rq.Removexattr) -> rp.Empty:
         self._state(req.nodeid)
         raise FUSEError(errno.EPERM, "ipufs attributes are read-only")
 

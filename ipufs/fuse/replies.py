@@ -106,6 +106,18 @@ class Opened(Reply):
 
 
 @record
+class Created(Reply):
+    """fuse_entry_out then fuse_open_out: the answer to CREATE, which makes
+    a node (one more lookup of it) and opens it."""
+
+    entry: Entry
+    opened: Opened
+
+    def encode(self) -> bytes:
+        return self.entry.encode() + self.opened.encode()
+
+
+@record
 class Data(Reply):
     """Raw bytes: READ, READDIR, READLINK, GETXATTR/LISTXATTR values."""
 
@@ -189,6 +201,16 @@ class LockReply(Reply):
 
     def encode(self) -> bytes:
         return abi.LK_OUT.pack(self.start, self.end, self.type, self.pid)
+
+
+@record
+class BmapReply(Reply):
+    """fuse_bmap_out: the device block of a file block."""
+
+    block: int
+
+    def encode(self) -> bytes:
+        return abi.BMAP_OUT.pack(self.block)
 
 
 @record
