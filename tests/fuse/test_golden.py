@@ -112,3 +112,26 @@ def test_struct_sizes_match_the_kernel() -> None:
     }
     assert {name: getattr(abi, name).size for name in sizes} == sizes
     assert abi.DEV_IOC_BACKING_OPEN == 0x4010E501
+
+
+#: A body one byte short of the fixed part of its opcode's struct, and the
+#: error the core reports (linux/fuse.h sizes, written out here).
+SHORT_BODIES = [
+    (abi.Opcode.INIT, 16), (abi.Opcode.FORGET, 8), (abi.Opcode.BATCH_FORGET, 8), (abi.Opcode.GETATTR, 16),
+    (abi.Opcode.SETATTR, 88), (abi.Opcode.MKNOD, 16), (abi.Opcode.MKDIR, 8), (abi.Opcode.RENAME2, 16),
+    (abi.Opcode.LINK, 8), (abi.Opcode.OPEN, 8), (abi.Opcode.CREATE, 16), (abi.Opcode.READ, 40),
+    (abi.Opcode.WRITE, 40), (abi.Opcode.RELEASE, 24), (abi.Opcode.FLUSH, 24), (abi.Opcode.FSYNC, 16),
+    (abi.Opcode.SETXATTR, 8), (abi.Opcode.GETXATTR, 8), (abi.Opcode.ACCESS, 8), (abi.Opcode.INTERRUPT, 8),
+    (abi.Opcode.BMAP, 16), (abi.Opcode.IOCTL, 32), (abi.Opcode.POLL, 24), (abi.Opcode.FALLOCATE, 32),
+    (abi.Opcode.LSEEK, 24), (abi.Opcode.COPY_FILE_RANGE, 56), (abi.Opcode.GETLK, 48),
+]
+
+
+@pytest.mark.parametrize("opcode,size", SHORT_BODIES, ids=lambda v: v.name if isinstance(v, abi.Opcode) else "")
+def test_a_short_body_is_reported_with_the_size_it_needed(opcode: abi.Opcode, size: int) -> None:
+    body = bytes(size - 1)
+    message = abi.IN_HEADER.pack(abi.IN_HEADER.size + len(body), opcode, 0x77, 1, 0, 0, 1, 0, 0) + body
+    with pytest.raises(ProtocolError) as info:
+        decode(message)
+    assert info.value.unique == 0x77
+    assert str(info.value) == f"body of {size - 1} bytes, expected at least {size}"

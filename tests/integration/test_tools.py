@@ -223,9 +223,9 @@ def test_control_channel_answers_and_refuses_clearly(board: RunningDaemon) -> No
         assert control.request("ipu", ipu=0)["reset_count"] == 0  # still serving
 
 
-@pytest.mark.parametrize("command", ["mount", "umount", "doctor", "ls", "info", "monitor", "reset", "docker", "cdi"])
-def test_every_command_has_help(command: str) -> None:
-    assert "usage: ipufs" in ipufs(command, "--help")
+def test_the_installed_command_runs() -> None:
+    # Every command's help: tests/test_cli.py, from the parser.
+    assert "usage: ipufs" in ipufs("--help")
 
 
 def test_dev_links_are_made_kept_away_from_strangers_and_removed(tmp_path: Path) -> None:
