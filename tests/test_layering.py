@@ -20,7 +20,7 @@ ALLOWED: dict[str, set[str]] = {
     "model": {"abi"},
     "client": {"abi", "native"},
     "driver": {"abi", "native", "fuse", "model"},
-    "container": {"native", "fuse"},
+    "container": {"abi", "native", "fuse"},
     "daemon": {"abi", "native", "fuse", "model", "driver", "container"},
     "tools": {"abi", "native", "client", "container"},
     "deviceplugin": {"abi", "client", "tools", "container"},

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ipufs.abi import ioctls as abi
 from ipufs.abi import icu
+from ipufs.abi.nodes import node_name
 from ipufs.abi.registers import REGISTERS, TdiCommand, TdiResult
 
 _U64 = struct.Struct("<Q")
@@ -40,9 +41,9 @@ class Device:
     def __init__(self, index: int = 0, root: str | os.PathLike[str] = "/dev") -> None:
         self.index = index
         base = Path(root)
-        self.fd = os.open(base / f"ipu{index}", os.O_RDWR | os.O_CLOEXEC)
+        self.fd = os.open(base / node_name(index), os.O_RDWR | os.O_CLOEXEC)
         try:
-            self.ex_fd = os.open(base / f"ipu{index}_ex", os.O_RDWR | os.O_CLOEXEC)
+            self.ex_fd = os.open(base / node_name(index, "exchange"), os.O_RDWR | os.O_CLOEXEC)
         except OSError:
             os.close(self.fd)
             raise

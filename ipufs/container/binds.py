@@ -13,8 +13,10 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from ipufs.abi import nodes
+
 #: The nodes of one IPU, as suffixes of ipuN.
-NODE_SUFFIXES = ("", "_ex", "_mailbox", "_mem")
+NODE_SUFFIXES = tuple(nodes.SUFFIXES.values())
 #: Where tools look for the nodes inside a container.
 CONTAINER_DEV = "/dev"
 

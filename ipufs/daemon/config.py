@@ -8,7 +8,7 @@ import json
 import os
 import pwd
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -59,9 +59,10 @@ class DaemonConfig:
 
 
 DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
-KEYS = {"mountpoint", "ipus", "profile", "owner", "group", "mode", "state_dir", "passthrough",
-        "link_dev", "dev_dir", "group_size", "control", "fault_plan", "trace_file", "trace_max_bytes",
-        "spin_us", "cdi", "cdi_dir", "cdi_prefix"}
+#: The settings of a file or of `ipufs mount`: DaemonConfig's fields, with
+#: ownership given as owner, group and mode, and cdi (whether to write a
+#: CDI spec: cdi_dir's default).
+KEYS = {f.name for f in fields(DaemonConfig)} - {"ownership"} | {"owner", "group", "mode", "cdi"}
 
 
 #: The TOML type each setting takes in the file (ipus = 4, mode = "0660").

@@ -14,6 +14,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from ipufs.abi import nodes as abi_nodes
 from ipufs.model.profile import Region
 
 ROOT_INO = 1
@@ -22,12 +23,7 @@ _FIRST_INO = 2
 VIEW_FIRST_INO = 1 << 32
 
 #: Node name suffix per region, in the order the driver lists them.
-SUFFIXES: dict[Region, str] = {
-    Region.CONFIG: "",
-    Region.EXCHANGE: "_ex",
-    Region.MAILBOX: "_mailbox",
-    Region.HOST_MEMORY: "_mem",
-}
+SUFFIXES: dict[Region, str] = {Region(region): suffix for region, suffix in abi_nodes.SUFFIXES.items()}
 _REGIONS = list(SUFFIXES)
 _NAME = re.compile(r"ipu(0|[1-9][0-9]*)(_ex|_mailbox|_mem)?")
 #: The major device number the nodes are reported under where they pass
