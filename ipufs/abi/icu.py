@@ -2,8 +2,8 @@
 #
 # Messages are five u32 words; the first request word is the operation word
 # `version << 28 | op << 16 | 0x20c`. Op numbers and the layouts of their
-# answers follow aspen-sdk (aspen/sdk/src/icu of the research repository
-# named in shared/reference/ipu-facts.md): ReadHardwareId 3 (pcb, bom in
+# answers follow aspen-sdk (aspen/sdk/src/icu of the public research
+# repository github.com/Saghetti0/graphcore-ipu-research): ReadHardwareId 3 (pcb, bom in
 # word 0), ReadFirmwareVersion 4, ReadBoardType 5 (a NUL-terminated
 # string), ReadImageVersion 13, Reboot 16 (no answer), ReadBootStatus 17,
 # ClearStatus 20, the upgrade commands 40..43. Telemetry ops and the error

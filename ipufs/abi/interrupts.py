@@ -1,7 +1,8 @@
 # The IPU's interrupt sources and the signals the driver sends for them.
 # The six sources are the chip's first MSI-X vectors (IPUEX, MCUDRVALID,
 # HSPGS1E0, HSPGS1E1, HSPGS2E0, HSPGS2E1), which the real driver turns into
-# signals 44..49 with these names (shared/reference/ipu-facts.md).
+# signals 44..49 with these names (the public research repository
+# github.com/Saghetti0/graphcore-ipu-research; docs/abi.md).
 from __future__ import annotations
 
 import enum

@@ -3,7 +3,8 @@
 # structs. native/include/ipufs/ipu.h and the tables of docs/abi.md are
 # generated from here (scripts/generate_abi.py) and checked by tests.
 #
-# Facts (shared/reference/ipu-facts.md): type byte 0xED, the numbers, the
+# Facts (aspen/sdk/src/driver/ioctls.rs of the public research repository
+# github.com/Saghetti0/graphcore-ipu-research): type byte 0xED, the numbers, the
 # signals 44..49 and their names. The reverse engineers' direction and size
 # guesses are only guesses, so requests are matched on (type, nr) and take
 # their sizes from _IOC_SIZE: every encoding FUSE can carry is served

@@ -1,7 +1,8 @@
-# Device profiles: what kind of IPU is emulated, as data. Facts from
-# shared/reference/ipu-facts.md (tile counts, SRAM, workers, boards, PCI
-# ids); BAR sizes are ipufs's own choice (the real ones are not public) and
-# are documented in docs/profiles.md.
+# Device profiles: what kind of IPU is emulated, as data. Facts from public
+# sources (tile counts, SRAM, workers: research/ipu1/ipu1_consts.c of
+# github.com/Saghetti0/graphcore-ipu-research and Graphcore's product documentation; PCI ids: the pci.ids
+# database); BAR sizes are ipufs's own choice (the real ones are not public)
+# and are documented in docs/profiles.md.
 from __future__ import annotations
 
 import enum

@@ -1,5 +1,5 @@
 # Global syncs. Zone numbers follow the IPU's sync zones (docs/sync zones.md
-# of the research repository; shared/reference/ipu-facts.md): external
+# of the public research repository, github.com/Saghetti0/graphcore-ipu-research): external
 # zones 4..7 are the slave side and 12..15 the master side of GS1 (4/12),
 # GS1H (5/13), GS2 (6/14) and GS2H (7/15). ipufs's semantics, documented in
 # docs/registers.md: a GS1 sync completes on the requesting IPU at once; a

@@ -1,6 +1,6 @@
 # The tile debug interface (TDI): per-tile debug registers, reached through
 # the TDI aperture of config space. Register numbers and the TDI_STS bits
-# are the research repository's (docs/tdi.md; shared/reference/ipu-facts.md).
+# are the public research repository's (docs/tdi.md of github.com/Saghetti0/graphcore-ipu-research).
 # DBG_IEXEC would inject an instruction; ipufs has no instruction set, so it
 # answers an explicit UNSUPPORTED and sets TDI_STS.INV (docs/registers.md).
 from __future__ import annotations

@@ -1,10 +1,10 @@
-# Tile memory and the address rules of the seed (shared/seeds/004, the IPU
-# programmer's guide) for GC2, scaled to other profiles as documented in
+# Tile memory and the address rules of Graphcore's IPU programmer's guide
+# for GC2, scaled to other profiles as documented in
 # docs/registers.md:
 # - a tile address is an unsigned 21-bit number;
 # - memory is populated from BASE = WINDOW (0x40000 on GC2) for SRAM bytes;
 # - any address aliases onto populated memory: offset = addr mod WINDOW
-#   (the seed's "mask off the upper bits starting at bit 18" on GC2), and an
+#   (the guide's "mask off the upper bits starting at bit 18" on GC2), and an
 #   offset past the SRAM (profiles whose SRAM is not a power of two) wraps
 #   modulo the SRAM;
 # - two regions, region 1 when offset >= SRAM/2 (bit 17 on GC2); each of
