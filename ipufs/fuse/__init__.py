@@ -1,3 +1,4 @@
 # The FUSE kernel protocol, spoken by ipufs itself: a sans-IO core (abi,
-# requests, replies, session) and the shell that owns /dev/fuse (channel,
-# mount, server and its reader thread).
+# requests and their decoding, replies, the operations contract, session)
+# and the shell that owns /dev/fuse (channel, mount, the kernel link for
+# backing files and notifications, the server and its reader thread).
