@@ -1,7 +1,7 @@
 # Board serial numbers, shaped as Graphcore's tools print them: three
 # groups of decimal digits, unit.product.batch, as in gc-info's
 # "board serial number: 0063.0063.822391" (C600) or "0340.0004.919062" (C2)
-# (shared/reference/ipu-facts.md, "Tool output formats"). The one
+# (the samples of Graphcore's command-line tools documentation). The one
 # definition of an emulated board's serial: the model stores it in
 # BOARD_SERIAL_HI/LO as the integer of its 14 digits, the tools print it.
 from __future__ import annotations

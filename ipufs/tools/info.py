@@ -1,7 +1,7 @@
 # `ipufs info`: one IPU's attributes, shaped like `gc-info --device-info`
 # ("Device Info:", then `key: value` lines indented by two spaces, the keys
-# in the order of Graphcore's C600 sample: shared/reference/ipu-facts.md,
-# "Tool output formats"). Each value is read as a real tool reads it:
+# in the order of the C600 sample of Graphcore's command-line tools
+# documentation). Each value is read as a real tool reads it:
 # config registers by pread, the ICU by mailbox ioctl, the ipuN_mem node's
 # st_blocks, and what only the daemon knows from its control channel.
 # What ipufs cannot know is "N/A", as gc-info prints it (docs/tools.md).

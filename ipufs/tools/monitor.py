@@ -1,7 +1,7 @@
 # `ipufs monitor`: what gc-monitor shows, printed once (gc-monitor's own
 # habit; `--watch` refreshes it): a boxed card table (serial, ICU firmware,
 # type, id, PCIe id, clock, temperature, power) and a table of the attached
-# processes (shared/reference/ipu-facts.md, "Tool output formats"), plus
+# processes (the samples of Graphcore's command-line tools documentation), plus
 # what only ipufs knows: signals sent and dropped. Telemetry is read from
 # config space; who is attached and the counts come from the daemon.
 from __future__ import annotations
