@@ -39,7 +39,8 @@ def test_a_plan_is_loaded_and_cleared(board: RunningDaemon, tmp_path: Path) -> N
     assert (out.returncode, out.stdout.strip()) == (0, "fault plan of 1 faults loaded (seed 4)")
     out = ipufs("inject", "plan", "--clear", *dev)
     assert (out.returncode, out.stdout.strip()) == (0, "fault plan cleared")
-    assert board.daemon.plan is not None and board.daemon.plan.entries == []
+    plan_now = board.daemon.plans.plan
+    assert plan_now is not None and plan_now.entries == []
 
 
 MISTAKES = [
