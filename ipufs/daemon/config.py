@@ -59,12 +59,6 @@ class DaemonConfig:
 
 
 DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
-#: The settings of a file or of `ipufs mount`: DaemonConfig's fields, with
-#: ownership given as owner, group and mode, and cdi (whether to write a
-#: CDI spec: cdi_dir's default).
-KEYS = {f.name for f in fields(DaemonConfig)} - {"ownership"} | {"owner", "group", "mode", "cdi"}
-
-
 #: The TOML type each setting takes in the file (ipus = 4, mode = "0660").
 TYPES: dict[str, tuple[type, ...]] = {
     "mountpoint": (str,), "ipus": (int,), "profile": (str,), "owner": (str, int), "group": (str, int),
@@ -72,6 +66,12 @@ TYPES: dict[str, tuple[type, ...]] = {
     "group_size": (int,), "control": (str,), "fault_plan": (str,), "trace_file": (str,),
     "trace_max_bytes": (int,), "spin_us": (int,), "cdi": (bool,), "cdi_dir": (str,), "cdi_prefix": (str,),
 }
+#: The settings of a file or of `ipufs mount`: DaemonConfig's fields, with
+#: ownership given as owner, group and mode, and cdi (whether to write a
+#: CDI spec: cdi_dir's default). Each has its type above, or import fails.
+KEYS = {f.name for f in fields(DaemonConfig)} - {"ownership"} | {"owner", "group", "mode", "cdi"}
+if KEYS != set(TYPES):
+    raise ImportError(f"settings without a TOML type, or types of no setting: {sorted(KEYS ^ set(TYPES))}")
 _TOML_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
 
 
