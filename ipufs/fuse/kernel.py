@@ -63,8 +63,8 @@ class KernelLink:
 
     async def disconnect(self) -> None:
         """Stop writing notifications (the connection has ended)."""
-        self._notes.put(None)
         if self._writer is not None:
+            self._notes.put(None)
             await trio.to_thread.run_sync(self._writer.join, 5)
             self._writer = None
         self.channel = None
