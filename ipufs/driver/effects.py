@@ -21,8 +21,13 @@ class ModelEffects:
     def deliver(self, ipu: int | None = None) -> None:
         """After the model acted (on IPU ``ipu``, or any): publish what it
         wrote, send the signals it raised, wake pollers."""
-        self.mapping.publish()
+        # On every request: each step costs a call only when it has work.
+        publisher = self.mapping.publisher
+        if publisher is not None:
+            publisher.publish()
         # Every IPU with signals to send: an IPU's action can raise
         # interrupts across its sync group (a GS2 barrier completing).
-        self.driver.deliver()
-        self.pollers.wake(ipu)
+        if self.driver.devices.deliverable:
+            self.driver.deliver()
+        if self.pollers.waiting:
+            self.pollers.wake(ipu)
