@@ -182,12 +182,24 @@ def test_the_mailbox_ioctls_serve_any_process_with_a_node_open(rig: Rig) -> None
     assert ioctl(rig, fh, "MAILBOX_READ_ONLY", pid=OTHER).error == errno.EAGAIN
 
 
-def test_an_unknown_ioctl_is_enotty_and_a_known_one_in_another_encoding_einval(rig: Rig) -> None:
+def test_an_unknown_ioctl_is_enotty_and_a_size_a_known_one_cannot_take_einval(rig: Rig) -> None:
     fh = open_node(rig, "ipu0")
     assert rig.kernel.call(rq.Ioctl, 2, fh, 0, abi.ioc(abi.Dir.NONE, 99, 0), 0, memoryview(b""), 0).error \
         == errno.ENOTTY
-    wrong = abi.ioc(abi.Dir.READ, abi.BY_NAME["ATTACH"].nr, 4)
-    assert rig.kernel.call(rq.Ioctl, 2, fh, 0, wrong, 0, memoryview(b""), 4).error == errno.EINVAL
+    short = abi.ioc(abi.Dir.WRITE, abi.BY_NAME["MAILBOX_WRITE_ONLY"].nr, 4)
+    assert rig.kernel.call(rq.Ioctl, 2, fh, 0, short, 0, memoryview(bytes(4)), 0).error == errno.EINVAL
+    # ATTACH takes any size: its argument is ignored.
+    any_size = abi.ioc(abi.Dir.READ, abi.BY_NAME["ATTACH"].nr, 4)
+    assert rig.kernel.call(rq.Ioctl, 2, fh, 0, any_size, 0, memoryview(b""), 4, ctx=rig.as_process(APP)).error == 0
+
+
+def test_a_read_only_open_may_read_the_mailbox_but_not_change_the_device(rig: Rig) -> None:
+    node = rig.fs.tree.by_name("ipu0_mailbox")
+    assert node is not None
+    reply = rig.kernel.call(rq.Open, node.ino, os.O_RDONLY, ctx=rig.as_process(APP))
+    fh = int.from_bytes(reply.payload[:8], "little")
+    result(ioctl(rig, fh, "MAILBOX_GET_OFFSETS"))
+    assert ioctl(rig, fh, "RESET").error == errno.EBADF
 
 
 def test_daemon_stop_detaches_everyone(rig: Rig) -> None:
