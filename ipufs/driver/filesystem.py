@@ -18,8 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
-from ipufs import __version__
-from ipufs.driver import sysfs
+from ipufs.driver import sysfs, xattrs
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver, OpenFile
@@ -27,6 +26,7 @@ from ipufs.driver.effects import ModelEffects
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree
 from ipufs.driver.pollers import PollWakeups
+from ipufs.driver.view_files import ViewFiles
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
@@ -124,7 +124,7 @@ class IpuFilesystem(Operations):
         #: The driver's open files (one table; the filesystem reads it on
         #: every request, so it keeps its own reference).
         self.files = driver.files
-        self.attribute_files: dict[int, Entry] = {}  # open files of the sysfs view
+        self.view_files = ViewFiles(devices, tree)  # open files of the sysfs view
         self.stats = Stats()
         self._next_fh = 1
         now = clock()
@@ -323,7 +323,9 @@ class IpuFilesystem(Operations):
     # --- files -------------------------------------------------------------
     def open(self, req: rq.Open) -> rp.Opened:
         if self.tree.is_entry(req.nodeid):
-            return self._open_attribute(req)
+            fh = self._next_fh
+            self._next_fh += 1
+            return self.view_files.open(req, fh)
         node = self._node(req.nodeid)
         if req.flags & os.O_TRUNC:
             raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
@@ -340,27 +342,6 @@ class IpuFilesystem(Operations):
             self.use.opened(node.ipu)
         return rp.Opened(fh, flags, backing_id)
 
-    def _open_attribute(self, req: rq.Open) -> rp.Opened:
-        """An attribute file of the view: read-only, as sysfs refuses writes
-        to a file without a store method (even to root) with EACCES; read
-        straight from the daemon each time, as its value is live."""
-        entry = self.tree.entry(req.nodeid)
-        if entry.kind is not Kind.ATTRIBUTE:
-            raise FUSEError(errno.EISDIR if entry.kind is Kind.DIRECTORY else errno.ELOOP)
-        if req.flags & os.O_ACCMODE != os.O_RDONLY or req.flags & os.O_TRUNC:
-            raise FUSEError(errno.EACCES, "sysfs attributes are read-only")
-        fh = self._next_fh
-        self._next_fh += 1
-        self.attribute_files[fh] = entry
-        return rp.Opened(fh, abi.OpenFlag.DIRECT_IO)
-
-    def _read_attribute(self, req: rq.Read) -> rp.Data:
-        entry = self.attribute_files.get(req.fh)
-        if entry is None:
-            raise FUSEError(errno.EBADF)
-        value = sysfs.read(self.devices.ipus[entry.ipu], entry.table, entry.name)
-        return rp.Data(value[req.offset : req.offset + req.size])
-
     def _file(self, fh: int) -> OpenFile:
         f = self.files.get(fh)
         if f is None:
@@ -370,7 +351,7 @@ class IpuFilesystem(Operations):
     def read(self, req: rq.Read) -> rp.Data:
         f = self.files.get(req.fh)
         if f is None:
-            return self._read_attribute(req)
+            return self.view_files.read(req)
         node = f.node
         ipu = self.devices.ipus[node.ipu]
         if self.accesses.counting:
@@ -413,7 +394,7 @@ class IpuFilesystem(Operations):
         return rp.Written(n)
 
     def fsync(self, req: rq.Fsync) -> rp.Empty:
-        if req.fh not in self.attribute_files:
+        if req.fh not in self.view_files:
             self._file(req.fh)
         return rp.Empty()
 
@@ -422,7 +403,7 @@ class IpuFilesystem(Operations):
     # default ENOSYS stops it for good. So no close(2) ever waits on the daemon.
 
     def release(self, req: rq.Release) -> rp.Empty:
-        self.attribute_files.pop(req.fh, None)
+        self.view_files.close(req.fh)
         f = self.files.get(req.fh)
         if f is not None:
             if self.tracer.enabled:
@@ -446,7 +427,7 @@ class IpuFilesystem(Operations):
         """BARs are always ready. The mailbox is writable, and readable while
         the ICU has responses waiting; a poller that asked to be told is
         woken (FUSE_NOTIFY_POLL) when the next response is queued."""
-        if req.fh in self.attribute_files:
+        if req.fh in self.view_files:
             return rp.PollReply(req.events & _POLL_READY)
         node = self._file(req.fh).node
         if self.accesses.counting:
@@ -463,7 +444,7 @@ class IpuFilesystem(Operations):
     def ioctl(self, req: rq.Ioctl) -> rp.IoctlReply:
         f = self.files.get(req.fh)
         if f is None:
-            if req.fh in self.attribute_files or self.tree.is_directory(req.nodeid):
+            if req.fh in self.view_files or self.tree.is_directory(req.nodeid):
                 raise FUSEError(errno.ENOTTY, "only the device nodes take ioctls")
             raise FUSEError(errno.EBADF)
         ipu = f.node.ipu
@@ -490,37 +471,22 @@ class IpuFilesystem(Operations):
     # --- extended attributes: read-only facts about the mount -------------
     def xattrs(self, ino: int) -> dict[bytes, bytes]:
         if ino == ROOT_INO:
-            p = self.devices.profile
-            return {
-                b"user.ipufs.version": __version__.encode(),
-                b"user.ipufs.mode": self.mode.encode(),
-                b"user.ipufs.mode_reason": self.mode_reason.encode(),
-                b"user.ipufs.profile": p.name.encode(),
-                b"user.ipufs.ipus": str(len(self.devices)).encode(),
-                b"user.ipufs.pid": str(os.getpid()).encode(),
-                b"user.ipufs.persistent": b"1" if self.devices.persistent else b"0",
-                b"user.ipufs.control": self.control_path.encode(),
-            }
+            return xattrs.of_root(self.devices, self.mapping, self.control_path)
         node = self.tree.by_ino(ino)
         if node is None:
             self._state(ino)
             return {}
-        return {
-            b"user.ipufs.ipu": str(node.ipu).encode(),
-            b"user.ipufs.region": node.region.value.encode(),
-            # What the compatibility library reports as st_rdev (docs/compat.md).
-            b"user.ipufs.rdev": f"{os.major(node.rdev)}:{os.minor(node.rdev)}".encode(),
-        }
+        return xattrs.of_node(node)
 
     def getxattr(self, req: rq.Getxattr) -> rp.Data | rp.XattrSize:
         value = self.xattrs(req.nodeid).get(req.name)
         if value is None:
             raise FUSEError(errno.ENODATA)
-        return _sized(value, req.size)
+        return xattrs.sized(value, req.size)
 
     def listxattr(self, req: rq.Listxattr) -> rp.Data | rp.XattrSize:
         names = b"".join(name + b"\0" for name in self.xattrs(req.nodeid))
-        return _sized(names, req.size)
+        return xattrs.sized(names, req.size)
 
     def setxattr(self, req: rq.Setxattr) -> rp.Empty:
         self._state(req.nodeid)
@@ -530,10 +496,3 @@ class IpuFilesystem(Operations):
         self._state(req.nodeid)
         raise FUSEError(errno.EPERM, "ipufs attributes are read-only")
 
-
-def _sized(value: bytes, size: int) -> rp.Data | rp.XattrSize:
-    if size == 0:
-        return rp.XattrSize(len(value))
-    if size < len(value):
-        raise FUSEError(errno.ERANGE)
-    return rp.Data(value)

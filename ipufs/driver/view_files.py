@@ -1,0 +1,48 @@
+# The open files of the sysfs view (ipufs/driver/sysfs.py): attribute files
+# only, read-only as sysfs makes a file without a store method (even for
+# root: EACCES), and read straight from the model at each read, since
+# their values are live (docs/sysfs.md).
+from __future__ import annotations
+
+import errno
+import os
+
+from ipufs.driver import sysfs
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.nodes import Entry, Kind, NodeTree
+from ipufs.fuse import abi
+from ipufs.fuse import replies as rp
+from ipufs.fuse import requests as rq
+from ipufs.fuse.errors import FUSEError
+
+
+class ViewFiles:
+    """Open attribute files of the view, by file handle."""
+
+    def __init__(self, devices: DeviceSet, tree: NodeTree) -> None:
+        self.devices = devices
+        self.tree = tree
+        self.open_files: dict[int, Entry] = {}
+
+    def __contains__(self, fh: int) -> bool:
+        return fh in self.open_files
+
+    def open(self, req: rq.Open, fh: int) -> rp.Opened:
+        """Open the view's entry ``req.nodeid`` as file handle ``fh``."""
+        entry = self.tree.entry(req.nodeid)
+        if entry.kind is not Kind.ATTRIBUTE:
+            raise FUSEError(errno.EISDIR if entry.kind is Kind.DIRECTORY else errno.ELOOP)
+        if req.flags & os.O_ACCMODE != os.O_RDONLY or req.flags & os.O_TRUNC:
+            raise FUSEError(errno.EACCES, "sysfs attributes are read-only")
+        self.open_files[fh] = entry
+        return rp.Opened(fh, abi.OpenFlag.DIRECT_IO)
+
+    def read(self, req: rq.Read) -> rp.Data:
+        entry = self.open_files.get(req.fh)
+        if entry is None:
+            raise FUSEError(errno.EBADF)
+        value = sysfs.read(self.devices.ipus[entry.ipu], entry.table, entry.name)
+        return rp.Data(value[req.offset : req.offset + req.size])
+
+    def close(self, fh: int) -> None:
+        self.open_files.pop(fh, None)
