@@ -2,7 +2,8 @@
 # Graphcore driver publish under /sys/bus/pci/devices, named by its PCI
 # address, with attributes read live from the model at each read.
 #
-# Facts (shared/reference/ipu-facts.md, "sysfs" and "PCI identity"): the
+# Facts (aspen/sdk/src/driver/discovery.rs of the public research repository
+# github.com/Saghetti0/graphcore-ipu-research, and the pci.ids database): the
 # kernel's attributes of a PCI device (vendor, device, subsystem ids, class,
 # numa_node, resource, link speed and width, a driver link) and the names of
 # the driver's own (file_name, board_name, ..., continuous_memory_nodes);

@@ -4,7 +4,7 @@
  * for its emulated devices (docs/compat.md):
  *
  * - ioctls on ipufs nodes in the real driver's calling conventions (the
- *   reverse engineers' encodings, shared/reference/ipu-facts.md) are
+ *   reverse engineers' encodings, docs/abi.md) are
  *   reissued in forms FUSE's restricted ioctls carry: ATTACH with any
  *   argument (aspen-sdk passes NULL to _IOWR(0xED, 10, u64)), SET_IPU_ID
  *   and RESET whose argument is a value, as _IO; MAILBOX_WRITE_READ as
