@@ -7,7 +7,6 @@ import argparse
 import json
 import logging
 import os
-import shlex
 import signal
 import sys
 import time
@@ -172,10 +171,11 @@ def cmd_docker(args: argparse.Namespace) -> int:
     root = _root(args)
     ids = [] if args.all else (args.device_id or [])
     extra = args.docker_args[1:] if args.docker_args[:1] == ["--"] else args.docker_args
-    argv = docker.command(args.engine, root, ids, extra, use_cdi=args.cdi)
+    groups = docker.options(args.engine, root, ids, use_cdi=args.cdi)
     if args.echo:
-        print(shlex.join(argv))
+        print(docker.echo(args.engine, groups, extra))
         return 0
+    argv = [args.engine, "run", *(arg for group in groups for arg in group), *extra]
     docker.check_image(args.engine, extra)
     os.execvp(argv[0], argv)
 
@@ -206,7 +206,8 @@ def cmd_device_plugin(args: argparse.Namespace) -> int:
 
     config = PluginConfig(dev=_root(args), resource_name=args.resource_name, socket_dir=Path(args.socket_dir),
                           endpoint=args.endpoint, cdi=args.cdi, cdi_prefix=args.cdi_prefix,
-                          poll_interval=args.poll_interval, retry_interval=args.retry_interval)
+                          poll_interval=args.poll_interval, retry_interval=args.retry_interval,
+                          sysfs_dir=Path(args.sysfs_dir) if args.sysfs_dir else None)
     try:
         check(config)
     except ValueError as exc:
@@ -371,6 +372,9 @@ def parser() -> argparse.ArgumentParser:
                          "bind mounts, for runtimes that read CDI specs")
     dp.add_argument("--cdi-prefix", help="the prefix of those names, if the mount was given one (default: as "
                                          "`ipufs mount` chooses)")
+    dp.add_argument("--sysfs-dir", help="where bind-mount answers keep the directories containers see at "
+                                        "/sys/bus/pci/devices, the same path on the host (default "
+                                        "SOCKET_DIR/ipufs-sysfs)")
     dp.add_argument("--poll-interval", type=float, default=1.0,
                     help="seconds between status reads when the daemon's trace says nothing (default 1)")
     dp.add_argument("--retry-interval", type=float, default=0.5,

@@ -1,8 +1,12 @@
 # The CDI spec of one ipufs mount (Container Device Interface, spec 0.5.0,
 # which podman 4.x, docker 25+, containerd 1.7+ and CRI-O read): kind
 # graphcore.ai/ipu, a device per IPU and "all", each made of the binds that
-# binds.py says a container gets. The daemon writes it when its mount serves
-# and removes it at unmount (docs/docker.md, "CDI").
+# binds.py says an IPU brings; what every container needs once (the tmpfs at
+# /sys/bus/pci/devices, the compatibility library and LD_PRELOAD) is the
+# spec's own containerEdits, which CDI applies once whenever any of its
+# devices is asked for. A tmpfs is a mount with a "type" (CDI 0.4.0 and
+# later). The daemon writes the spec when its mount serves and removes it
+# at unmount (docs/docker.md, "CDI").
 #
 # Two mounts on one host must not declare the same device names (a CDI
 # registry refuses a name two specs declare): the mount at /run/ipufs names
@@ -20,7 +24,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ipufs.container.binds import ContainerEdits, ipu_edits, shared_edits
+from ipufs.container.binds import ContainerEdits, Tmpfs, ipu_edits, shared_edits
 from ipufs.fuse import mount as fmount
 
 log = logging.getLogger(__name__)
@@ -67,13 +71,26 @@ def file_name(prefix: str) -> str:
     return f"{VENDOR}-{CLASS}{'_' + prefix if prefix else ''}.json"
 
 
+#: The options of a tmpfs mount, as an OCI runtime takes them.
+TMPFS_OPTIONS = ("nosuid", "nodev", "noexec")
+
+
+def tmpfs_mount(t: Tmpfs) -> dict[str, Any]:
+    """A CDI mount of an empty tmpfs (hostPath is its source's name, which
+    CDI requires and a tmpfs ignores)."""
+    return {"hostPath": "tmpfs", "containerPath": t.target, "type": "tmpfs",
+            "options": [*TMPFS_OPTIONS, f"mode={t.mode:o}"]}
+
+
 def _container_edits(edits_: ContainerEdits) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if edits_.env:
         out["env"] = [f"{key}={value}" for key, value in edits_.env]
-    if edits_.binds:
-        out["mounts"] = [{"hostPath": b.source, "containerPath": b.target,
-                          "options": ["bind", "ro" if b.read_only else "rw"]} for b in edits_.binds]
+    mounts = [tmpfs_mount(t) for t in edits_.tmpfs]
+    mounts += [{"hostPath": b.source, "containerPath": b.target, "options": ["bind", "ro" if b.read_only else "rw"]}
+               for b in edits_.binds]
+    if mounts:
+        out["mounts"] = mounts
     return out
 
 

@@ -9,12 +9,14 @@ import logging
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import grpc
 
 from ipufs.deviceplugin import api_pb2 as api
 from ipufs.deviceplugin import edits, placement
 from ipufs.deviceplugin.inventory import Inventory, device_id, ipu_of
+from ipufs.deviceplugin.sysfs_dirs import DEFAULT_SYSFS_DIR, SysfsDirs
 from ipufs.deviceplugin.watch import DeviceWatch, State
 
 log = logging.getLogger(__name__)
@@ -24,10 +26,13 @@ log = logging.getLogger(__name__)
 class AllocationStyle:
     """How Allocate gives IPUs: by bind mounts, or (``cdi``, for runtimes
     that read CDI) by the names of the mount's CDI spec, under
-    ``cdi_prefix`` (None: the prefix the daemon chooses for its mount)."""
+    ``cdi_prefix`` (None: the prefix the daemon chooses for its mount).
+    Bind mounts put /sys/bus/pci/devices in directories under
+    ``sysfs_dir`` (sysfs_dirs.py)."""
 
     cdi: bool = False
     cdi_prefix: str | None = None
+    sysfs_dir: Path = DEFAULT_SYSFS_DIR
 
 
 def device_list(state: State) -> api.ListAndWatchResponse:
@@ -46,6 +51,7 @@ class IpuDevicePlugin:
     def __init__(self, watch: DeviceWatch, style: AllocationStyle = AllocationStyle()) -> None:
         self.watch = watch
         self.style = style
+        self.sysfs = SysfsDirs(style.sysfs_dir)
         self.stopping = threading.Event()
 
     # --- helpers ------------------------------------------------------------------
@@ -105,13 +111,12 @@ class IpuDevicePlugin:
             ipus = self._ipus(container.devices_ids, inventory, context)
             if not ipus:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, "a container asked for no device")
-            answers.append(self._container(inventory, ipus))
+            answers.append(self._container(inventory, ipus, context))
             log.info("allocated %s", ", ".join(device_id(i) for i in ipus))
         return api.AllocateResponse(container_responses=answers)
 
-    def _container(self, inventory: Inventory, ipus: list[int]) -> api.ContainerAllocateResponse:
-        given = edits.container_edits(inventory.mountpoint, ipus)
-        env = dict(given.env)
+    def _container(self, inventory: Inventory, ipus: list[int],
+                   context: grpc.ServicerContext) -> api.ContainerAllocateResponse:
         if self.style.cdi:
             prefix = self.style.cdi_prefix
             if prefix is None:
@@ -119,8 +124,15 @@ class IpuDevicePlugin:
             # The spec's own edits include the environment every client
             # needs; the variable naming the IPUs is the plugin's.
             return api.ContainerAllocateResponse(
-                envs={edits.VISIBLE_IPUS: env[edits.VISIBLE_IPUS]},
+                envs={edits.VISIBLE_IPUS: edits.visible(ipus)},
                 cdi_devices=[api.CDIDevice(name=n) for n in edits.cdi_names(prefix, ipus)])
+        try:
+            devices_dir = self.sysfs.for_ipus(ipus)
+            given = edits.container_edits(inventory.mountpoint, ipus, str(devices_dir))
+        except OSError as exc:
+            context.abort(grpc.StatusCode.INTERNAL, f"cannot make the container's /sys/bus/pci/devices in "
+                          f"{self.style.sysfs_dir}: {exc.strerror or exc}")
+        env = dict(given.env)
         return api.ContainerAllocateResponse(
             envs=env, mounts=[api.Mount(container_path=b.target, host_path=b.source, read_only=b.read_only)
                               for b in given.binds])

@@ -13,6 +13,7 @@ from pathlib import Path
 from ipufs.container.cdi import check_prefix
 from ipufs.deviceplugin.plugin import AllocationStyle, IpuDevicePlugin
 from ipufs.deviceplugin.registration import DEFAULT_SOCKET_DIR, Registrar
+from ipufs.deviceplugin.sysfs_dirs import DIR_NAME
 from ipufs.deviceplugin.watch import DeviceWatch
 
 log = logging.getLogger(__name__)
@@ -33,6 +34,7 @@ class PluginConfig:
     cdi_prefix: str | None = None  # their prefix (None: as the daemon chooses)
     poll_interval: float = 1.0
     retry_interval: float = 0.5
+    sysfs_dir: Path | None = None  # bind-mount answers' /sys/bus/pci/devices (None: SOCKET_DIR/ipufs-sysfs)
 
     def socket_name(self) -> str:
         return self.endpoint or "ipufs-" + re.sub(r"[^A-Za-z0-9_.-]", "_", self.resource_name) + ".sock"
@@ -56,7 +58,8 @@ def run(config: PluginConfig, stop: threading.Event, on_ready: Callable[[str], N
     """Serve until ``stop`` is set; ``on_ready`` hears of each registration."""
     check(config)
     watch = DeviceWatch(config.dev, poll_interval=config.poll_interval, retry_interval=config.retry_interval)
-    plugin = IpuDevicePlugin(watch, AllocationStyle(config.cdi, config.cdi_prefix))
+    plugin = IpuDevicePlugin(watch, AllocationStyle(config.cdi, config.cdi_prefix,
+                                                  config.sysfs_dir or config.socket_dir / DIR_NAME))
     registrar = Registrar(plugin, config.resource_name, socket_dir=config.socket_dir, endpoint=config.socket_name())
 
     def registered() -> None:

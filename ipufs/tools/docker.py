@@ -2,12 +2,14 @@
 # every IPU; an id `ipufs ls` prints passes that IPU, or a multi-IPU
 # device's members. `docker --device` needs a character device, which a
 # FUSE file is not, so the IPUs go in as CDI devices where the engine reads
-# the mount's CDI spec, else as the bind mounts binds.py lists
-# (docs/docker.md).
+# the mount's CDI spec, else as the mounts binds.py lists: the nodes, a
+# tmpfs at /sys/bus/pci/devices with each IPU's directory of the sysfs view
+# bound in, and the compatibility library with LD_PRELOAD (docs/docker.md).
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -104,16 +106,17 @@ def find_spec(dirs: list[str], mount_dir: str) -> CdiDevices | None:
             names = {}
             for device in data["devices"]:
                 mounts = device.get("containerEdits", {}).get("mounts", [])
-                node = os.path.basename(mounts[0]["hostPath"]) if len(mounts) == len(binds.NODE_SUFFIXES) else ""
-                if node[3:].isdigit():
+                node = os.path.basename(mounts[0]["hostPath"]) if mounts else ""
+                if node[3:].isdigit() and len(mounts) == len(binds.ipu_edits(mount_dir, int(node[3:])).binds):
                     names[int(node[3:])] = str(device["name"])
             return CdiDevices(path, names)
     return None
 
 
-def command(engine: str, root: Path, ids: list[int], run_args: list[str], *, use_cdi: bool = True) -> list[str]:
-    """``ENGINE run`` with IPUs ``ids`` (ipufs ls's ids; none: all) of the
-    nodes in ``root`` passed in, then ``run_args`` (options, image, command)."""
+def options(engine: str, root: Path, ids: list[int], *, use_cdi: bool = True) -> list[list[str]]:
+    """The options of ``ENGINE run`` that pass IPUs ``ids`` (ipufs ls's ids;
+    none: all) of the nodes in ``root``, one group (an option and its
+    value) per mount, variable or CDI device."""
     if engine not in ENGINES:
         raise UsageError(f"unknown engine {engine!r} (valid: {', '.join(ENGINES)})")
     ipus = members(root, ids)
@@ -124,16 +127,33 @@ def command(engine: str, root: Path, ids: list[int], run_args: list[str], *, use
                 raise UsageError(f"{os.path.join(mount_dir, name)} does not exist")
     found = find_spec(engine_cdi_dirs(engine), mount_dir) if use_cdi else None
     if found is not None and all(i in found.names for i in ipus):
-        passed = [f"--device={cdi.KIND}={found.names[i]}" for i in ipus]
-        edits = binds.ContainerEdits()  # the spec brings what binds.shared_edits says
-    else:
-        passed = []
-        edits = binds.edits(mount_dir, ipus)
-    for b in edits.binds:
-        passed += ["--mount", f"type=bind,source={b.source},target={b.target}" + (",readonly" if b.read_only else "")]
-    for key, value in edits.env:
-        passed += ["--env", f"{key}={value}"]
-    return [engine, "run", *passed, *run_args]
+        # The spec brings the rest (binds.shared_edits, as its own edits).
+        return [[f"--device={cdi.KIND}={found.names[i]}"] for i in ipus]
+    edits = binds.edits(mount_dir, ipus)
+    # Podman fills a tmpfs with what the image has at its place unless told
+    # not to (tmpcopyup); docker never does, and knows no such option.
+    copy = ",notmpcopyup" if engine == "podman" else ""
+    passed = [["--mount", f"type=tmpfs,destination={t.target},tmpfs-mode={t.mode:o}{copy}"] for t in edits.tmpfs]
+    passed += [["--mount", f"type=bind,source={b.source},target={b.target}" + (",readonly" if b.read_only else "")]
+               for b in edits.binds]
+    passed += [["--env", f"{key}={value}"] for key, value in edits.env]
+    return passed
+
+
+def command(engine: str, root: Path, ids: list[int], run_args: list[str], *, use_cdi: bool = True) -> list[str]:
+    """``ENGINE run`` with IPUs ``ids`` (ipufs ls's ids; none: all) of the
+    nodes in ``root`` passed in, then ``run_args`` (options, image, command)."""
+    return [engine, "run", *(arg for group in options(engine, root, ids, use_cdi=use_cdi) for arg in group),
+            *run_args]
+
+
+def echo(engine: str, groups: list[list[str]], run_args: list[str]) -> str:
+    """The command as a shell reads it, one mount, variable or device a
+    line (continued with a backslash), RUN-ARGS on the last."""
+    lines = [f"{engine} run", *(shlex.join(group) for group in groups)]
+    if run_args:
+        lines.append(shlex.join(run_args))
+    return " \\\n    ".join(lines)
 
 
 def check_image(engine: str, run_args: list[str]) -> None:

@@ -7,27 +7,49 @@ from pathlib import Path
 
 import pytest
 
+from ipufs import compat
 from ipufs.container import binds, cdi
 from ipufs.tools.docker import image_of
 
 
-def test_a_device_per_ipu_and_all_made_of_its_four_binds() -> None:
+def test_a_device_per_ipu_and_all_made_of_its_binds_and_the_shared_edits_once() -> None:
     spec = cdi.spec("/run/ipufs", [0, 1], "")
     assert spec["cdiVersion"] == "0.5.0" and spec["kind"] == "graphcore.ai/ipu"
     assert [d["name"] for d in spec["devices"]] == ["0", "1", "all"]
-    assert "containerEdits" not in spec  # nothing shared yet beyond the nodes
-    one = spec["devices"][1]["containerEdits"]["mounts"]
-    assert [(m["hostPath"], m["containerPath"]) for m in one] == [
-        ("/run/ipufs/ipu1", "/dev/ipu1"), ("/run/ipufs/ipu1_ex", "/dev/ipu1_ex"),
-        ("/run/ipufs/ipu1_mailbox", "/dev/ipu1_mailbox"), ("/run/ipufs/ipu1_mem", "/dev/ipu1_mem")]
+    one = spec["devices"][1]["containerEdits"]
+    assert one == {"mounts": [
+        {"hostPath": "/run/ipufs/ipu1", "containerPath": "/dev/ipu1", "options": ["bind", "rw"]},
+        {"hostPath": "/run/ipufs/ipu1_ex", "containerPath": "/dev/ipu1_ex", "options": ["bind", "rw"]},
+        {"hostPath": "/run/ipufs/ipu1_mailbox", "containerPath": "/dev/ipu1_mailbox", "options": ["bind", "rw"]},
+        {"hostPath": "/run/ipufs/ipu1_mem", "containerPath": "/dev/ipu1_mem", "options": ["bind", "rw"]},
+        {"hostPath": "/run/ipufs/sys/bus/pci/devices/0000:1b:00.0",
+         "containerPath": "/sys/bus/pci/devices/0000:1b:00.0", "options": ["bind", "ro"]}]}
     assert spec["devices"][2]["containerEdits"]["mounts"] == (
-        spec["devices"][0]["containerEdits"]["mounts"] + one)
+        spec["devices"][0]["containerEdits"]["mounts"] + one["mounts"])
+    # Applied once, whichever devices are asked for: the empty directory
+    # for the IPUs' sysfs directories, and the preloaded library.
+    assert spec["containerEdits"] == {
+        "env": ["LD_PRELOAD=/usr/lib/ipufs/libipufs-compat.so"],
+        "mounts": [{"hostPath": "tmpfs", "containerPath": "/sys/bus/pci/devices", "type": "tmpfs",
+                    "options": ["nosuid", "nodev", "noexec", "mode=755"]},
+                   {"hostPath": str(compat.library_path()), "containerPath": "/usr/lib/ipufs/libipufs-compat.so",
+                    "options": ["bind", "ro"]}]}
 
 
 def test_binds_are_the_same_description_for_every_consumer() -> None:
     edits = binds.edits("/m", [3])
-    assert [b.target for b in edits.binds] == ["/dev/ipu3", "/dev/ipu3_ex", "/dev/ipu3_mailbox", "/dev/ipu3_mem"]
-    assert not edits.env and not binds.shared_edits("/m")
+    assert edits.tmpfs == (binds.Tmpfs("/sys/bus/pci/devices"),)
+    assert [(b.source, b.target, b.read_only) for b in edits.binds] == [
+        (str(compat.library_path()), "/usr/lib/ipufs/libipufs-compat.so", True),
+        ("/m/ipu3", "/dev/ipu3", False), ("/m/ipu3_ex", "/dev/ipu3_ex", False),
+        ("/m/ipu3_mailbox", "/dev/ipu3_mailbox", False), ("/m/ipu3_mem", "/dev/ipu3_mem", False),
+        ("/m/sys/bus/pci/devices/0000:1d:00.0", "/sys/bus/pci/devices/0000:1d:00.0", True)]
+    assert edits.env == (("LD_PRELOAD", "/usr/lib/ipufs/libipufs-compat.so"),)
+    # For binds only (a device plugin's answer): a host directory instead of the tmpfs.
+    only_binds = binds.edits("/m", [3], devices_dir="/d/3")
+    assert not only_binds.tmpfs
+    assert only_binds.binds[0] == binds.Bind("/d/3", "/sys/bus/pci/devices", read_only=True)
+    assert only_binds.binds[1:] == edits.binds and only_binds.env == edits.env
 
 
 def test_only_the_default_mount_has_plain_names() -> None:

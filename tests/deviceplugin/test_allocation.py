@@ -9,7 +9,8 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ipufs.container import binds as container_binds
+from ipufs import compat
+from ipufs.abi.pci import pci_address
 from ipufs.deviceplugin import api_pb2 as api
 from tests.deviceplugin.conftest import Plugin
 from tests.deviceplugin.kubelet import PluginConnection, TestKubelet
@@ -42,15 +43,19 @@ def allocate(c: PluginConnection, *containers: list[str]) -> list[api.ContainerA
     return list(c.client.Allocate(request, timeout=10).container_responses)
 
 
-def binds(root: Path, ipus: list[int]) -> list[tuple[str, str, bool]]:
-    """What every container of the mount gets (the shared description's
-    part, none today), then each IPU's four nodes."""
-    shared = [(b.target, b.source, b.read_only) for b in container_binds.shared_edits(str(root)).binds]
-    return shared + [(f"/dev/ipu{i}{s}", str(root / f"ipu{i}{s}"), False) for i in ipus for s in SUFFIXES]
+def binds(root: Path, ipus: list[int], sysfs_dir: Path) -> list[tuple[str, str, bool]]:
+    """What a container of the mount gets by bind mounts: the plugin's
+    directory for the set at /sys/bus/pci/devices, the compatibility
+    library, then each IPU's four nodes and its directory of the view."""
+    shared = [("/sys/bus/pci/devices", str(sysfs_dir / "-".join(map(str, sorted(ipus)))), True),
+              ("/usr/lib/ipufs/libipufs-compat.so", str(compat.library_path()), True)]
+    return shared + [item for i in ipus for item in [
+        *((f"/dev/ipu{i}{s}", str(root / f"ipu{i}{s}"), False) for s in SUFFIXES),
+        (f"/sys/bus/pci/devices/{pci_address(i)}", str(root / "sys/bus/pci/devices" / pci_address(i)), True)]]
 
 
-def env(root: Path, ipus: str) -> dict[str, str]:
-    return {**dict(container_binds.shared_edits(str(root)).env), "IPUFS_VISIBLE_IPUS": ipus}
+def env(ipus: str) -> dict[str, str]:
+    return {"LD_PRELOAD": "/usr/lib/ipufs/libipufs-compat.so", "IPUFS_VISIBLE_IPUS": ipus}
 
 
 def mounts(answer: api.ContainerAllocateResponse) -> list[tuple[str, str, bool]]:
@@ -68,14 +73,27 @@ def test_preferred_allocation_of_1_2_4_of_8_across_two_boards(connection: Plugin
     assert prefer(connection, IDS, 2, must=["ipu6"]) == ["ipu6", "ipu7"]
 
 
-def test_allocate_gives_bind_mounts_and_names_the_ipus(connection: PluginConnection, node: RunningDaemon) -> None:
-    first, second = allocate(connection, ["ipu2", "ipu3"], ["ipu7"])
-    assert mounts(first) == binds(node.mountpoint, [2, 3])
-    assert dict(first.envs) == env(node.mountpoint, "2,3")
-    assert mounts(second) == binds(node.mountpoint, [7])
-    assert dict(second.envs) == env(node.mountpoint, "7")
+def test_allocate_gives_bind_mounts_and_names_the_ipus(connection: PluginConnection, node: RunningDaemon,
+                                                      socket_dir: Path) -> None:
+    first, second = allocate(connection, ["ipu3", "ipu2"], ["ipu7"])
+    sysfs_dir = socket_dir / "ipufs-sysfs"
+    assert mounts(first) == binds(node.mountpoint, [3, 2], sysfs_dir)
+    assert dict(first.envs) == env("3,2")
+    assert mounts(second) == binds(node.mountpoint, [7], sysfs_dir)
+    assert dict(second.envs) == env("7")
     for answer in (first, second):
         assert not answer.devices and not answer.cdi_devices and not answer.annotations
+    # What each container sees at /sys/bus/pci/devices: exactly its IPUs,
+    # empty directories for the view's own to be bound onto.
+    assert sorted(os.listdir(sysfs_dir)) == ["2-3", "7"]
+    assert sorted(os.listdir(sysfs_dir / "2-3")) == ["0000:1c:00.0", "0000:1d:00.0"]
+    assert os.listdir(sysfs_dir / "7") == ["0000:21:00.0"]
+    assert not os.listdir(sysfs_dir / "7" / "0000:21:00.0")
+    # Asked again, the same directory; one tampered with is made anew.
+    os.rmdir(sysfs_dir / "2-3" / "0000:1c:00.0")
+    (again,) = allocate(connection, ["ipu2", "ipu3"])
+    assert mounts(again)[0] == ("/sys/bus/pci/devices", str(sysfs_dir / "2-3"), True)
+    assert sorted(os.listdir(sysfs_dir / "2-3")) == ["0000:1c:00.0", "0000:1d:00.0"]
 
 
 def test_allocate_through_dev_links_binds_the_mount(node: RunningDaemon, kubelet: TestKubelet, plugin: Plugin,
@@ -84,11 +102,25 @@ def test_allocate_through_dev_links_binds_the_mount(node: RunningDaemon, kubelet
     links.mkdir()
     for name in os.listdir(node.mountpoint):
         os.symlink(node.mountpoint / name, links / name)
-    plugin("--dev", str(links))
+    plugin("--dev", str(links), "--sysfs-dir", str(tmp_path / "views"))
     c = kubelet.next_registration()
     c.wait_list(lambda devices: len(devices) == 8)
     (answer,) = allocate(c, ["ipu5"])
-    assert mounts(answer) == binds(node.mountpoint, [5])
+    assert mounts(answer) == binds(node.mountpoint, [5], tmp_path / "views")
+
+
+def test_allocate_says_why_it_cannot_make_the_sysfs_directory(node: RunningDaemon, kubelet: TestKubelet,
+                                                              plugin: Plugin, tmp_path: Path) -> None:
+    (tmp_path / "taken").write_text("a file, not a directory")
+    plugin("--dev", str(node.mountpoint), "--sysfs-dir", str(tmp_path / "taken"))
+    c = kubelet.next_registration()
+    c.wait_list(lambda devices: len(devices) == 8)
+    with pytest.raises(grpc.RpcError) as error:
+        allocate(c, ["ipu0"])
+    assert (error.value.code(), error.value.details()) == (  # type: ignore[attr-defined]
+        grpc.StatusCode.INTERNAL, f"cannot make the container's /sys/bus/pci/devices in {tmp_path / 'taken'}: "
+                                  "Not a directory")
+    assert prefer(c, IDS, 1) == ["ipu0"]  # still serving
 
 
 @pytest.mark.parametrize("options,names", [

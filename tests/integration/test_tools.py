@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from ipufs import compat
 from ipufs.client import Control, Device
 from tests.integration.harness import RunningDaemon, ipufs_command, is_mounted, running_daemon
 
@@ -184,30 +186,42 @@ def test_reset_resets_the_device(board: RunningDaemon) -> None:
     assert board.daemon.devices.ipus[3].reset_count == 1
 
 
-def test_docker_echo_binds_the_four_nodes(board: RunningDaemon) -> None:
+def test_docker_echo_binds_the_nodes_the_sysfs_view_and_the_library(board: RunningDaemon) -> None:
     m = board.mountpoint
     out = ipufs("docker", "--device-id", "0", "--device-id", "2", "--echo", "--dev", str(m),
                 "--", "-ti", "graphcore/tools", "gc-inventory")
-    expected = ["docker", "run"]
-    for i in (0, 2):
-        for s in ("", "_ex", "_mailbox", "_mem"):
-            expected += ["--mount", f"type=bind,source={m}/ipu{i}{s},target=/dev/ipu{i}{s}"]
-    assert out.split() == expected + ["-ti", "graphcore/tools", "gc-inventory"]
-    assert ipufs("docker", "--all", "--echo", "--engine", "podman", "--no-cdi", "--dev", str(m), "--", "img"
-                 ).count("--mount") == 16
+    library = compat.library_path()
+    expected = ["docker run",
+                "--mount type=tmpfs,destination=/sys/bus/pci/devices,tmpfs-mode=755",
+                f"--mount type=bind,source={library},target=/usr/lib/ipufs/libipufs-compat.so,readonly"]
+    for i, address in ((0, "0000:1a:00.0"), (2, "0000:1c:00.0")):
+        expected += [f"--mount type=bind,source={m}/ipu{i}{s},target=/dev/ipu{i}{s}"
+                     for s in ("", "_ex", "_mailbox", "_mem")]
+        expected.append(f"--mount type=bind,source={m}/sys/bus/pci/devices/{address},"
+                        f"target=/sys/bus/pci/devices/{address},readonly")
+    expected += ["--env LD_PRELOAD=/usr/lib/ipufs/libipufs-compat.so", "-ti graphcore/tools gc-inventory"]
+    # One option a line, continued as a shell continues it.
+    assert out.rstrip("\n").split(" \\\n    ") == expected
+    podman = ipufs("docker", "--all", "--echo", "--engine", "podman", "--no-cdi", "--dev", str(m), "--", "img")
+    assert podman.count("--mount") == 2 + 4 * 5
+    assert "--mount type=tmpfs,destination=/sys/bus/pci/devices,tmpfs-mode=755,notmpcopyup" in podman
     # No ids: every IPU, as gc-docker; a multi-IPU id of `ipufs ls`: its members.
-    assert ipufs("docker", "--echo", "--no-cdi", "--dev", str(m), "--", "img").count("--mount") == 16
-    group = ipufs("docker", "--echo", "--device-id", "5", "--dev", str(m), "--", "img").split()
-    assert [a.split(",")[2] for a in group if a.startswith("type=bind")] == [
-        f"target=/dev/ipu{i}{s}" for i in (2, 3) for s in ("", "_ex", "_mailbox", "_mem")]
+    assert ipufs("docker", "--echo", "--no-cdi", "--dev", str(m), "--", "img").count("--mount") == 2 + 4 * 5
+    group = shlex.split(ipufs("docker", "--echo", "--device-id", "5", "--dev", str(m), "--", "img").replace("\\\n", ""))
+    assert [a.split(",")[2] for a in group if a.startswith("type=bind")][1:] == [
+        f"target={t}" for i, a in ((2, "0000:1c:00.0"), (3, "0000:1d:00.0"))
+        for t in [*(f"/dev/ipu{i}{s}" for s in ("", "_ex", "_mailbox", "_mem")), f"/sys/bus/pci/devices/{a}"]]
 
 
 def test_cdi_prints_the_spec_of_the_nodes(board: RunningDaemon) -> None:
     spec = json.loads(ipufs("cdi", "--dev", str(board.mountpoint), "--prefix", "b"))
     assert spec["kind"] == "graphcore.ai/ipu"
     assert [d["name"] for d in spec["devices"]] == ["b-0", "b-1", "b-2", "b-3", "b-all"]
-    assert spec["devices"][2]["containerEdits"]["mounts"][3] == {
-        "hostPath": f"{board.mountpoint}/ipu2_mem", "containerPath": "/dev/ipu2_mem", "options": ["bind", "rw"]}
+    assert spec["devices"][2]["containerEdits"]["mounts"][3:] == [
+        {"hostPath": f"{board.mountpoint}/ipu2_mem", "containerPath": "/dev/ipu2_mem", "options": ["bind", "rw"]},
+        {"hostPath": f"{board.mountpoint}/sys/bus/pci/devices/0000:1c:00.0",
+         "containerPath": "/sys/bus/pci/devices/0000:1c:00.0", "options": ["bind", "ro"]}]
+    assert spec["containerEdits"]["env"] == ["LD_PRELOAD=/usr/lib/ipufs/libipufs-compat.so"]
 
 
 def test_control_channel_answers_and_refuses_clearly(board: RunningDaemon) -> None:
