@@ -1,9 +1,15 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from tests.integration.engines import EngineSpace
+    from tests.integration.harness import RunningDaemon
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -33,3 +39,38 @@ def c_ipu_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
                     "-o", str(out), str(ROOT / "native" / "src" / "ipu_client.c")], check=True)
     return out
+
+
+@pytest.fixture(scope="session")
+def space(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineSpace]:
+    """One dockerd and one podman store (tests/integration/engines.py) for
+    every container test of the session, with the test image in both."""
+    from tests.integration.engines import EngineSpace, build_rootfs
+
+    base = tmp_path_factory.mktemp("engines")
+    s = EngineSpace(base)
+    try:
+        s.open()
+        s.import_image(build_rootfs(base))
+        yield s
+    finally:
+        s.close()
+
+
+@pytest.fixture
+def engine_mount(space: EngineSpace, tmp_path: Path) -> Iterator[RunningDaemon]:
+    """Two ipu1 IPUs mounted under the engine space's anchor (so that the
+    mount reaches the engines), their CDI spec (plain names:
+    graphcore.ai/ipu=0, =1, =all) in the space's CDI directory."""
+    import shutil
+
+    from tests.integration.harness import running_daemon
+
+    where = space.anchor / tmp_path.name
+    where.mkdir()
+    try:
+        with running_daemon(where / "mnt", ipus=2, profile="ipu1", cdi_dir=str(space.cdi_dir),
+                            cdi_prefix="") as d:
+            yield d
+    finally:
+        shutil.rmtree(where)

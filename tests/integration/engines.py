@@ -30,8 +30,11 @@ def missing_tools() -> list[str]:
 
 
 def build_rootfs(out: Path) -> Path:
-    """A minimal root filesystem: static busybox as /bin/sh, and a static
-    build of native/src/ipu_client.c as /bin/ipu-client."""
+    """A minimal root filesystem: static busybox as /bin/sh, a static build
+    of native/src/ipu_client.c as /bin/ipu-client, and a dynamically linked
+    build of tests/c/real_client.c (the unmodified client of the real
+    driver, which needs the compatibility library preloaded) as
+    /bin/real-client, with the host's loader and the libraries it needs."""
     rootfs = out / "rootfs"
     for sub in ("bin", "dev", "proc", "sys", "tmp"):
         (rootfs / sub).mkdir(parents=True, exist_ok=True)
@@ -42,7 +45,24 @@ def build_rootfs(out: Path) -> Path:
         os.symlink("busybox", rootfs / "bin" / applet)
     subprocess.run(["cc", "-static", "-O2", "-I", str(ROOT / "native" / "include"), "-o",
                     str(rootfs / "bin" / "ipu-client"), str(ROOT / "native" / "src" / "ipu_client.c")], check=True)
+    real_client = rootfs / "bin" / "real-client"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(real_client),
+                    str(ROOT / "tests" / "c" / "real_client.c")], check=True)
+    copy_libraries(real_client, rootfs)
     return rootfs
+
+
+def copy_libraries(binary: Path, rootfs: Path) -> None:
+    """Copy the shared libraries and loader ``binary`` needs (as ldd lists
+    them) to the same paths in ``rootfs``."""
+    listed = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, check=True).stdout
+    for line in listed.splitlines():
+        words = line.split()
+        path = words[2] if len(words) > 2 and words[1] == "=>" else words[0]
+        if path.startswith("/"):
+            target = rootfs / path.lstrip("/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(os.path.realpath(path), target)
 
 
 class EngineSpace:

@@ -10,7 +10,6 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,7 +17,7 @@ import pytest
 from ipufs.container import cdi
 from ipufs.model.interrupts import Interrupt
 from ipufs.model.profile import PROFILES
-from tests.integration.engines import IMAGE, EngineSpace, Output, build_rootfs, missing_tools
+from tests.integration.engines import IMAGE, EngineSpace, Output, missing_tools
 from tests.integration.harness import RunningDaemon, running_daemon, wait_for
 
 pytestmark = [pytest.mark.mount,
@@ -27,34 +26,6 @@ pytestmark = [pytest.mark.mount,
 ENGINES = ["docker", "podman"]
 SIGNALS = {Interrupt.EXCEPTION: 44, Interrupt.ICU_DOORBELL: 45, Interrupt.GS1_E0: 46,
            Interrupt.GS1_E1: 47, Interrupt.GS2_E0: 48, Interrupt.GS2_E1: 49}
-
-
-@pytest.fixture(scope="module")
-def space(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineSpace]:
-    """One dockerd and one podman store for all the tests here, with the
-    test image in both."""
-    base = tmp_path_factory.mktemp("engines")
-    s = EngineSpace(base)
-    try:
-        s.open()
-        s.import_image(build_rootfs(base))
-        yield s
-    finally:
-        s.close()
-
-
-@pytest.fixture
-def mount(space: EngineSpace, tmp_path: Path) -> Iterator[RunningDaemon]:
-    """Two ipu1 IPUs mounted under the space's anchor, its CDI spec (plain
-    names: graphcore.ai/ipu=0, =1, =all) in the space's CDI directory."""
-    where = space.anchor / tmp_path.name
-    where.mkdir()
-    try:
-        with running_daemon(where / "mnt", ipus=2, profile="ipu1", cdi_dir=str(space.cdi_dir),
-                            cdi_prefix="") as d:
-            yield d
-    finally:
-        shutil.rmtree(where)
 
 
 def start(space: EngineSpace, d: RunningDaemon, engine: str, name: str, *client: str,
@@ -74,18 +45,18 @@ def attached(out: Output, ipu: int, ident: int) -> None:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_a_client_in_a_container_gets_every_signal_and_is_detached_when_killed(
-        space: EngineSpace, mount: RunningDaemon, engine: str) -> None:
-    out = start(space, mount, engine, f"sig-{engine}", "--ipu", "1", "--id", "7", "--listen", "60",
+        space: EngineSpace, engine_mount: RunningDaemon, engine: str) -> None:
+    out = start(space, engine_mount, engine, f"sig-{engine}", "--ipu", "1", "--id", "7", "--listen", "60",
                 docker=("--device-id", "1"))
     try:
         attached(out, 1, 7)
-        attachment = mount.daemon.driver.attachments.get(1)
+        attachment = engine_mount.daemon.driver.attachments.get(1)
         assert attachment is not None and attachment.pid != os.getpid()
         for source, number in SIGNALS.items():
-            mount.call(lambda source=source: mount.daemon.driver.raise_interrupt(1, source))  # type: ignore[misc]
+            engine_mount.call(lambda source=source: engine_mount.daemon.driver.raise_interrupt(1, source))  # type: ignore[misc]
             assert out.line().split()[:5] == ["signal", str(number), out_name(number), "si_int", "7"]
         space.run([engine, "kill", f"sig-{engine}"])
-        assert wait_for(lambda: mount.daemon.driver.attachments.get(1) is None, 20)
+        assert wait_for(lambda: engine_mount.daemon.driver.attachments.get(1) is None, 20)
     finally:
         out.finish()
 
@@ -97,24 +68,24 @@ def out_name(number: int) -> str:
 
 @pytest.mark.parametrize("engine", ENGINES)
 def test_two_containers_on_two_ipus_and_a_third_finds_one_busy(
-        space: EngineSpace, mount: RunningDaemon, engine: str) -> None:
+        space: EngineSpace, engine_mount: RunningDaemon, engine: str) -> None:
     # Bind mounts, whatever the engine reads (podman's CDI path is tested below).
-    first = start(space, mount, engine, f"a-{engine}", "--ipu", "0", "--listen", "60",
+    first = start(space, engine_mount, engine, f"a-{engine}", "--ipu", "0", "--listen", "60",
                   docker=("--device-id", "0", "--no-cdi"))
-    second = start(space, mount, engine, f"b-{engine}", "--ipu", "1", "--listen", "2",
+    second = start(space, engine_mount, engine, f"b-{engine}", "--ipu", "1", "--listen", "2",
                    docker=("--device-id", "1", "--no-cdi"))
     try:
         attached(first, 0, 0)
         attached(second, 1, 1)
-        pids = {mount.daemon.driver.attachments.get(i).pid for i in (0, 1)}  # type: ignore[union-attr]
+        pids = {engine_mount.daemon.driver.attachments.get(i).pid for i in (0, 1)}  # type: ignore[union-attr]
         assert len(pids) == 2
-        mount.call(lambda: mount.daemon.driver.raise_interrupt(0, Interrupt.GS2_E0))
-        mount.call(lambda: mount.daemon.driver.raise_interrupt(1, Interrupt.EXCEPTION))
+        engine_mount.call(lambda: engine_mount.daemon.driver.raise_interrupt(0, Interrupt.GS2_E0))
+        engine_mount.call(lambda: engine_mount.daemon.driver.raise_interrupt(1, Interrupt.EXCEPTION))
         assert first.line().split()[:5] == ["signal", "48", "PCIE_HSPGS2E0_SIG", "si_int", "0"]
         assert second.line().split()[:5] == ["signal", "44", "PCIE_IPU_EXCEPTION_SIG", "si_int", "1"]
         # The second exits by itself: detached.
-        assert wait_for(lambda: mount.daemon.driver.attachments.get(1) is None, 20)
-        third = start(space, mount, engine, f"c-{engine}", "--ipu", "0", docker=("--device-id", "0", "--no-cdi"))
+        assert wait_for(lambda: engine_mount.daemon.driver.attachments.get(1) is None, 20)
+        third = start(space, engine_mount, engine, f"c-{engine}", "--ipu", "0", docker=("--device-id", "0", "--no-cdi"))
         out, err = third.finish()
         assert third.proc.returncode != 0
         assert "ATTACH: Device or resource busy" in err, out + err
@@ -135,7 +106,7 @@ def test_podman_takes_the_ipus_from_the_cdi_spec(space: EngineSpace, tmp_path: P
             assert [dev["name"] for dev in spec["devices"]] == ["0", "1", "all"]
             echo = space.run(space.ipufs("docker", "--engine", "podman", "--dev", str(d.mountpoint),
                                          "--device-id", "1", "--echo", "--", IMAGE)).stdout
-            assert echo.split() == ["podman", "run", "--device=graphcore.ai/ipu=1", IMAGE]
+            assert echo.split(" \\\n    ") == ["podman run", "--device=graphcore.ai/ipu=1", IMAGE + "\n"]
 
             def nodes(device: str) -> list[str]:
                 out = space.run(["podman", "run", "--rm", "--device", device, IMAGE, "ls", "/dev"]).stdout
@@ -155,13 +126,13 @@ def test_podman_takes_the_ipus_from_the_cdi_spec(space: EngineSpace, tmp_path: P
         shutil.rmtree(where)
 
 
-def test_bad_ids_and_missing_images_get_one_line(space: EngineSpace, mount: RunningDaemon) -> None:
-    bad = space.run(space.ipufs("docker", "--dev", str(mount.mountpoint), "--device-id", "9", "--", IMAGE),
+def test_bad_ids_and_missing_images_get_one_line(space: EngineSpace, engine_mount: RunningDaemon) -> None:
+    bad = space.run(space.ipufs("docker", "--dev", str(engine_mount.mountpoint), "--device-id", "9", "--", IMAGE),
                     check=False)
     assert bad.returncode == 1
-    assert bad.stderr == f"ipufs docker: no device 9 in {mount.mountpoint} (valid: 0, 1; multi-IPU 2; see ipufs ls)\n"
+    assert bad.stderr == f"ipufs docker: no device 9 in {engine_mount.mountpoint} (valid: 0, 1; multi-IPU 2; see ipufs ls)\n"
     for engine in ENGINES:
-        nothing = space.run(space.ipufs("docker", "--engine", engine, "--dev", str(mount.mountpoint),
+        nothing = space.run(space.ipufs("docker", "--engine", engine, "--dev", str(engine_mount.mountpoint),
                                         "--", "--rm", "no-such-image:1"), check=False)
         assert nothing.returncode == 1
         assert nothing.stderr.startswith(f"ipufs docker: no image 'no-such-image:1' in {engine}'s store"), nothing.stderr
