@@ -107,10 +107,11 @@ def shared_edits(mount_dir: str, devices_dir: str | None = None, library: str | 
     return parent + library_edits(library)
 
 
-def edits(mount_dir: str, ids: Iterable[int], devices_dir: str | None = None) -> ContainerEdits:
+def edits(mount_dir: str, ids: Iterable[int], devices_dir: str | None = None,
+          library: str | None = None) -> ContainerEdits:
     """Everything a container gets for IPUs ``ids`` of the mount at
-    ``mount_dir`` (``devices_dir``: see shared_edits)."""
-    result = shared_edits(mount_dir, devices_dir)
+    ``mount_dir`` (``devices_dir``, ``library``: see shared_edits)."""
+    result = shared_edits(mount_dir, devices_dir, library)
     for index in ids:
         result = result + ipu_edits(mount_dir, index)
     return result

@@ -23,11 +23,12 @@ def visible(ipus: Sequence[int]) -> str:
     return ",".join(str(i) for i in ipus)
 
 
-def container_edits(mount_dir: str, ipus: Sequence[int], devices_dir: str) -> binds.ContainerEdits:
+def container_edits(mount_dir: str, ipus: Sequence[int], devices_dir: str, library: str) -> binds.ContainerEdits:
     """The binds and environment that give a container ``ipus`` of the
-    mount at ``mount_dir``, ``devices_dir`` bound at /sys/bus/pci/devices."""
+    mount at ``mount_dir``: ``devices_dir`` bound at /sys/bus/pci/devices,
+    the compatibility library from ``library``."""
     named = binds.ContainerEdits(env=((VISIBLE_IPUS, visible(ipus)),))
-    return binds.edits(mount_dir, ipus, devices_dir) + named
+    return binds.edits(mount_dir, ipus, devices_dir, library) + named
 
 
 def cdi_names(prefix: str, ipus: Sequence[int]) -> list[str]:

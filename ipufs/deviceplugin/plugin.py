@@ -128,10 +128,11 @@ class IpuDevicePlugin:
                 cdi_devices=[api.CDIDevice(name=n) for n in edits.cdi_names(prefix, ipus)])
         try:
             devices_dir = self.sysfs.for_ipus(ipus)
-            given = edits.container_edits(inventory.mountpoint, ipus, str(devices_dir))
+            library = self.sysfs.library()
         except OSError as exc:
-            context.abort(grpc.StatusCode.INTERNAL, f"cannot make the container's /sys/bus/pci/devices in "
-                          f"{self.style.sysfs_dir}: {exc.strerror or exc}")
+            context.abort(grpc.StatusCode.INTERNAL, "cannot make the container's /sys/bus/pci/devices and "
+                          f"library in {self.style.sysfs_dir}: {exc.strerror or exc}")
+        given = edits.container_edits(inventory.mountpoint, ipus, str(devices_dir), str(library))
         env = dict(given.env)
         return api.ContainerAllocateResponse(
             envs=env, mounts=[api.Mount(container_path=b.target, host_path=b.source, read_only=b.read_only)

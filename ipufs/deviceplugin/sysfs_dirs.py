@@ -9,6 +9,9 @@
 #
 # The directories are made once per set and kept: a running container's
 # bind holds its own, and the sets a node's placement gives are few.
+# Beside them goes a copy of the compatibility library, for kubelet binds
+# host paths and a plugin in a pod has its own in its image: this
+# directory is one the host shares at the same path.
 from __future__ import annotations
 
 import os
@@ -17,6 +20,7 @@ import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
+from ipufs import compat
 from ipufs.abi.pci import pci_address
 
 #: The directories' place in the plugin's socket directory, which a plugin
@@ -62,3 +66,27 @@ class SysfsDirs:
             if not (path.is_dir() and set(os.listdir(path)) == wanted):  # another Allocate made it first
                 raise
         return path
+
+    def library(self) -> Path:
+        """A copy of the installed compatibility library in ``base``, made
+        again when the installed one changes (a new file: containers that
+        bound the old one keep it)."""
+        installed = compat.library_path()
+        copy = self.base / compat.LIBRARY_NAME
+        content = installed.read_bytes()
+        try:
+            if copy.read_bytes() == content:
+                return copy
+        except FileNotFoundError:
+            pass
+        self.base.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(prefix=f".{copy.name}.", dir=self.base)
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(content)
+            os.chmod(temporary, 0o755)
+            os.replace(temporary, copy)
+        except OSError:
+            Path(temporary).unlink(missing_ok=True)
+            raise
+        return copy

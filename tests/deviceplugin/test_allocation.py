@@ -48,7 +48,7 @@ def binds(root: Path, ipus: list[int], sysfs_dir: Path) -> list[tuple[str, str, 
     directory for the set at /sys/bus/pci/devices, the compatibility
     library, then each IPU's four nodes and its directory of the view."""
     shared = [("/sys/bus/pci/devices", str(sysfs_dir / "-".join(map(str, sorted(ipus)))), True),
-              ("/usr/lib/ipufs/libipufs-compat.so", str(compat.library_path()), True)]
+              ("/usr/lib/ipufs/libipufs-compat.so", str(sysfs_dir / "libipufs-compat.so"), True)]
     return shared + [item for i in ipus for item in [
         *((f"/dev/ipu{i}{s}", str(root / f"ipu{i}{s}"), False) for s in SUFFIXES),
         (f"/sys/bus/pci/devices/{pci_address(i)}", str(root / "sys/bus/pci/devices" / pci_address(i)), True)]]
@@ -85,7 +85,9 @@ def test_allocate_gives_bind_mounts_and_names_the_ipus(connection: PluginConnect
         assert not answer.devices and not answer.cdi_devices and not answer.annotations
     # What each container sees at /sys/bus/pci/devices: exactly its IPUs,
     # empty directories for the view's own to be bound onto.
-    assert sorted(os.listdir(sysfs_dir)) == ["2-3", "7"]
+    assert sorted(os.listdir(sysfs_dir)) == ["2-3", "7", "libipufs-compat.so"]
+    # The library is a copy kubelet can bind from the host's path.
+    assert (sysfs_dir / "libipufs-compat.so").read_bytes() == compat.library_path().read_bytes()
     assert sorted(os.listdir(sysfs_dir / "2-3")) == ["0000:1c:00.0", "0000:1d:00.0"]
     assert os.listdir(sysfs_dir / "7") == ["0000:21:00.0"]
     assert not os.listdir(sysfs_dir / "7" / "0000:21:00.0")
@@ -118,7 +120,8 @@ def test_allocate_says_why_it_cannot_make_the_sysfs_directory(node: RunningDaemo
     with pytest.raises(grpc.RpcError) as error:
         allocate(c, ["ipu0"])
     assert (error.value.code(), error.value.details()) == (  # type: ignore[attr-defined]
-        grpc.StatusCode.INTERNAL, f"cannot make the container's /sys/bus/pci/devices in {tmp_path / 'taken'}: "
+        grpc.StatusCode.INTERNAL, "cannot make the container's /sys/bus/pci/devices and library in "
+                                  f"{tmp_path / 'taken'}: "
                                   "Not a directory")
     assert prefer(c, IDS, 1) == ["ipu0"]  # still serving
 
