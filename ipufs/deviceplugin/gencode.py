@@ -1,6 +1,6 @@
 # Regenerates the protobuf code of api.proto: api_pb2.py (the messages)
 # and api_pb2.pyi (their types, for mypy). Both are committed, and
-# tests/deviceplugin/test_gencode.py checks that they still describe
+# tests/deviceplugin/test_command.py checks that they still describe
 # api.proto; docs/architecture.md says why they are committed rather than
 # built at install time. The services are not generated: rpc.py binds them
 # by hand, typed. Needs grpcio-tools (the test extra):
