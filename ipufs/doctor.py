@@ -97,13 +97,17 @@ def probe_passthrough() -> Finding:
         with trio.fail_after(10):
             async with trio.open_nursery() as nursery:
                 serving = await nursery.start(daemon.run)
-                nursery.cancel_scope.cancel()  # unmount when done here
-                if not serving.negotiated.passthrough:
-                    return Finding("passthrough", False, "the kernel did not offer FUSE_PASSTHROUGH")
-                mode, reason = await trio.to_thread.run_sync(open_a_node, mountpoint)
-                if mode != "passthrough":
-                    return Finding("passthrough", False, reason)
-                return Finding("passthrough", True, "a backing file was registered")
+                try:
+                    if not serving.negotiated.passthrough:
+                        return Finding("passthrough", False, "the kernel did not offer FUSE_PASSTHROUGH")
+                    mode, reason = await trio.to_thread.run_sync(open_a_node, mountpoint)
+                    if mode != "passthrough":
+                        return Finding("passthrough", False, reason)
+                    return Finding("passthrough", True, "a backing file was registered")
+                finally:
+                    # Unmount when done here; not before: a cancelled scope
+                    # would stop the opening thread before it starts.
+                    nursery.cancel_scope.cancel()
         return Finding("passthrough", False, "probe gave no answer")
 
     try:
