@@ -384,7 +384,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra:  # name the subcommand that refused them, not just `ipufs`
+        where = " ".join(str(w) for w in ("ipufs", args.command, getattr(args, "kind", None)) if w)
+        p.exit(2, f"{where}: unrecognized arguments: {' '.join(extra)} (see `{where} --help`)\n")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="ipufs: %(levelname)s: %(message)s",

@@ -46,3 +46,17 @@ def test_every_command_is_documented(command: tuple[str, ...]) -> None:
     docs = "\n".join(p.read_text() for p in DOCS.glob("*.md"))
     named = re.search(rf"`{re.escape(command[-1])}[` ]", docs) is not None  # a row of a table of them
     assert f"ipufs {' '.join(command)}" in docs or named, f"describe `ipufs {' '.join(command)}` in docs/"
+
+
+@pytest.mark.parametrize("argv,where", [
+    (["inject", "exception", "--couse", "x"], "ipufs inject exception"),
+    (["ls", "--bogus"], "ipufs ls"),
+])
+def test_an_unknown_option_is_blamed_on_its_subcommand(argv: list[str], where: str,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"{where}: unrecognized arguments: {' '.join(argv[len(where.split()) - 1:])} "
+                                f"(see `{where} --help`)"]
