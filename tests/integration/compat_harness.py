@@ -3,6 +3,7 @@
 # built where that user can run them.
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -38,16 +39,38 @@ def build(source: str, out: Path) -> Path:
     return binary
 
 
+#: Where user nobody sees this checkout: the checkout may lie in a directory
+#: only root may enter (a CI clone in a 0700 temporary directory), so the
+#: unprivileged command runs in a mount namespace of its own in which the
+#: checkout is also bound here, a directory anyone may enter.
+PUBLIC_ROOT = Path(tempfile.gettempdir()) / f"ipufs-public-{os.getpid()}"
+
+
 def unprivileged_python() -> list[str]:
-    """How user nobody runs ipufs: this interpreter if nobody may run it,
-    else the system's python3 of the same version on our import path."""
+    """How user nobody runs ipufs: in a private mount namespace where this
+    checkout (and its .venv) is also at PUBLIC_ROOT, this interpreter if
+    nobody may run it, else the system's python3 of the same version, with
+    the checkout's import path."""
+    if not shutil.which("setpriv") or not shutil.which("unshare"):
+        pytest.skip("needs setpriv and unshare (util-linux)")
+    if not PUBLIC_ROOT.exists():
+        PUBLIC_ROOT.mkdir(mode=0o755)
+        PUBLIC_ROOT.chmod(0o755)  # whatever the umask
+        atexit.register(PUBLIC_ROOT.rmdir)  # empty: only namespaces of its own bind onto it
+
+    def public(path: str) -> str:
+        return str(PUBLIC_ROOT / Path(path).relative_to(ROOT)) if Path(path).is_relative_to(ROOT) else path
+
+    bind = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount --bind "$0" "$1" && shift && exec "$@"', str(ROOT), str(PUBLIC_ROOT)]
     drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "env", "HOME=/tmp"]
-    path = os.pathsep.join([str(ROOT), *[p for p in sys.path if p.endswith("site-packages")]])
-    for python in (sys.executable, "/usr/bin/python3"):
-        probe = [*drop, f"PYTHONPATH={path}", python, "-c",
+    path = os.pathsep.join([str(PUBLIC_ROOT), *[public(p) for p in sys.path if p.endswith("site-packages")]])
+    for python in (public(sys.executable), "/usr/bin/python3"):
+        prefix = [*bind, *drop, f"PYTHONPATH={path}", python]
+        probe = [*prefix, "-c",
                  f"import sys, ipufs.native; sys.exit(sys.version_info[:2] != {tuple(sys.version_info[:2])})"]
-        if shutil.which("setpriv") and subprocess.run(probe, capture_output=True).returncode == 0:
-            return [*drop, f"PYTHONPATH={path}", python]
+        if subprocess.run(probe, capture_output=True).returncode == 0:
+            return prefix
     pytest.skip("no Python that user nobody may run has ipufs on its path")
 
 
