@@ -180,6 +180,12 @@ def cmd_docker(args: argparse.Namespace) -> int:
     os.execvp(argv[0], argv)
 
 
+def cmd_cdi_hook(args: argparse.Namespace) -> int:
+    from ipufs.container import hook
+
+    return hook.main(args.links)
+
+
 def cmd_cdi(args: argparse.Namespace) -> int:
     from ipufs.container import cdi
     from ipufs.tools import devices
@@ -360,6 +366,11 @@ def parser() -> argparse.ArgumentParser:
     cd = tool("cdi", "print the CDI spec of the IPUs in --dev (for /etc/cdi; docs/docker.md)")
     cd.add_argument("--prefix", help="before the device names (default: as `ipufs mount` would)")
     cd.set_defaults(func=cmd_cdi)
+
+    hk = sub.add_parser("cdi-hook", help="the CDI hook of `ipufs mount --cdi-follow-restarts` (run by "
+                        "container runtimes; docs/docker.md)")
+    hk.add_argument("links", nargs="*", metavar="LINK=TARGET")
+    hk.set_defaults(func=cmd_cdi_hook)
 
     dp = tool("device-plugin", "offer the IPUs to Kubernetes: a kubelet device plugin (docs/kubernetes.md)")
     dp.add_argument("--resource-name", default="graphcore.ai/ipu",
