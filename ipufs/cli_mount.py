@@ -145,4 +145,7 @@ def add_commands(sub: Any) -> None:
     m.add_argument("--cdi-prefix", dest="cdi_prefix",
                    help="before the CDI device names (default: none for /run/ipufs, else the mount "
                         "point's last component: graphcore.ai/ipu=PREFIX-0; docs/docker.md)")
+    m.add_argument("--cdi-follow-restarts", dest="cdi_follow_restarts", action="store_const", const=True,
+                   help="CDI devices that a restarted daemon reaches in running containers (a hook "
+                        "links /dev/ipuN* into a bound directory; docs/docker.md)")
     m.set_defaults(func=cmd_mount)

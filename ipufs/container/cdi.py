@@ -94,9 +94,15 @@ def _container_edits(edits_: ContainerEdits) -> dict[str, Any]:
     return out
 
 
-def spec(mount_dir: str, ids: Iterable[int], prefix: str = "") -> dict[str, Any]:
-    """The CDI spec, as JSON-ready data, for IPUs ``ids`` of ``mount_dir``."""
+def spec(mount_dir: str, ids: Iterable[int], prefix: str = "", follow: bool = False) -> dict[str, Any]:
+    """The CDI spec, as JSON-ready data, for IPUs ``ids`` of ``mount_dir``;
+    ``follow``: devices that follow daemon restarts (follow.py)."""
     ids = list(ids)
+    if follow:
+        from ipufs.container import follow as following  # (which imports this module)
+
+        devices, common = following.spec_edits(mount_dir, ids, prefix, _container_edits)
+        return {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": devices, "containerEdits": common}
     devices = [{"name": device_name(prefix, i), "containerEdits": _container_edits(ipu_edits(mount_dir, i))}
                for i in ids]
     every = ContainerEdits()
@@ -116,7 +122,12 @@ def owner(path: Path) -> str | None:
         data = json.loads(path.read_text())
         if data.get("kind") != KIND:
             return None
-        host_path = data["devices"][0]["containerEdits"]["mounts"][0]["hostPath"]
+        edits_ = data["devices"][0]["containerEdits"]
+        if "mounts" not in edits_:  # a following spec: its holder is in the shared edits
+            from ipufs.container import follow as following
+
+            return following.owner_of_holder(str(data["containerEdits"]["mounts"][-1]["hostPath"]))
+        host_path = edits_["mounts"][0]["hostPath"]
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):
         return None
     return os.path.dirname(str(host_path))
@@ -134,12 +145,14 @@ def _live(mount_dir: str) -> bool:
 class SpecFile:
     """The CDI spec file of one mount in ``directory``."""
 
-    def __init__(self, directory: str | os.PathLike[str], mount_dir: str, ids: Iterable[int], prefix: str) -> None:
+    def __init__(self, directory: str | os.PathLike[str], mount_dir: str, ids: Iterable[int], prefix: str,
+                 follow: bool = False) -> None:
         self.directory = Path(directory)
         self.mount_dir = mount_dir
         self.ids = list(ids)
         self.prefix = check_prefix(prefix)
         self.path = self.directory / file_name(prefix)
+        self.follow = follow
         self.written = False
         self._identity: tuple[int, int] | None = None
 
@@ -167,7 +180,7 @@ class SpecFile:
             raise CdiConflict(f"CDI names {KIND}={device_name(self.prefix, 'N')} are taken by the mount at "
                               f"{other} ({self.path}): give this mount another --cdi-prefix, or --no-cdi")
         temporary = self.path.with_name(f".{self.path.name}.tmp")
-        temporary.write_text(json.dumps(spec(self.mount_dir, self.ids, self.prefix), indent=2) + "\n")
+        temporary.write_text(json.dumps(spec(self.mount_dir, self.ids, self.prefix, self.follow), indent=2) + "\n")
         os.chmod(temporary, 0o644)
         os.replace(temporary, self.path)
         self.written = True

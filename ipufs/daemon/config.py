@@ -39,6 +39,7 @@ class DaemonConfig:
     spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
     cdi_dir: str | None = None  # write the mount's CDI spec here (the CLI's default as root: /var/run/cdi)
     cdi_prefix: str | None = None  # before the CDI device names (default: container.cdi.default_prefix)
+    cdi_follow_restarts: bool = False  # CDI devices that follow daemon restarts (container/follow.py)
 
     @property
     def control_path(self) -> str:
@@ -65,6 +66,7 @@ TYPES: dict[str, tuple[type, ...]] = {
     "mode": (str,), "state_dir": (str,), "passthrough": (bool,), "link_dev": (bool,), "dev_dir": (str,),
     "group_size": (int,), "control": (str,), "fault_plan": (str,), "trace_file": (str,),
     "trace_max_bytes": (int,), "spin_us": (int,), "cdi": (bool,), "cdi_dir": (str,), "cdi_prefix": (str,),
+    "cdi_follow_restarts": (bool,),
 }
 #: The settings of a file or of `ipufs mount`: DaemonConfig's fields, with
 #: ownership given as owner, group and mode, and cdi (whether to write a
@@ -168,4 +170,5 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
         cdi_dir=(None if not s.get("cdi", True) else
                  str(s["cdi_dir"]) if s.get("cdi_dir") else cdi.DEFAULT_DIR if os.geteuid() == 0 else None),
         cdi_prefix=None if s.get("cdi_prefix") is None else str(s["cdi_prefix"]),
+        cdi_follow_restarts=bool(s.get("cdi_follow_restarts", d.cdi_follow_restarts)),
     )

@@ -15,6 +15,7 @@ from typing import TypeVar
 import trio
 
 from ipufs.container.cdi import SpecFile, default_prefix
+from ipufs.container.follow import Holder
 from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
@@ -111,8 +112,10 @@ class Daemon:
         self.links = DevLinks(config.dev_dir, config.mountpoint, tree) if config.link_dev else None
         mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon
         self.cdi = (SpecFile(config.cdi_dir, mount_dir, range(config.ipus),
-                             default_prefix(mount_dir) if config.cdi_prefix is None else config.cdi_prefix)
+                             default_prefix(mount_dir) if config.cdi_prefix is None else config.cdi_prefix,
+                             follow=config.cdi_follow_restarts)
                     if config.cdi_dir else None)
+        self.holder = Holder(mount_dir) if self.cdi is not None and config.cdi_follow_restarts else None
         # The control socket.
         device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock)
         status = StatusQueries(self.filesystem, lambda: self.server.session.requests)
@@ -165,6 +168,8 @@ class Daemon:
                     if self.links is not None:
                         self.links.clear_stale()
                         self.links.install()
+                    if self.holder is not None:  # (off this thread: the bind looks the mount up)
+                        await trio.to_thread.run_sync(self.holder.install)
                     if self.cdi is not None:
                         self.cdi.write()
                 linked = self.links is not None and bool(self.links.made)
@@ -174,6 +179,8 @@ class Daemon:
         finally:
             if self.cdi is not None:
                 self.cdi.remove()
+            if self.holder is not None:
+                self.holder.remove()
             if self.links is not None:
                 self.links.remove()
             self.driver.close()

@@ -89,3 +89,30 @@ def test_the_image_is_the_first_argument_no_option_takes() -> None:
     assert image_of(["-ti", "--rm", "-e", "A=1", "--name", "n", "img:1", "cmd", "-x"]) == "img:1"
     assert image_of(["--network=none", "-dit", "img"]) == "img"
     assert image_of(["--rm"]) is None
+
+
+def test_a_following_spec_binds_the_holder_and_links_with_a_hook() -> None:
+    import sys
+
+    spec = cdi.spec("/srv/b", [0, 1], "b", follow=True)
+    assert [d["name"] for d in spec["devices"]] == ["b-0", "b-1", "b-all"]
+    one = spec["devices"][1]["containerEdits"]
+    assert one == {"hooks": [{"hookName": "createContainer", "path": sys.executable, "args": [
+        sys.executable, "-m", "ipufs", "cdi-hook",
+        "/dev/ipu1=/run/ipufs-follow-b/mount/ipu1", "/dev/ipu1_ex=/run/ipufs-follow-b/mount/ipu1_ex",
+        "/dev/ipu1_mailbox=/run/ipufs-follow-b/mount/ipu1_mailbox", "/dev/ipu1_mem=/run/ipufs-follow-b/mount/ipu1_mem",
+        "/sys/bus/pci/devices/0000:1b:00.0=/run/ipufs-follow-view-b/mount/sys/bus/pci/devices/0000:1b:00.0"]}]}
+    every = spec["devices"][2]["containerEdits"]["hooks"][0]["args"]
+    assert every[4:] == spec["devices"][0]["containerEdits"]["hooks"][0]["args"][4:] + one["hooks"][0]["args"][4:]
+    mounts = spec["containerEdits"]["mounts"]
+    assert mounts[-2:] == [
+        {"hostPath": "/srv/b.follow", "containerPath": "/run/ipufs-follow-b", "options": ["rbind", "rslave", "rw"]},
+        {"hostPath": "/srv/b.follow", "containerPath": "/run/ipufs-follow-view-b",
+         "options": ["rbind", "rslave", "ro"]}]
+    assert mounts[0]["containerPath"] == "/sys/bus/pci/devices" and mounts[0]["type"] == "tmpfs"
+
+
+def test_a_following_spec_file_knows_its_mount(tmp_path: Path) -> None:
+    path = tmp_path / "graphcore.ai-ipu_b.json"
+    path.write_text(json.dumps(cdi.spec("/srv/b", [0], "b", follow=True)))
+    assert cdi.owner(path) == "/srv/b"
