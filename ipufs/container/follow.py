@@ -52,11 +52,6 @@ def container_root(prefix: str, view: bool = False) -> str:
     return f"{root}-{prefix}" if prefix else root
 
 
-def _mount_points() -> set[str]:
-    with open("/proc/self/mountinfo") as f:
-        return {fmount._unescape(line.split()[4]) for line in f}
-
-
 class Holder:
     """The holder directory of one mount, and this daemon's bind in it."""
 
@@ -71,7 +66,7 @@ class Holder:
         bind in it, and bind the mount there. Blocking, and it looks the
         mount up: call it off the thread that serves the mount."""
         os.makedirs(self.inner, exist_ok=True)
-        if self.path not in _mount_points():
+        if self.path not in fmount.mount_points():
             native.mount(self.path, self.path, "", native.MS_BIND, "")
         native.mount("", self.path, "", MS_SHARED, "")
         self.clear()
@@ -81,7 +76,7 @@ class Holder:
     def clear(self) -> None:
         """Unmount every bind at HOLDER/mount (a predecessor's, dead or
         not: a mount point is this daemon's once it mounts)."""
-        while self.inner in _mount_points():
+        while self.inner in fmount.mount_points():
             native.umount(self.inner, native.MNT_DETACH)
 
     def remove(self) -> None:

@@ -138,6 +138,12 @@ def _unescape(field: str) -> str:
     return "".join(out)
 
 
+def mount_points() -> set[str]:
+    """Every mount point visible to this process, of any filesystem."""
+    with open("/proc/self/mountinfo") as f:
+        return {_unescape(line.split()[4]) for line in f}
+
+
 def mounts(fstype: str = FSTYPE) -> list[MountEntry]:
     """The mounts of ``fstype`` visible to this process."""
     found = []
