@@ -13,12 +13,9 @@ to compare. Each checkout needs its own .venv (`./dev setup`).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -38,38 +35,21 @@ with Control.of_mount(sys.argv[1]) as control:
 
 def measure(tree: Path, client: Path, n: int) -> tuple[float, float]:
     """p50 of the ioctl round trip and of the event latency, in µs."""
-    python = str(tree / ".venv" / "bin" / "python")
-    with tempfile.TemporaryDirectory(prefix="ipufs-compare-") as tmp:
-        mnt = Path(tmp) / "mnt"
-        daemon = subprocess.Popen([python, "-m", "ipufs", "mount", str(mnt), "--ipus", "4", "--no-link-dev",
-                                   "--no-cdi"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                  preexec_fn=run.on_server_cpu)
-        try:
-            deadline = time.monotonic() + 30
-            while True:
-                try:
-                    if os.getxattr(mnt, "user.ipufs.pid") == str(daemon.pid).encode():
-                        break
-                except OSError:
-                    pass
-                if daemon.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"{tree}: the daemon did not mount")
-                time.sleep(0.01)
-            rtt = run.run_client(client, "ioctl", mnt, 0, n * 5)
-            listener = subprocess.Popen([str(client), "event-latency", str(mnt), "2", str(n)],
-                                        stdout=subprocess.PIPE, text=True, preexec_fn=run.on_client_cpu)
-            assert listener.stdout is not None and listener.stdout.readline().strip() == "ready"
-            subprocess.run([python, "-c", INJECT, str(mnt), str(n), str(run.EVENT_GAP)], check=True)
-            out, _ = listener.communicate(timeout=120)
-            events = [float(x) for x in out.split()]
-            return run.p50(rtt) / 1000, run.p50(events) / 1000
-        finally:
-            run.stop(daemon, 20)
+    with run.daemon(4, checkout=tree) as (mnt, _, _):
+        rtt = run.run_client(client, "ioctl", mnt, 0, n * 5)
+        listener = subprocess.Popen([str(client), "event-latency", str(mnt), "2", str(n)],
+                                    stdout=subprocess.PIPE, text=True, preexec_fn=run.on_client_cpu)
+        assert listener.stdout is not None and listener.stdout.readline().strip() == "ready"
+        subprocess.run([str(tree / ".venv" / "bin" / "python"), "-c", INJECT, str(mnt), str(n),
+                        str(run.EVENT_GAP)], check=True, cwd=tree)
+        out, _ = listener.communicate(timeout=120)
+        events = [float(x) for x in out.split()]
+        return run.p50(rtt) / 1000, run.p50(events) / 1000
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("trees", nargs=2, type=Path, help="the two checkouts: before, after")
+    parser.add_argument("trees", nargs=2, type=lambda p: Path(p).resolve(), help="the two checkouts: before, after")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("-n", type=int, default=3000, help="events per round (ioctls: five times as many)")
     args = parser.parse_args()

@@ -193,16 +193,23 @@ def us(ns: float) -> str:
 
 
 @contextmanager
-def daemon(ipus: int, profile: str = "ipu2") -> Iterator[tuple[Path, int, float]]:
-    """A real `ipufs mount` process; yields (mountpoint, pid, seconds to serve)."""
+def daemon(ipus: int, profile: str = "ipu2", checkout: Path = ROOT) -> Iterator[tuple[Path, int, float]]:
+    """A real `ipufs mount` process of ``checkout`` (run by its .venv's
+    Python, from its own directory: `python -m` imports from there);
+    yields (mountpoint, pid, seconds to serve)."""
+    python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     with tempfile.TemporaryDirectory(prefix="ipufs-bench-") as tmp:
         mnt = Path(tmp) / "mnt"
         start = time.monotonic()
         log = Path(tmp) / "daemon.log"
+        options = ["--no-link-dev"]
+        if "--no-cdi" in subprocess.run([python, "-m", "ipufs", "mount", "--help"], cwd=checkout,
+                                        capture_output=True, text=True).stdout:
+            options.append("--no-cdi")  # older checkouts write no CDI spec anyway
         with open(log, "w") as stderr:
-            proc = subprocess.Popen([sys.executable, "-m", "ipufs", "mount", str(mnt), "--ipus", str(ipus),
-                                     "--profile", profile, "--no-link-dev", "--no-cdi"], stdout=subprocess.DEVNULL,
-                                    stderr=stderr, preexec_fn=on_server_cpu)
+            proc = subprocess.Popen([python, "-m", "ipufs", "mount", str(mnt), "--ipus", str(ipus),
+                                     "--profile", profile, *options], stdout=subprocess.DEVNULL,
+                                    stderr=stderr, preexec_fn=on_server_cpu, cwd=checkout)
         try:
             while True:
                 try:

@@ -82,11 +82,12 @@ def _icu_timeout(ipu: Ipu, p: dict[str, Any], later: Later) -> None:
 
 
 def _interrupt(ipu: Ipu, p: dict[str, Any], later: Later) -> None:
+    source = Interrupt[p["source"].upper()]  # before the stamp: not part of what it times
     if p["stamp"]:
         # For latency measurements: the moment of the event, read here
         # because the model reads no clocks.
         ipu.stamp_scratch(time.monotonic_ns())
-    ipu.raise_interrupt(Interrupt[p["source"].upper()])
+    ipu.raise_interrupt(source)
 
 
 KINDS: dict[str, FaultKind] = {k.name: k for k in (

@@ -431,7 +431,9 @@ class Ipu:
         """The fault API, for latency measurements: SCRATCH holds the low 32
         bits of the moment of an event (CLOCK_MONOTONIC in ns, read by the
         caller: the model reads no clocks)."""
-        self._set(REG["SCRATCH"], monotonic_ns & 0xFFFFFFFF)
+        # One word stored directly: this runs between an event and its
+        # signal, and the latency it measures should not include it.
+        self.config.store_word(REG["SCRATCH"].index, monotonic_ns & 0xFFFFFFFF)
 
     # --- reset ------------------------------------------------------------------
     def reset(self) -> None:
