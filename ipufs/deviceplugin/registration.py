@@ -50,7 +50,6 @@ class Registrar:
         self.check_interval = check_interval
         self.retry_interval = retry_interval
         self.register_timeout = register_timeout
-        self.registrations = 0  # successful ones, kubelet restarts included
 
     @property
     def socket(self) -> Path:
@@ -111,7 +110,6 @@ class Registrar:
                     stop.wait(self.retry_interval)
                     continue
                 registered_with, last_error = kubelet, ""
-                self.registrations += 1
                 log.info("registered %s with kubelet at %s", self.resource_name, self.kubelet_socket)
                 if on_registered is not None:
                     on_registered()

@@ -108,7 +108,7 @@ class IpuFilesystem(Operations):
     ) -> None:
         self.devices = devices
         self.tree = tree
-        self.sysfs_ino = sysfs.build(tree)
+        sysfs.build(tree)  # the view's directories and attributes join the node tree
         self.driver = driver
         self.tracer = driver.tracer
         self.mapping = mapping

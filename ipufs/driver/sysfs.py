@@ -150,10 +150,9 @@ HWMON: dict[str, Attribute] = {
 TABLES: dict[str, dict[str, Attribute]] = {"device": ATTRIBUTES, "hwmon": HWMON}
 
 
-def build(tree: NodeTree) -> int:
+def build(tree: NodeTree) -> None:
     """Add the view to ``tree``: sys/bus/pci/devices/ADDR/ for every IPU,
-    with its attributes, its driver link and hwmon/hwmonN/. Returns the
-    inode of the devices directory."""
+    with its attributes, its driver link and hwmon/hwmonN/."""
     parent = ROOT_INO
     for name in compat.DEVICES_PATH:
         parent = tree.add(parent, name, Kind.DIRECTORY).ino
@@ -165,7 +164,6 @@ def build(tree: NodeTree) -> int:
         hwmon = tree.add(tree.add(device, "hwmon", Kind.DIRECTORY).ino, f"hwmon{index}", Kind.DIRECTORY).ino
         for name in HWMON:
             tree.add(hwmon, name, Kind.ATTRIBUTE, ipu=index, table="hwmon")
-    return parent
 
 
 def read(ipu: Ipu, table: str, name: str) -> bytes:
