@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 
 from ipufs.abi.icu import (
     ERROR_MARKER, LAYOUT_VERSION, LOWER, MAGIC, MESSAGE, REQUEST_RING, RESPONSE_RING, SLOT_SIZE, SLOTS,
-    STATUS_OVERFLOW, STATUS_RESPONSES, Header, IcuError, Op, op_of, op_word,
+    STATUS_OVERFLOW, STATUS_RESPONSES, Header, IcuError, Op, op_of,
 )
 from ipufs.model.memory import BarMemory
 
+#: An answer of the ICU, five words (None: the operation answers nothing).
+Answer = tuple[int, ...] | None
 #: Told of each ICU request and its answer (None: none was given).
 IcuObserver = Callable[[tuple[int, ...], tuple[int, ...] | None], None]
 
@@ -135,62 +137,101 @@ class Icu:
         word = request[0]
         if word & 0xFFFF != LOWER:
             return self._error(IcuError.BAD_FORMAT, word)
-        op = op_of(word)
-        args = request[1:]
+        try:
+            handler = _HANDLERS[Op(op_of(word))]
+        except ValueError:
+            return self._error(IcuError.UNKNOWN_OP, word)
+        return handler(self, word, request[1:])
+
+    # One method per operation, each given the operation word and the four
+    # argument words; _HANDLERS below maps every Op to one of them.
+    def _hardware_id(self, word: int, args: tuple[int, ...]) -> Answer:
         b = self.board
-        if op == Op.READ_HARDWARE_ID:
-            return (b.pcb & 0xFF | (b.bom & 0xFF) << 8, 0, 0, 0, 0)
-        if op == Op.READ_FIRMWARE_VERSION:
-            major, minor, revision = b.firmware
-            return (word, major | minor << 16, revision, self.image | self.image << 8, 0)
-        if op == Op.READ_IMAGE_VERSION:
-            if args[0] not in (0, 1, 2):
-                return self._error(IcuError.BAD_ARGUMENT, word)
-            major, minor, revision = b.bootloader if args[0] == 2 else b.firmware
-            return (word, major | minor << 16, revision, 0, 0)
-        if op == Op.READ_BOARD_TYPE:
-            return MESSAGE.unpack(b.board_type.encode()[:19].ljust(20, b"\0"))
-        if op == Op.READ_BOOT_STATUS:
-            return (word, self.boot_status, self.image, 0, 0)
-        if op == Op.CLEAR_STATUS:
-            self.boot_status = 0
-            return (word, 0, 0, 0, 0)
-        if op == Op.REBOOT:
-            if args[0] not in (0, 1):
-                return self._error(IcuError.BAD_ARGUMENT, word)
-            self.image = args[0]
-            self.boot_status = 2  # reset cause: software reboot
-            self.on_reboot()
-            return None
-        if op in (Op.START_FIRMWARE_UPGRADE, Op.START_BOOTLOADER_UPGRADE):
-            if not 0 < args[0] <= 1 << 20:
-                return (word, 1, 0, 0, 0)
-            self.upgrade = bytearray()
-            self.upgrade_length = args[0]
-            self.upgrade_target = "bootloader" if op == Op.START_BOOTLOADER_UPGRADE else "firmware"
-            return (word, 0, 0, 0, 0)
-        if op == Op.WRITE_UPGRADE_CHUNK:
-            if self.upgrade is None:
-                return self._error(IcuError.BAD_STATE, word)
-            take = min(16, self.upgrade_length - len(self.upgrade))
-            self.upgrade += struct.pack("<4I", *args)[:take]
-            return (word, 0, 0, 0, 0)
-        if op == Op.COMPLETE_UPGRADE:
-            if self.upgrade is None:
-                return self._error(IcuError.BAD_STATE, word)
-            ok = len(self.upgrade) == self.upgrade_length
-            if ok:
-                self.upgrades.append((self.upgrade_target, bytes(self.upgrade)))
-            self.upgrade = None
-            return (word, 0 if ok else 1, 0, 0, 0)
-        if op == Op.READ_TEMPERATURE:
-            return (word, b.temperature_mc, 0, 0, 0)
-        if op == Op.READ_POWER:
-            return (word, b.power_mw, 0, 0, 0)
-        if op == Op.READ_CLOCK:
-            return (word, b.clock_mhz, 0, 0, 0)
-        return self._error(IcuError.UNKNOWN_OP, word)
+        return (b.pcb & 0xFF | (b.bom & 0xFF) << 8, 0, 0, 0, 0)
+
+    def _firmware_version(self, word: int, args: tuple[int, ...]) -> Answer:
+        major, minor, revision = self.board.firmware
+        return (word, major | minor << 16, revision, self.image | self.image << 8, 0)
+
+    def _image_version(self, word: int, args: tuple[int, ...]) -> Answer:
+        if args[0] not in (0, 1, 2):
+            return self._error(IcuError.BAD_ARGUMENT, word)
+        major, minor, revision = self.board.bootloader if args[0] == 2 else self.board.firmware
+        return (word, major | minor << 16, revision, 0, 0)
+
+    def _board_type(self, word: int, args: tuple[int, ...]) -> Answer:
+        return MESSAGE.unpack(self.board.board_type.encode()[:19].ljust(20, b"\0"))
+
+    def _boot_status(self, word: int, args: tuple[int, ...]) -> Answer:
+        return (word, self.boot_status, self.image, 0, 0)
+
+    def _clear_status(self, word: int, args: tuple[int, ...]) -> Answer:
+        self.boot_status = 0
+        return (word, 0, 0, 0, 0)
+
+    def _reboot(self, word: int, args: tuple[int, ...]) -> Answer:
+        if args[0] not in (0, 1):
+            return self._error(IcuError.BAD_ARGUMENT, word)
+        self.image = args[0]
+        self.boot_status = 2  # reset cause: software reboot
+        self.on_reboot()
+        return None
+
+    def _start_upgrade(self, word: int, args: tuple[int, ...]) -> Answer:
+        if not 0 < args[0] <= 1 << 20:
+            return (word, 1, 0, 0, 0)
+        self.upgrade = bytearray()
+        self.upgrade_length = args[0]
+        self.upgrade_target = "bootloader" if op_of(word) == Op.START_BOOTLOADER_UPGRADE else "firmware"
+        return (word, 0, 0, 0, 0)
+
+    def _upgrade_chunk(self, word: int, args: tuple[int, ...]) -> Answer:
+        if self.upgrade is None:
+            return self._error(IcuError.BAD_STATE, word)
+        take = min(16, self.upgrade_length - len(self.upgrade))
+        self.upgrade += struct.pack("<4I", *args)[:take]
+        return (word, 0, 0, 0, 0)
+
+    def _complete_upgrade(self, word: int, args: tuple[int, ...]) -> Answer:
+        if self.upgrade is None:
+            return self._error(IcuError.BAD_STATE, word)
+        ok = len(self.upgrade) == self.upgrade_length
+        if ok:
+            self.upgrades.append((self.upgrade_target, bytes(self.upgrade)))
+        self.upgrade = None
+        return (word, 0 if ok else 1, 0, 0, 0)
+
+    def _temperature(self, word: int, args: tuple[int, ...]) -> Answer:
+        return (word, self.board.temperature_mc, 0, 0, 0)
+
+    def _power(self, word: int, args: tuple[int, ...]) -> Answer:
+        return (word, self.board.power_mw, 0, 0, 0)
+
+    def _clock(self, word: int, args: tuple[int, ...]) -> Answer:
+        return (word, self.board.clock_mhz, 0, 0, 0)
 
     @staticmethod
     def _error(code: IcuError, word: int) -> tuple[int, ...]:
         return (ERROR_MARKER, int(code), word, 0, 0)
+
+
+#: Every operation of abi/icu.py's Op and the method that answers it;
+#: checked at import, so a new Op without a handler cannot go unnoticed.
+_HANDLERS: dict[Op, Callable[[Icu, int, tuple[int, ...]], Answer]] = {
+    Op.READ_HARDWARE_ID: Icu._hardware_id,
+    Op.READ_FIRMWARE_VERSION: Icu._firmware_version,
+    Op.READ_BOARD_TYPE: Icu._board_type,
+    Op.READ_IMAGE_VERSION: Icu._image_version,
+    Op.REBOOT: Icu._reboot,
+    Op.READ_BOOT_STATUS: Icu._boot_status,
+    Op.CLEAR_STATUS: Icu._clear_status,
+    Op.START_FIRMWARE_UPGRADE: Icu._start_upgrade,
+    Op.WRITE_UPGRADE_CHUNK: Icu._upgrade_chunk,
+    Op.COMPLETE_UPGRADE: Icu._complete_upgrade,
+    Op.START_BOOTLOADER_UPGRADE: Icu._start_upgrade,
+    Op.READ_TEMPERATURE: Icu._temperature,
+    Op.READ_POWER: Icu._power,
+    Op.READ_CLOCK: Icu._clock,
+}
+if set(_HANDLERS) != set(Op):  # fail at import, never silently
+    raise ImportError(f"ICU operations without a handler: {sorted(set(Op) - set(_HANDLERS))}")

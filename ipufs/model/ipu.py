@@ -6,7 +6,8 @@
 from __future__ import annotations
 
 import struct
-from collections.abc import Mapping
+from operator import attrgetter
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,14 +27,7 @@ from ipufs.model.tiles import MisalignedAccess, TileMemory
 
 REG = R.REGISTERS
 _U32 = struct.Struct("<I")
-_STATUS = ("STATUS", "ERROR_STATE", "RESET_COUNT", "EXC_STATUS", "EXC_CAUSE", "EXC_TILE",
-           "EXC_ADDRESS", "EXC_CONTEXT", "EXC_COUNT", "INT_MASK", "INT_PENDING", "INT_RAISED",
-           "SYNC_STATUS", "SYNC_GS1_COUNT", "SYNC_GS2_COUNT", "TEMPERATURE", "POWER", "CLOCK",
-           "TDI_RESULT")
-_STATUS_WORDS = tuple(REG[name].index for name in _STATUS)
-_INT_RAISED, _INT_PENDING = _STATUS.index("INT_RAISED"), _STATUS.index("INT_PENDING")
 _INT_MASK = REG["INT_MASK"]
-_STATUS_INDEX = np.array(_STATUS_WORDS, dtype=np.intp)
 _DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4)
 #: The word of the mailbox BAR that rings the ICU.
 MAILBOX_BELL = Header.DOORBELL // 4
@@ -95,7 +89,7 @@ class Ipu:
         self.tdi_result = 0
         self.link_down = False
         self._batching = False
-        self._synced: list[int] = []  # the status values last stored, in _STATUS order
+        self._synced: list[int] = []  # the status values last stored, in STATUS order
         self.icu = Icu(
             Board(pcb=3, bom=1, board_type=profile.board_type, firmware=(2, 5, 9),
                   bootloader=(1, 0, 4), temperature_mc=45_000, power_mw=profile.power_mw,
@@ -147,19 +141,8 @@ class Ipu:
         }
 
     def _status(self) -> list[int]:
-        """The status registers' values, in the order of _STATUS."""
-        exc, c, b = self.exception, self.interrupts, self.icu.board
-        return [
-            R.STATUS_READY | (R.STATUS_EXCEPTION if exc else 0)
-            | (R.STATUS_LINK_DOWN if self.link_down else 0)
-            | (R.STATUS_ICU_UNRESPONSIVE if self.icu.unresponsive else 0),
-            exc.cause if exc else 0, self.reset_count, 1 if exc else 0,
-            exc.cause if exc else 0, exc.tile if exc else 0, exc.address if exc else 0,
-            exc.context if exc else 0, self.exception_count,
-            c.mask, c.pending, self.raised_sticky,
-            self.sync_status, self.sync_counts[1], self.sync_counts[2],
-            b.temperature_mc, b.power_mw, b.clock_mhz, self.tdi_result,
-        ]
+        """The status registers' values, in the order of STATUS."""
+        return [value(self) for _, value in STATUS]
 
     def _write_identity(self) -> None:
         self.config.store_words(self._identity_index, self._identity_values)
@@ -181,8 +164,10 @@ class Ipu:
         runs between a device event and its signal, on the interrupt path."""
         if self._batching:
             return
-        for slot, value in enumerate(self._status()):
-            self._store_status(slot, value)
+        synced = self._synced
+        for slot, (_, value) in enumerate(STATUS):
+            if synced[slot] != value(self):  # most do not move: compare before storing
+                self._store_status(slot, value(self))
 
     def read_config(self, offset: int, length: int) -> bytes:
         """A host read of config space (pread on ipuN)."""
@@ -244,7 +229,7 @@ class Ipu:
                     value = self._reg(reg)
                     if value:
                         self._set(reg, 0)
-                        self._command(reg.name, value)
+                        COMMANDS[reg](self, value)
                         acted = True
             if self.icu.mailbox.words[Header.DOORBELL // 4]:
                 self.serve_mailbox()
@@ -254,18 +239,6 @@ class Ipu:
         self._write_identity()
         self.sync_registers()
         return acted
-
-    def _command(self, name: str, value: int) -> None:
-        if name == "CMD_RESET":
-            self.reset()
-        elif name == "CMD_EXC_CLEAR":
-            self.clear_exception()
-        elif name == "CMD_SYNC":
-            self.request_sync(value)
-        elif name == "CMD_ICU":
-            self.serve_mailbox()
-        elif name == "CMD_TDI":
-            self.tdi_result = int(self.tdi_command(value))
 
     # --- interrupts and exceptions ----------------------------------------------
     def raise_interrupt(self, source: Interrupt) -> None:
@@ -279,7 +252,7 @@ class Ipu:
             self._store_status(_INT_PENDING, self.interrupts.pending)
 
     def _store_status(self, slot: int, value: int) -> None:
-        """Status register number ``slot`` (in _STATUS order) now holds ``value``."""
+        """Status register number ``slot`` (in STATUS order) now holds ``value``."""
         value &= 0xFFFFFFFF  # a register holds a u32, whatever the model was given
         if self._synced[slot] != value:
             self._synced[slot] = value
@@ -459,3 +432,58 @@ class Ipu:
         self.tdi_result = 0
         self.reset_count += 1
         self._changed()
+
+
+# --- the register tables -------------------------------------------------------
+def _status_word(ipu: Ipu) -> int:
+    return (R.STATUS_READY | (R.STATUS_EXCEPTION if ipu.exception else 0)
+            | (R.STATUS_LINK_DOWN if ipu.link_down else 0)
+            | (R.STATUS_ICU_UNRESPONSIVE if ipu.icu.unresponsive else 0))
+
+
+#: Every status register and where its value comes from: sync_registers
+#: stores them all, _changed only those whose value moved. Checked below
+#: against the register map: every read-only register outside IDENTITY,
+#: and INT_MASK (the mask in force, whatever a mapping stored over it).
+STATUS: tuple[tuple[R.Register, Callable[[Ipu], int]], ...] = (
+    (REG["STATUS"], _status_word),
+    (REG["ERROR_STATE"], lambda ipu: ipu.exception.cause if ipu.exception else 0),
+    (REG["RESET_COUNT"], attrgetter("reset_count")),
+    (REG["EXC_STATUS"], lambda ipu: 1 if ipu.exception else 0),
+    (REG["EXC_CAUSE"], lambda ipu: ipu.exception.cause if ipu.exception else 0),
+    (REG["EXC_TILE"], lambda ipu: ipu.exception.tile if ipu.exception else 0),
+    (REG["EXC_ADDRESS"], lambda ipu: ipu.exception.address if ipu.exception else 0),
+    (REG["EXC_CONTEXT"], lambda ipu: ipu.exception.context if ipu.exception else 0),
+    (REG["EXC_COUNT"], attrgetter("exception_count")),
+    (REG["INT_MASK"], attrgetter("interrupts.mask")),
+    (REG["INT_PENDING"], attrgetter("interrupts.pending")),
+    (REG["INT_RAISED"], attrgetter("raised_sticky")),
+    (REG["SYNC_STATUS"], attrgetter("sync_status")),
+    (REG["SYNC_GS1_COUNT"], lambda ipu: ipu.sync_counts[1]),
+    (REG["SYNC_GS2_COUNT"], lambda ipu: ipu.sync_counts[2]),
+    (REG["TEMPERATURE"], attrgetter("icu.board.temperature_mc")),
+    (REG["POWER"], attrgetter("icu.board.power_mw")),
+    (REG["CLOCK"], attrgetter("icu.board.clock_mhz")),
+    (REG["TDI_RESULT"], attrgetter("tdi_result")),
+)
+_STATUS_REGISTERS = [reg for reg, _ in STATUS]
+_STATUS_WORDS = tuple(reg.index for reg in _STATUS_REGISTERS)
+_STATUS_INDEX = np.array(_STATUS_WORDS, dtype=np.intp)
+_INT_RAISED, _INT_PENDING = _STATUS_REGISTERS.index(REG["INT_RAISED"]), _STATUS_REGISTERS.index(REG["INT_PENDING"])
+_EXPECTED_STATUS = {r for b in R.BLOCKS if b.name != "IDENTITY" for r in b.registers if r.access is R.Access.RO}
+if set(_STATUS_REGISTERS) != _EXPECTED_STATUS | {REG["INT_MASK"]} or len(STATUS) != len(set(_STATUS_REGISTERS)):
+    raise ImportError("STATUS must list each status register of abi/registers.py once")  # fail at import
+
+#: What each command register does when the host stores ``value`` in it
+#: (poll_registers has already cleared it). Checked below: one row for
+#: every register of the DOORBELL block.
+COMMANDS: dict[R.Register, Callable[[Ipu, int], None]] = {
+    REG["CMD_RESET"]: lambda ipu, value: ipu.reset(),
+    REG["CMD_EXC_CLEAR"]: lambda ipu, value: ipu.clear_exception(),
+    REG["CMD_SYNC"]: Ipu.request_sync,
+    REG["CMD_ICU"]: lambda ipu, value: ipu.serve_mailbox(),
+    REG["CMD_TDI"]: lambda ipu, value: setattr(ipu, "tdi_result", int(ipu.tdi_command(value))),
+}
+if set(COMMANDS) != set(R.BLOCK["DOORBELL"].registers):  # fail at import, never silently
+    raise ImportError(f"command registers without a handler: "
+                      f"{sorted(r.name for r in set(R.BLOCK['DOORBELL'].registers) - set(COMMANDS))}")
