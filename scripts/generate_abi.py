@@ -141,10 +141,11 @@ def render_unserved_table() -> str:
     from ipufs.driver.filesystem import IpuFilesystem
     from ipufs.fuse.operations import ENOSYS_MEANS, Operations
 
-    names = sorted(name for name in ENOSYS_MEANS.keys() | _operations(Operations)
+    means = {str(t.operation): text for t, text in ENOSYS_MEANS.items()}
+    names = sorted(name for name in means.keys() | _operations(Operations)
                    if getattr(IpuFilesystem, name) is getattr(Operations, name))
     rows = ["| request | what the kernel does with ENOSYS |", "|---|---|"]
-    rows += [f"| {name.upper()} | {ENOSYS_MEANS.get(name, 'ENOSYS to the caller')} |" for name in names]
+    rows += [f"| {name.upper()} | {means.get(name, 'ENOSYS to the caller')} |" for name in names]
     return "\n".join(rows) + "\n"
 
 

@@ -44,22 +44,22 @@ class Negotiated:
 #: What the kernel does when an operation answers ENOSYS, for the
 #: operations where ENOSYS is not simply the caller's error. "Remembered":
 #: the kernel never sends that request again on this connection.
-ENOSYS_MEANS: dict[str, str] = {
-    "access": "success, remembered: the kernel checks permissions itself (default_permissions)",
-    "bmap": "block 0, remembered",
-    "copy_file_range": "EOPNOTSUPP, remembered: the kernel copies through read and write instead",
-    "create": "remembered: the kernel sends MKNOD then OPEN instead",
-    "fallocate": "EOPNOTSUPP to the caller, remembered",
-    "flush": "success, remembered: no close(2) ever waits on the daemon",
-    "fsync": "success, remembered",
-    "fsyncdir": "success, remembered",
-    "getxattr": "EOPNOTSUPP to the caller, remembered",
-    "ioctl": "ENOTTY to the caller",
-    "listxattr": "EOPNOTSUPP to the caller, remembered",
-    "lseek": "remembered: the kernel seeks itself (SEEK_DATA/SEEK_HOLE as for a file without holes)",
-    "poll": "remembered: the file is always ready for reading and writing",
-    "removexattr": "EOPNOTSUPP to the caller, remembered",
-    "setxattr": "EOPNOTSUPP to the caller, remembered",
+ENOSYS_MEANS: dict[type[rq.Request], str] = {
+    rq.Access: "success, remembered: the kernel checks permissions itself (default_permissions)",
+    rq.Bmap: "block 0, remembered",
+    rq.CopyFileRange: "EOPNOTSUPP, remembered: the kernel copies through read and write instead",
+    rq.Create: "remembered: the kernel sends MKNOD then OPEN instead",
+    rq.Fallocate: "EOPNOTSUPP to the caller, remembered",
+    rq.Flush: "success, remembered: no close(2) ever waits on the daemon",
+    rq.Fsync: "success, remembered",
+    rq.Fsyncdir: "success, remembered",
+    rq.Getxattr: "EOPNOTSUPP to the caller, remembered",
+    rq.Ioctl: "ENOTTY to the caller",
+    rq.Listxattr: "EOPNOTSUPP to the caller, remembered",
+    rq.Lseek: "remembered: the kernel seeks itself (SEEK_DATA/SEEK_HOLE as for a file without holes)",
+    rq.Poll: "remembered: the file is always ready for reading and writing",
+    rq.Removexattr: "EOPNOTSUPP to the caller, remembered",
+    rq.Setxattr: "EOPNOTSUPP to the caller, remembered",
 }
 
 

@@ -3,6 +3,9 @@
 # ipufs/fuse/decoding.py turns the bytes read from /dev/fuse into them.
 from __future__ import annotations
 
+import re
+from typing import ClassVar
+
 from ipufs.fuse.record import record
 
 
@@ -18,6 +21,11 @@ class Context:
 
 @record
 class Request:
+    #: The Operations method that serves this request, named after its
+    #: opcode (set for every request below; None: the session itself
+    #: answers it, or nothing does).
+    operation: ClassVar[str | None] = None
+
     unique: int
     nodeid: int
     ctx: Context
@@ -300,3 +308,25 @@ class Unsupported(Request):
     opcode from a newer kernel...). The session answers it with ENOSYS."""
 
     opcode: int
+
+
+#: Requests the session answers itself: negotiation, teardown, and those
+#: that take no reply.
+SESSION_REQUESTS: tuple[type[Request], ...] = (Init, Destroy, Forget, BatchForget, Interrupt)
+
+
+def _operation_name(cls: type[Request]) -> str:
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower()
+
+
+#: Every request an Operations method serves, each naming its method
+#: (CopyFileRange -> copy_file_range). A record class defined above is
+#: served unless the session answers it or it is Unsupported: no request
+#: can be left out of the dispatch table by omission.
+OPERATIONS: tuple[type[Request], ...] = tuple(
+    cls for cls in list(globals().values())
+    if isinstance(cls, type) and issubclass(cls, Request) and cls is not Request
+    and cls not in SESSION_REQUESTS and cls is not Unsupported
+)
+for _cls in OPERATIONS:
+    _cls.operation = _operation_name(_cls)

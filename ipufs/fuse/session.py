@@ -35,21 +35,15 @@ WANTED_FLAGS = (
 )
 PAGE_SIZE = 4096
 
-# Request record type -> name of the Operations method that serves it.
-_METHODS: dict[type[rq.Request], str] = {
-    rq.Lookup: "lookup", rq.Getattr: "getattr", rq.Setattr: "setattr",
-    rq.Readlink: "readlink", rq.Symlink: "symlink", rq.Mknod: "mknod",
-    rq.Mkdir: "mkdir", rq.Unlink: "unlink", rq.Rmdir: "rmdir",
-    rq.Rename: "rename", rq.Link: "link", rq.Open: "open", rq.Create: "create",
-    rq.Read: "read", rq.Write: "write", rq.Statfs: "statfs",
-    rq.Release: "release", rq.Flush: "flush", rq.Fsync: "fsync",
-    rq.Setxattr: "setxattr", rq.Getxattr: "getxattr", rq.Listxattr: "listxattr",
-    rq.Removexattr: "removexattr", rq.Opendir: "opendir", rq.Readdir: "readdir",
-    rq.Releasedir: "releasedir", rq.Fsyncdir: "fsyncdir", rq.Lock: "lock",
-    rq.Access: "access", rq.Bmap: "bmap", rq.Ioctl: "ioctl", rq.Poll: "poll",
-    rq.Fallocate: "fallocate", rq.Lseek: "lseek",
-    rq.CopyFileRange: "copy_file_range",
-}
+def _check_operations() -> None:
+    """Every request record names a method of Operations (fail at import)."""
+    missing = [cls.__name__ for cls in rq.OPERATIONS
+               if not callable(getattr(Operations, cls.operation or "", None))]
+    if missing:
+        raise ImportError(f"requests without an Operations method: {missing}")
+
+
+_check_operations()
 
 
 class Session:
@@ -85,7 +79,7 @@ class Session:
         }
         self._handlers = self._control
         self._served: dict[type[rq.Request], Callable[[Any], rp.Reply | None]] = {
-            **{cls: getattr(operations, name) for cls, name in _METHODS.items()}, **self._control,
+            **{cls: getattr(operations, str(cls.operation)) for cls in rq.OPERATIONS}, **self._control,
         }
 
     @property

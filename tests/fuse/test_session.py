@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import errno
 import struct
+from typing import NoReturn
+
+import pytest
 
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
@@ -125,3 +128,30 @@ def test_destroy_is_answered_and_ends_the_session() -> None:
     kernel = fk.FakeKernel(session)
     assert kernel.call(rq.Destroy, 0).error == 0
     assert session.destroyed
+
+
+@pytest.mark.parametrize("request_type", rq.OPERATIONS, ids=lambda t: t.__name__)
+def test_every_request_reaches_the_operation_it_names(request_type: type[rq.Request]) -> None:
+    """A request the dispatch table lost would answer ENOSYS, which the
+    kernel takes for "not implemented" (for POLL: always ready)."""
+    assert request_type.operation is not None
+    reached: list[type[rq.Request]] = []
+
+    def served(self: Operations, req: rq.Request) -> NoReturn:
+        reached.append(type(req))
+        raise FUSEError(errno.E2BIG)
+
+    ops = type("Ops", (Operations,), {request_type.operation: served})()
+    session = Session(ops)
+    fk.FakeKernel(session)
+    request = object.__new__(request_type)
+    for name, value in (("unique", 10), ("nodeid", 2), ("ctx", CTX)):
+        object.__setattr__(request, name, value)
+    frame = session.dispatch(request)
+    assert frame is not None and fk.decode_reply(frame).error == errno.E2BIG
+    assert reached == [request_type]
+
+
+def test_the_session_answers_exactly_the_requests_it_keeps_for_itself() -> None:
+    assert set(Session(Operations())._control) == set(rq.SESSION_REQUESTS)
+    assert not set(rq.SESSION_REQUESTS) & set(rq.OPERATIONS)
