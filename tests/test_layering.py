@@ -1,6 +1,8 @@
 # The packages stay layered (docs/architecture.md): no package imports one
-# above it, none imports another of its own level, and so no cycles. Read
-# from the source with ast, so a lazy import inside a function counts too.
+# above it, none imports another of its own level, and no two modules
+# import each other, directly or round a circle, inside a package or
+# across. Read from the source with ast, so a lazy import inside a
+# function counts too.
 from __future__ import annotations
 
 import ast
@@ -35,21 +37,24 @@ def _unit(module: str) -> str:
     return parts[1] if len(parts) > 1 else "__init__"
 
 
-def _is_module(name: str) -> bool:
-    return (PACKAGE / name).is_dir() or (PACKAGE / f"{name}.py").exists() or name == "_native"
+def _is_module(dotted: str) -> bool:
+    """Whether ``dotted`` (ipufs.a.b) is a module or package of ipufs."""
+    path = PACKAGE.parent.joinpath(*dotted.split("."))
+    return path.is_dir() or path.with_suffix(".py").exists() or dotted == "ipufs._native"
 
 
 def _imports(path: Path) -> set[str]:
+    """The ipufs modules ``path`` imports: ``from ipufs.a import b`` names
+    ipufs.a.b when b is a module, else ipufs.a."""
     tree = ast.parse(path.read_text(), str(path))
     found = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "ipufs"}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ipufs":
-            if node.module == "ipufs":  # a submodule, or a name of ipufs/__init__.py
-                found |= {f"ipufs.{a.name}" if _is_module(a.name) else "ipufs" for a in node.names}
-            else:
-                found.add(node.module)
+            for alias in node.names:
+                child = f"{node.module}.{alias.name}"
+                found.add(child if _is_module(child) else node.module)
     return found
 
 
@@ -61,16 +66,74 @@ def _modules() -> list[tuple[str, Path]]:
     return out
 
 
-@pytest.mark.parametrize("module,path", _modules(), ids=[m for m, _ in _modules()])
+def _layered() -> list[tuple[str, Path]]:
+    """The modules of the packages in ALLOWED (the composing top, cli,
+    doctor, run and __main__, may import anything)."""
+    return [(m, p) for m, p in _modules() if _unit(m) in ALLOWED]
+
+
+@pytest.mark.parametrize("module,path", _layered(), ids=[m for m, _ in _layered()])
 def test_no_module_imports_a_layer_above_its_own(module: str, path: Path) -> None:
     unit = _unit(module)
-    if unit not in ALLOWED:
-        return  # the composing top: cli, doctor, __main__
     wrong = sorted(
         imported for imported in _imports(path)
         if _unit(imported) != unit and _unit(imported) not in ALLOWED[unit] | SHARED
     )
     assert not wrong, f"{module} ({unit}) imports {wrong}; {unit} may import {sorted(ALLOWED[unit])}"
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Module -> the ipufs modules it imports, lazy imports included (a
+    package stands for its __init__)."""
+    modules = dict(_modules())
+
+    def node(name: str) -> str | None:
+        return name if name in modules else (f"{name}.__init__" if f"{name}.__init__" in modules else None)
+
+    return {m: {n for n in map(node, _imports(p)) if n and n != m} for m, p in modules.items()}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle() -> None:
+    """Inside a package too: two modules that need each other are one
+    concept split in two, or a third is missing."""
+    assert _cycles(_import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_circle_inside_a_package() -> None:
+    graph = {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "b": {"a.x"}}
+    assert _cycles(graph) == [["a.x", "a.y", "a.z"]]
 
 
 def test_the_allowed_table_has_no_cycle() -> None:

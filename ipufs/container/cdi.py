@@ -24,7 +24,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from ipufs.container.binds import ContainerEdits, Tmpfs, ipu_edits, shared_edits
+from ipufs.container import follow as following
+from ipufs.container.binds import ContainerEdits, ipu_edits, shared_edits
+from ipufs.container.cdi_edits import container_edits, device_name
 from ipufs.fuse import mount as fmount
 
 log = logging.getLogger(__name__)
@@ -60,38 +62,10 @@ def check_prefix(prefix: str) -> str:
     return prefix
 
 
-def device_name(prefix: str, index: int | str) -> str:
-    """The CDI name of IPU ``index`` (or of "all") under ``prefix``."""
-    return f"{prefix}-{index}" if prefix else str(index)
-
-
 def file_name(prefix: str) -> str:
     """graphcore.ai-ipu.json, or graphcore.ai-ipu_PREFIX.json (CDI's
     vendor-class naming)."""
     return f"{VENDOR}-{CLASS}{'_' + prefix if prefix else ''}.json"
-
-
-#: The options of a tmpfs mount, as an OCI runtime takes them.
-TMPFS_OPTIONS = ("nosuid", "nodev", "noexec")
-
-
-def tmpfs_mount(t: Tmpfs) -> dict[str, Any]:
-    """A CDI mount of an empty tmpfs (hostPath is its source's name, which
-    CDI requires and a tmpfs ignores)."""
-    return {"hostPath": "tmpfs", "containerPath": t.target, "type": "tmpfs",
-            "options": [*TMPFS_OPTIONS, f"mode={t.mode:o}"]}
-
-
-def _container_edits(edits_: ContainerEdits) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    if edits_.env:
-        out["env"] = [f"{key}={value}" for key, value in edits_.env]
-    mounts = [tmpfs_mount(t) for t in edits_.tmpfs]
-    mounts += [{"hostPath": b.source, "containerPath": b.target, "options": ["bind", "ro" if b.read_only else "rw"]}
-               for b in edits_.binds]
-    if mounts:
-        out["mounts"] = mounts
-    return out
 
 
 def spec(mount_dir: str, ids: Iterable[int], prefix: str = "", follow: bool = False) -> dict[str, Any]:
@@ -99,18 +73,16 @@ def spec(mount_dir: str, ids: Iterable[int], prefix: str = "", follow: bool = Fa
     ``follow``: devices that follow daemon restarts (follow.py)."""
     ids = list(ids)
     if follow:
-        from ipufs.container import follow as following  # (which imports this module)
-
-        devices, common = following.spec_edits(mount_dir, ids, prefix, _container_edits)
+        devices, common = following.spec_edits(mount_dir, ids, prefix)
         return {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": devices, "containerEdits": common}
-    devices = [{"name": device_name(prefix, i), "containerEdits": _container_edits(ipu_edits(mount_dir, i))}
+    devices = [{"name": device_name(prefix, i), "containerEdits": container_edits(ipu_edits(mount_dir, i))}
                for i in ids]
     every = ContainerEdits()
     for i in ids:
         every = every + ipu_edits(mount_dir, i)
-    devices.append({"name": device_name(prefix, "all"), "containerEdits": _container_edits(every)})
+    devices.append({"name": device_name(prefix, "all"), "containerEdits": container_edits(every)})
     result: dict[str, Any] = {"cdiVersion": CDI_VERSION, "kind": KIND, "devices": devices}
-    common = _container_edits(shared_edits(mount_dir))
+    common = container_edits(shared_edits(mount_dir))
     if common:
         result["containerEdits"] = common
     return result
@@ -124,8 +96,6 @@ def owner(path: Path) -> str | None:
             return None
         edits_ = data["devices"][0]["containerEdits"]
         if "mounts" not in edits_:  # a following spec: its holder is in the shared edits
-            from ipufs.container import follow as following
-
             return following.owner_of_holder(str(data["containerEdits"]["mounts"][-1]["hostPath"]))
         host_path = edits_["mounts"][0]["hostPath"]
     except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError):

@@ -22,19 +22,21 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 from ipufs import native
 from ipufs.abi.pci import pci_address
-from ipufs.container.binds import CONTAINER_DEV, ContainerEdits, node_names, shared_edits, sysfs_target
-from ipufs.container.cdi import device_name
+from ipufs.container.binds import CONTAINER_DEV, node_names, shared_edits, sysfs_target
+from ipufs.container.cdi_edits import container_edits, device_name
 from ipufs.fuse import mount as fmount
 
 MS_SHARED = 1 << 20
 #: Where the holder appears in a container (read-write, for the nodes),
 #: and again read-only (for the sysfs view, read-only as sysfs is).
 CONTAINER_ROOT = "/run/ipufs-follow"
+#: What makes a mount point's holder directory of it.
+HOLDER_SUFFIX = ".follow"
 CONTAINER_VIEW_ROOT = "/run/ipufs-follow-view"
 #: The holder's directory the daemon binds its mount at.
 INNER = "mount"
@@ -42,7 +44,7 @@ INNER = "mount"
 
 def holder_dir(mount_dir: str) -> str:
     """MOUNTPOINT.follow, beside the mount point (as MOUNTPOINT.ctl is)."""
-    return os.path.normpath(mount_dir) + ".follow"
+    return os.path.normpath(mount_dir) + HOLDER_SUFFIX
 
 
 def container_root(prefix: str, view: bool = False) -> str:
@@ -106,9 +108,7 @@ def hook(links: list[str]) -> dict[str, Any]:
     return {"hookName": "createContainer", "path": sys.executable, "args": argv}
 
 
-def spec_edits(mount_dir: str, ids: Iterable[int], prefix: str,
-               container_edits: Callable[[ContainerEdits], dict[str, Any]]
-               ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def spec_edits(mount_dir: str, ids: Iterable[int], prefix: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The devices and the shared containerEdits of a following spec."""
     ids = list(ids)
     devices = [{"name": device_name(prefix, i), "containerEdits": {"hooks": [hook(hook_links(i, prefix))]}}
@@ -126,5 +126,5 @@ def spec_edits(mount_dir: str, ids: Iterable[int], prefix: str,
 
 def owner_of_holder(host_path: str) -> str | None:
     """The mount directory of a holder path (MOUNTPOINT.follow)."""
-    return host_path[:-len(".follow")] if host_path.endswith(".follow") else None
+    return host_path.removesuffix(HOLDER_SUFFIX) if host_path.endswith(HOLDER_SUFFIX) else None
 

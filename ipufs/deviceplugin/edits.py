@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ipufs.container import binds, cdi
+from ipufs.container.cdi_edits import device_name
 
 #: The environment variable naming the allocated IPUs, comma-separated.
 VISIBLE_IPUS = "IPUFS_VISIBLE_IPUS"
@@ -34,7 +35,7 @@ def container_edits(mount_dir: str, ipus: Sequence[int], devices_dir: str, libra
 def cdi_names(prefix: str, ipus: Sequence[int]) -> list[str]:
     """Fully qualified CDI device names of ``ipus`` in the spec the daemon
     writes for its mount (kind graphcore.ai/ipu, names under ``prefix``)."""
-    return [f"{cdi.KIND}={cdi.device_name(prefix, ipu)}" for ipu in ipus]
+    return [f"{cdi.KIND}={device_name(prefix, ipu)}" for ipu in ipus]
 
 
 def default_cdi_prefix(mount_dir: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from ipufs import compat
-from ipufs.container import binds, cdi
+from ipufs.container import binds, cdi, cdi_edits
 from ipufs.tools.docker import image_of
 
 
@@ -57,7 +57,7 @@ def test_only_the_default_mount_has_plain_names() -> None:
     assert cdi.default_prefix("/run/ipufs-b") == "ipufs-b"
     assert cdi.default_prefix("/srv/my ipus") == "my_ipus"
     assert cdi.default_prefix("/srv/.hidden") == "ipufs.hidden"
-    assert cdi.device_name("b", 2) == "b-2" and cdi.device_name("", "all") == "all"
+    assert cdi_edits.device_name("b", 2) == "b-2" and cdi_edits.device_name("", "all") == "all"
     assert cdi.file_name("") == "graphcore.ai-ipu.json" and cdi.file_name("b") == "graphcore.ai-ipu_b.json"
     with pytest.raises(ValueError, match="CDI prefix"):
         cdi.check_prefix("a/b")
