@@ -5,6 +5,7 @@
 # cancelled. Model-side actions run in its trio loop through call().
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import threading
@@ -20,7 +21,8 @@ from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
 from ipufs.daemon.devlinks import DevLinks
-from ipufs.daemon.faults import Fault, FaultError, FaultInjector, limits_of
+from ipufs.daemon.faults import Fault, FaultError, FaultInjector
+from ipufs.daemon.fields import Limits
 from ipufs.daemon.plan import FaultPlan
 from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.statelock import StateLock
@@ -36,6 +38,7 @@ from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import NodeTree
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.watch import PidfdWatcher
+from ipufs.model.profile import Profile
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.operations import Negotiated
@@ -58,14 +61,36 @@ class Serving:
     linked_in: str | None
 
 
+def _read_plan(path: str, limits: Limits) -> FaultPlan:
+    """The fault plan a mount starts with (FaultError naming the file)."""
+    with open(path) as f:
+        text = f.read()
+    try:
+        return FaultPlan.parse(text, limits)
+    except FaultError as exc:
+        raise FaultError(f"fault plan {path}: {exc}") from None
+
+
 class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
         profile = config.validate()
         self.config = config
+        limits = Limits(ipus=config.ipus, tiles=profile.tiles, contexts=profile.workers_per_tile + 1)
+        plan = _read_plan(config.fault_plan, limits) if config.fault_plan else None  # before anything is held
+        # What is held from here on (the state lock, the memfds, the trace
+        # file) is given back if a later step fails; run() gives it back
+        # once the daemon is built.
+        with contextlib.ExitStack() as undo:
+            self._build(config, profile, limits, plan, undo)
+            undo.pop_all()
+
+    def _build(self, config: DaemonConfig, profile: Profile, limits: Limits, plan: FaultPlan | None,
+               undo: contextlib.ExitStack) -> None:
         self.state_lock: StateLock | None = None
         if config.state_dir is not None:
             config.state_dir.mkdir(parents=True, exist_ok=True)
             self.state_lock = StateLock(config.state_dir)  # before anything formats its files
+            undo.callback(self.state_lock.release)
         #: Held by the FUSE reader thread while it handles a request, by the
         #: register watcher while it acts, and by every trio task that
         #: touches the devices, the driver or the model.
@@ -74,15 +99,7 @@ class Daemon:
         self.tracer = Tracer()
         self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir,
                                  group_size=config.group_size, events=self.tracer)
-        limits = limits_of(self.devices)
-        plan = None
-        if config.fault_plan:
-            with open(config.fault_plan) as f:
-                text = f.read()
-            try:
-                plan = FaultPlan.parse(text, limits)
-            except FaultError as exc:
-                raise FaultError(f"fault plan {config.fault_plan}: {exc}") from None
+        undo.callback(self.devices.close)
         tree = NodeTree(config.ipus)
         self.kernel = KernelLink()
         self.exits = PidfdWatcher(lock=lock)
@@ -129,6 +146,7 @@ class Daemon:
         if config.trace_file:
             o = config.ownership
             self.tracer.open_file(config.trace_file, config.trace_max_bytes, uid=o.uid, gid=o.gid, mode=o.mode)
+            undo.callback(self.tracer.close)
 
     def _traced_fault(self, fault: Fault) -> None:
         if self.tracer.enabled:
