@@ -1,10 +1,11 @@
 # An ioctl's argument as the driver sees it. FUSE's restricted ioctls copy
 # _IOC_SIZE bytes in for _IOW/_IOWR and back for _IOR/_IOWR, nothing
-# otherwise (linux/fuse.h; DESIGN.md's kernel facts). Where the kernel
-# carried nothing the handler needs (an _IOR the driver reads, an _IOW it
-# answers in, a u64 holding an address), the daemon reads and writes the
-# caller's memory at the argument itself, as the real driver's
-# copy_from_user/copy_to_user would, with process_vm_readv/writev.
+# otherwise (linux/fuse.h, fs/fuse/ioctl.c; docs/abi.md, "what the kernel
+# does not carry"). Where the kernel carried nothing the handler needs (an
+# _IOR the driver reads, an _IOW it answers in, a u64 holding an address),
+# the daemon reads and writes the caller's memory at the argument itself,
+# as the real driver's copy_from_user/copy_to_user would, with
+# process_vm_readv/writev.
 from __future__ import annotations
 
 import errno
