@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ipufs import __version__, cli_faults, cli_mount
+from ipufs.daemon import settings
 from ipufs.tools.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
@@ -138,24 +139,13 @@ def cmd_reset(args: argparse.Namespace) -> int:
     return 0
 
 
-#: `ipufs mount` options that `ipufs run` passes on (the rest it decides).
-RUN_MOUNT_OPTIONS = ("ipus", "profile", "mode", "state_dir", "group_size", "passthrough", "fault_plan",
-                     "trace_file", "trace_max_bytes", "spin_us")
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     from ipufs import run
 
     command = args.command_args[1:] if args.command_args[:1] == ["--"] else args.command_args
     if not command:
         raise ValueError("name the command: ipufs run [options] -- COMMAND [ARGS...]")
-    forwarded: list[str] = []
-    for name in RUN_MOUNT_OPTIONS:
-        value = getattr(args, name)
-        if value is False:
-            forwarded.append("--no-" + name)
-        elif value is not None:
-            forwarded += ["--" + name.replace("_", "-"), str(value)]
+    forwarded = settings.mount_argv(vars(args))  # the settings of RUN_SETTINGS it was given
     if args.dev and forwarded:
         raise ValueError("--dev uses an existing mount: mount options do not apply")
     try:
@@ -283,17 +273,7 @@ def parser() -> argparse.ArgumentParser:
                                     "preloaded (docs/compat.md). Exits with COMMAND's status (128+N for a "
                                     "signal; 125 when ipufs run fails, 126/127 when COMMAND cannot run).")
     rn.add_argument("--dev", help="use the existing mount (or directory of links to one) DIR instead of a new one")
-    rn.add_argument("--ipus", type=int, help="number of IPUs (default 4)")
-    rn.add_argument("--profile", help="device profile: ipu1, ipu2 or ipu21 (default ipu2)")
-    rn.add_argument("--mode", help="permission bits of the nodes (default 0660)")
-    rn.add_argument("--state-dir", dest="state_dir", help="keep BAR memory in files under this directory")
-    rn.add_argument("--group-size", dest="group_size", type=int, help="IPUs per GS2 group")
-    rn.add_argument("--no-passthrough", dest="passthrough", action="store_const", const=False,
-                    help="serve BARs through the page cache even as root")
-    rn.add_argument("--fault-plan", dest="fault_plan", help="a TOML fault plan to run (docs/faults.md)")
-    rn.add_argument("--trace-file", dest="trace_file", help="write the trace to this file (JSON lines)")
-    rn.add_argument("--trace-max-bytes", dest="trace_max_bytes", type=int, help="rotate the trace file past this size")
-    rn.add_argument("--spin-us", dest="spin_us", type=int, help="the reader's spin (docs/performance.md)")
+    settings.add_options(rn, settings.RUN_SETTINGS)
     rn.add_argument("command_args", nargs=argparse.REMAINDER, metavar="-- COMMAND [ARGS...]")
     rn.set_defaults(func=cmd_run)
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import trio
 
+from ipufs.daemon import settings
+from ipufs.daemon.settings import given
 from ipufs.tools.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
@@ -42,8 +44,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     try:
         if args.config or os.path.exists(cfg.DEFAULT_FILE) and args.config is None:
             settings.update(cfg.load(args.config or cfg.DEFAULT_FILE))
-        given = {k: v for k, v in vars(args).items() if k in cfg.KEYS and v is not None}
-        settings.update(given)
+        settings.update(given(vars(args)))
         config = cfg.daemon_config(settings)
         config.validate()
     except ValueError as exc:  # a bad setting: a usage error
@@ -116,36 +117,6 @@ def add_commands(sub: Any) -> None:
     m = sub.add_parser("mount", help="publish emulated IPUs (runs in the foreground)",
                        description="Mount emulated IPUs. Settings come from --config (default "
                                    "/etc/ipufs/ipufs.toml when it exists), then from these options.")
-    m.add_argument("mountpoint", nargs="?", default=None, help="where to mount (default /run/ipufs)")
     m.add_argument("--config", help="a TOML file of settings (docs/systemd.md)")
-    m.add_argument("--ipus", type=int, help="number of IPUs (default 4)")
-    m.add_argument("--profile", help="device profile: ipu1, ipu2 or ipu21 (default ipu2)")
-    m.add_argument("--owner", help="owner of the nodes (name or uid; default root)")
-    m.add_argument("--group", help="group of the nodes (name or gid; default root)")
-    m.add_argument("--mode", help="permission bits of the nodes (default 0660)")
-    m.add_argument("--state-dir", dest="state_dir", help="keep BAR memory in files under this directory")
-    m.add_argument("--group-size", dest="group_size", type=int, help="IPUs per GS2 group (default: per board)")
-    m.add_argument("--control", help="control socket path (default MOUNTPOINT.ctl)")
-    m.add_argument("--no-passthrough", dest="passthrough", action="store_const", const=False,
-                   help="serve BARs through the page cache even where passthrough works")
-    m.add_argument("--no-link-dev", dest="link_dev", action="store_const", const=False,
-                   help="do not link /dev/ipuN* to the nodes (linking is the default as root)")
-    m.add_argument("--dev-dir", dest="dev_dir", help="where to make the links (default /dev)")
-    m.add_argument("--fault-plan", dest="fault_plan", help="a TOML fault plan to run (docs/faults.md)")
-    m.add_argument("--trace-file", dest="trace_file", help="write the trace to this file (JSON lines)")
-    m.add_argument("--trace-max-bytes", dest="trace_max_bytes", type=int,
-                   help="rotate the trace file past this size (default 64 MiB)")
-    m.add_argument("--spin-us", dest="spin_us", type=int,
-                   help="after answering a request, keep looking for the next one (and for stores to "
-                        "mapped registers) this many µs before sleeping (default 50; 0 saves CPU, costs "
-                        "latency: docs/performance.md)")
-    m.add_argument("--no-cdi", dest="cdi", action="store_const", const=False,
-                   help="write no CDI spec (writing one into /var/run/cdi is the default as root)")
-    m.add_argument("--cdi-dir", dest="cdi_dir", help="where to write the CDI spec (default /var/run/cdi)")
-    m.add_argument("--cdi-prefix", dest="cdi_prefix",
-                   help="before the CDI device names (default: none for /run/ipufs, else the mount "
-                        "point's last component: graphcore.ai/ipu=PREFIX-0; docs/docker.md)")
-    m.add_argument("--cdi-follow-restarts", dest="cdi_follow_restarts", action="store_const", const=True,
-                   help="CDI devices that a restarted daemon reaches in running containers (a hook "
-                        "links /dev/ipuN* into a bound directory; docs/docker.md)")
+    settings.add_options(m)
     m.set_defaults(func=cmd_mount)

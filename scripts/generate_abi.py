@@ -14,6 +14,7 @@ from ipufs.abi import icu, registers
 from ipufs.abi import ioctls as abi
 from ipufs.abi.interrupts import ALL_SOURCES, SIGNAL_NAMES, Interrupt
 from ipufs.model import sync, tdi
+from scripts.markers import between
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADER = ROOT / "native" / "include" / "ipufs" / "ipu.h"
@@ -157,9 +158,7 @@ def _operations(cls: type) -> set[str]:
 
 
 def render_doc(current: str, tables: str | None = None) -> str:
-    head, _, rest = current.partition(BEGIN)
-    _, _, tail = rest.partition(END)
-    return f"{head}{BEGIN}\n{render_tables() if tables is None else tables}{END}{tail}"
+    return between(current, BEGIN, END, render_tables() if tables is None else tables)
 
 
 def main() -> int:

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ipufs.container import cdi
+from ipufs.daemon.settings import BY_KEY, SETTINGS
 from ipufs.driver.filesystem import Ownership
 from ipufs.fuse.server import SPIN
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
@@ -61,19 +62,13 @@ class DaemonConfig:
 
 DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
 #: The TOML type each setting takes in the file (ipus = 4, mode = "0660").
-TYPES: dict[str, tuple[type, ...]] = {
-    "mountpoint": (str,), "ipus": (int,), "profile": (str,), "owner": (str, int), "group": (str, int),
-    "mode": (str,), "state_dir": (str,), "passthrough": (bool,), "link_dev": (bool,), "dev_dir": (str,),
-    "group_size": (int,), "control": (str,), "fault_plan": (str,), "trace_file": (str,),
-    "trace_max_bytes": (int,), "spin_us": (int,), "cdi": (bool,), "cdi_dir": (str,), "cdi_prefix": (str,),
-    "cdi_follow_restarts": (bool,),
-}
+TYPES: dict[str, tuple[type, ...]] = {s.key: s.types for s in SETTINGS}
 #: The settings of a file or of `ipufs mount`: DaemonConfig's fields, with
 #: ownership given as owner, group and mode, and cdi (whether to write a
-#: CDI spec: cdi_dir's default). Each has its type above, or import fails.
+#: CDI spec: cdi_dir's default). Checked against the table at import.
 KEYS = {f.name for f in fields(DaemonConfig)} - {"ownership"} | {"owner", "group", "mode", "cdi"}
 if KEYS != set(TYPES):
-    raise ImportError(f"settings without a TOML type, or types of no setting: {sorted(KEYS ^ set(TYPES))}")
+    raise ImportError(f"DaemonConfig and the settings table disagree: {sorted(KEYS ^ set(TYPES))}")
 _TOML_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
 
 
@@ -122,17 +117,15 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     if unknown:
         raise ValueError(f"{path}: unknown settings {', '.join(sorted(unknown))} (known: {', '.join(sorted(KEYS))})")
     for key, value in settings.items():
-        kinds = TYPES.get(key)
-        if kinds is None:  # a setting with no declared type: taken as it is
-            continue
+        kinds = TYPES[key]
         if key == "mode" and isinstance(value, int) and not isinstance(value, bool):
             meant = f"0{value}" if set(str(value)) <= set("01234567") else f"0{value:o}"
             raise ValueError(f"{path}: mode = {value} is a TOML integer, which is decimal, not permission "
                              f'bits; write them as an octal string: mode = "{meant}"')
         if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in kinds):
             want = " or ".join(_TOML_NAMES[k] for k in kinds)
-            raise ValueError(f"{path}: {key} = {json.dumps(value, default=str)} must be {want}"
-                             + (f', such as {key} = {_EXAMPLES[key]}' if key in _EXAMPLES else ""))
+            raise ValueError(f"{path}: {key} = {json.dumps(value, default=str)} must be {want}, "
+                             f"such as {key} = {BY_KEY[key].example}")
     for key, convert in (("owner", uid_of), ("group", gid_of), ("mode", mode_of)):
         if key in settings:
             try:
@@ -140,10 +133,6 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
             except ValueError as exc:
                 raise ValueError(f"{path}: {exc}") from None
     return dict(settings)
-
-
-_EXAMPLES = {"ipus": "4", "group_size": "4", "spin_us": "50", "trace_max_bytes": "67108864",
-             "passthrough": "true", "link_dev": "true", "profile": '"ipu2"', "mountpoint": '"/run/ipufs"'}
 
 
 def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
