@@ -116,19 +116,22 @@ if len(BY_KEY) != len(SETTINGS) or any(bool(s.off_help) != (s.form is Form.OFF) 
 RUN_SETTINGS: tuple[Setting, ...] = tuple(s for s in SETTINGS if s.run)
 
 
-def add_options(parser: argparse.ArgumentParser, settings: Iterable[Setting] = SETTINGS) -> None:
-    for setting in settings:
+def add_options(parser: argparse.ArgumentParser, settings: Iterable[Setting] | None = None) -> None:
+    """Add the options of ``settings`` (default: every setting)."""
+    for setting in SETTINGS if settings is None else settings:
         setting.add_to(parser)
 
 
-def given(options: Mapping[str, Any], settings: Iterable[Setting] = SETTINGS) -> dict[str, Any]:
+def given(options: Mapping[str, Any], settings: Iterable[Setting] | None = None) -> dict[str, Any]:
     """The settings a command line gave (parsed by add_options)."""
-    return {s.key: options[s.key] for s in settings if options.get(s.key) is not None}
+    return {s.key: options[s.key] for s in (SETTINGS if settings is None else settings)
+            if options.get(s.key) is not None}
 
 
-def mount_argv(options: Mapping[str, Any], settings: Iterable[Setting] = RUN_SETTINGS) -> list[str]:
-    """`ipufs mount` options that give the same settings as ``options``."""
-    return [arg for s in settings for arg in s.argv(options.get(s.key))]
+def mount_argv(options: Mapping[str, Any], settings: Iterable[Setting] | None = None) -> list[str]:
+    """`ipufs mount` options that give the same settings as ``options``
+    (default: those `ipufs run` takes)."""
+    return [arg for s in (RUN_SETTINGS if settings is None else settings) for arg in s.argv(options.get(s.key))]
 
 
 def example_file() -> str:
