@@ -4,10 +4,49 @@
 from __future__ import annotations
 
 import argparse
+import threading
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
 from ipufs.monitoring.paths import module_dir
+from ipufs.tools.problems import USAGE, Problem
+
+EXTRA = "pip install 'ipufs[prometheus]'"
+
+
+def cmd_exporter(args: argparse.Namespace) -> int:
+    """Serve /metrics until SIGTERM or Ctrl-C (docs/monitoring.md)."""
+    import signal
+
+    from ipufs.cli_mount import sd_notify
+    from ipufs.tools import devices
+
+    try:
+        from ipufs.monitoring.exporter import Exporter, parse_listen
+    except ImportError as exc:
+        raise Problem(f"the exporter needs prometheus_client ({exc})", EXTRA) from None
+    try:
+        parse_listen(args.listen)
+    except ValueError as exc:
+        raise Problem(str(exc), status=USAGE) from None
+    root = Path(args.dev) if args.dev else devices.default_root()
+    exporter = Exporter(root, args.listen)
+    host, port = exporter.address
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())
+    exporter.start()
+    print(f"ipufs exporter: serving the IPUs in {root} on http://{host}:{port}/metrics", flush=True)
+    sd_notify(f"READY=1\nSTATUS=serving on {host}:{port}")
+    try:
+        while not stop.wait(0.5):
+            pass
+    except KeyboardInterrupt:
+        pass
+    finally:
+        sd_notify("STOPPING=1")
+        exporter.close()
+    return 0
 
 
 def cmd_gcipuinfo_path(args: argparse.Namespace) -> int:
@@ -17,6 +56,10 @@ def cmd_gcipuinfo_path(args: argparse.Namespace) -> int:
 
 def add_commands(sub: Any, tool: Callable[[str, str], argparse.ArgumentParser]) -> None:
     """Add `exporter` and `gcipuinfo-path` to the `ipufs` parser."""
+    ex = tool("exporter", "serve Prometheus metrics of the IPUs at /metrics (docs/monitoring.md)")
+    ex.add_argument("--listen", default="127.0.0.1:9842", metavar="HOST:PORT",
+                    help="where to listen (default %(default)s; 0.0.0.0:9842 for every interface)")
+    ex.set_defaults(func=cmd_exporter)
     mp = sub.add_parser("gcipuinfo-path", help="print the directory to put on PYTHONPATH for `import gcipuinfo`",
                         description="Print the directory holding ipufs's gcipuinfo module: "
                                     "export PYTHONPATH=$(ipufs gcipuinfo-path) (docs/monitoring.md).")

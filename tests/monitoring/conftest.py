@@ -64,3 +64,35 @@ def device_info(text: str) -> list[dict[str, str]]:
             key, value = line[2:].split(": ", 1)
             found[-1][key] = value
     return found
+
+
+class ExporterProcess:
+    """`ipufs exporter` serving a mount on a loopback port of its choosing."""
+
+    def __init__(self, mountpoint: Path) -> None:
+        self.proc = subprocess.Popen(ipufs_command("exporter", "--dev", str(mountpoint), "--listen", "127.0.0.1:0"),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()  # "... on http://127.0.0.1:PORT/metrics"
+        if "http://" not in line:
+            self.close()
+            raise AssertionError(f"exporter did not start: {line} {self.proc.stderr.read() if self.proc.stderr else ''}")
+        self.url = line.split()[-1].removesuffix("/metrics")
+        self.port = int(self.url.rsplit(":", 1)[1])
+
+    def close(self) -> None:
+        self.proc.terminate()
+        try:
+            self.proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+
+
+@pytest.fixture
+def exporter(board: RunningDaemon) -> Iterator[ExporterProcess]:
+    e = ExporterProcess(board.mountpoint)
+    try:
+        yield e
+    finally:
+        e.close()
