@@ -7,12 +7,33 @@ import argparse
 import threading
 from pathlib import Path
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipufs.monitoring.paths import module_dir
 from ipufs.tools.problems import USAGE, Problem
 
+if TYPE_CHECKING:
+    from ipufs.monitoring.exporter import Exporter
+
 EXTRA = "pip install 'ipufs[prometheus]'"
+
+
+def open_exporter(root: Path, listen: str) -> Exporter:
+    """An exporter of the IPUs in ``root`` bound to ``listen`` (not yet
+    serving); a Problem, in one line, when it cannot be."""
+    try:
+        from ipufs.monitoring.exporter import Exporter, parse_listen
+    except ImportError as exc:
+        raise Problem(f"the exporter needs prometheus_client ({exc})", EXTRA) from None
+    try:
+        parse_listen(listen)
+    except ValueError as exc:
+        raise Problem(str(exc), status=USAGE) from None
+    try:
+        return Exporter(root, listen)
+    except OSError as exc:
+        raise Problem(f"cannot listen on {listen}: {exc.strerror or exc}",
+                      "name a free address with --listen") from None
 
 
 def cmd_exporter(args: argparse.Namespace) -> int:
@@ -22,16 +43,8 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     from ipufs.cli_mount import sd_notify
     from ipufs.tools import devices
 
-    try:
-        from ipufs.monitoring.exporter import Exporter, parse_listen
-    except ImportError as exc:
-        raise Problem(f"the exporter needs prometheus_client ({exc})", EXTRA) from None
-    try:
-        parse_listen(args.listen)
-    except ValueError as exc:
-        raise Problem(str(exc), status=USAGE) from None
     root = Path(args.dev) if args.dev else devices.default_root()
-    exporter = Exporter(root, args.listen)
+    exporter = open_exporter(root, args.listen)
     host, port = exporter.address
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda signum, frame: stop.set())

@@ -56,6 +56,14 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise Problem(f"{mountpoint} is already mounted by a running ipufs daemon",
                       f"use it as it is, unmount it first (`ipufs umount {mountpoint}`), or name another mount point")
 
+    exporter = None
+    if args.exporter:  # bound now, so that a busy address fails before mounting
+        from pathlib import Path
+
+        from ipufs.cli_exporter import open_exporter
+
+        exporter = open_exporter(Path(mountpoint), args.exporter)
+
     async def main() -> None:
         daemon = Daemon(config)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -76,6 +84,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
                 log.info("%d x %s mounted at %s (%s%s)%s", config.ipus, config.profile, config.mountpoint,
                          serving.mode, f": {serving.mode_reason}" if serving.mode_reason else "",
                          f", linked in {serving.linked_in}" if serving.linked_in else "")
+                if exporter is not None:
+                    exporter.start()
+                    log.info("metrics of the IPUs on http://%s:%d/metrics", *exporter.address)
                 sd_notify(f"READY=1\nSTATUS={config.ipus} IPUs at {config.mountpoint} ({serving.mode})")
 
     try:
@@ -87,6 +98,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
         if isinstance(exc, BaseExceptionGroup):
             raise _alone(exc) from None
         raise
+    finally:
+        if exporter is not None:
+            exporter.close()
     return 0
 
 
@@ -148,4 +162,7 @@ def add_commands(sub: Any) -> None:
     m.add_argument("--cdi-follow-restarts", dest="cdi_follow_restarts", action="store_const", const=True,
                    help="CDI devices that a restarted daemon reaches in running containers (a hook "
                         "links /dev/ipuN* into a bound directory; docs/docker.md)")
+    m.add_argument("--exporter", metavar="HOST:PORT",
+                   help="also serve Prometheus metrics of the IPUs there, as `ipufs exporter` does "
+                        "(docs/monitoring.md)")
     m.set_defaults(func=cmd_mount)

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.harness import PyClient, RunningDaemon, ipufs_command, running_daemon
+from tests.integration.harness import (PyClient, RunningDaemon, daemon_process, ipufs_command, is_mounted,
+                                       running_daemon, stop_processes)
 from tests.monitoring.conftest import ExporterProcess, ipufs
 
 pytestmark = pytest.mark.mount
@@ -156,3 +157,30 @@ def test_a_listen_address_in_use_is_one_line(exporter: ExporterProcess) -> None:
     out = subprocess.run(ipufs_command("exporter", "--listen", f"127.0.0.1:{exporter.port}"),
                          capture_output=True, text=True, timeout=30)
     assert out.returncode != 0 and out.stderr.count("\n") == 1 and "Traceback" not in out.stderr, out.stderr
+
+
+def test_the_daemon_serves_metrics_itself(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mountpoint = tmp_path / "mnt"
+    mountpoint.mkdir()
+    daemon = daemon_process(mountpoint, "--ipus", "2", "--no-link-dev", "--exporter", f"127.0.0.1:{port}")
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as r:
+            text = r.read().decode()
+        assert "ipufs_ipus 2.0" in text and 'ipufs_ipu_healthy{board="M2000",ipu="1"' in text
+        daemon.terminate()
+        assert daemon.wait(15) == 0
+        with pytest.raises(OSError):  # it stopped with the daemon
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    finally:
+        stop_processes(mountpoint, daemon)
+
+
+def test_a_busy_exporter_address_stops_the_daemon_before_it_mounts(exporter: ExporterProcess, tmp_path: Path) -> None:
+    out = subprocess.run(ipufs_command("mount", str(tmp_path), "--no-link-dev", "--no-cdi",
+                                       "--exporter", f"127.0.0.1:{exporter.port}"),
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 1 and out.stderr.startswith(f"ipufs mount: cannot listen on 127.0.0.1:{exporter.port}")
+    assert not is_mounted(tmp_path)
