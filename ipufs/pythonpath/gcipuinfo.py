@@ -18,4 +18,9 @@ if _REAL is not None and _REAL.loader is not None:
     sys.modules[__name__] = _module
     _REAL.loader.exec_module(_module)
 else:
-    from ipufs.monitoring.ipuinfo import *  # noqa: F401,F403
+    try:
+        from ipufs.monitoring.ipuinfo import *  # noqa: F401,F403
+    except ImportError as exc:
+        raise ImportError(f"gcipuinfo: ipufs's module runs in a Python that has ipufs installed; {sys.executable} "
+                          f"cannot load it ({exc}): run the program with the Python ipufs is installed in "
+                          "(docs/monitoring.md)") from None

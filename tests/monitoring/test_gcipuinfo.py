@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from ipufs.monitoring import ipuinfo
+from ipufs.monitoring.paths import module_dir
 from tests.integration.harness import PyClient, RunningDaemon, ipufs_command, running_daemon
 from tests.monitoring.conftest import consumer_env, device_info, ipufs, run_consumer
 
@@ -148,3 +149,10 @@ def test_ipufs_run_gives_its_command_the_module() -> None:
 
 def test_gcipuinfo_path_names_the_module_directory() -> None:
     assert Path(ipufs("gcipuinfo-path").strip(), "gcipuinfo.py").is_file()
+
+
+def test_a_python_without_ipufs_is_told_why(tmp_path: Path) -> None:
+    out = subprocess.run([sys.executable, "-I", "-S", "-c", f"import sys; sys.path.append({str(module_dir())!r}); "
+                          "import gcipuinfo"], capture_output=True, text=True, timeout=30, cwd=tmp_path)
+    assert out.returncode == 1
+    assert "gcipuinfo: ipufs's module runs in a Python that has ipufs installed" in out.stderr
