@@ -184,3 +184,11 @@ def test_a_busy_exporter_address_stops_the_daemon_before_it_mounts(exporter: Exp
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 1 and out.stderr.startswith(f"ipufs mount: cannot listen on 127.0.0.1:{exporter.port}")
     assert not is_mounted(tmp_path)
+
+
+@pytest.mark.timeout(120)
+def test_the_scrape_benchmark_runs() -> None:
+    out = subprocess.run([sys.executable, str(UNIT.parents[1] / "benchmarks" / "scrape.py"), "--smoke"],
+                         capture_output=True, text=True, timeout=110)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("scrape of 2 × ipu2: p50 ")
