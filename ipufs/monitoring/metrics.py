@@ -53,10 +53,11 @@ class IpuCollector(Collector):
         yield from g.all()
 
     def _one(self, index: int, g: _Families) -> None:
-        fields = {f.key: f for f in info.fields(self.root, index)}
-        text = {k: f.text for k, f in fields.items()}
-        labels = [str(index), text["board type"], text["board serial number"], text["pci id"]]
+        # Every read first: an IPU that fails half-way adds no series at all.
+        text = {f.key: f.text for f in info.fields(self.root, index)}
         verdict = health.check(self.root, index)
+        view = devices.daemon_view(self.root, index) or {}
+        labels = [str(index), text["board type"], text["board serial number"], text["pci id"]]
         g.healthy.add_metric(labels, 1 if verdict.health.healthy else 0)
         for name, bit in CONDITIONS.items():
             on = not verdict.status.bits & bit if name == "not_ready" else bool(verdict.status.bits & bit)
@@ -71,7 +72,6 @@ class IpuCollector(Collector):
             value = _number(text[key], unit)
             if value is not None:  # N/A: no sample, as exporters leave out what a device cannot measure
                 family.add_metric(labels, value * scale)
-        view = devices.daemon_view(self.root, index) or {}
         attached = view.get("attached")
         g.attached.add_metric(labels, 1 if attached else 0)
         if attached:
