@@ -1,6 +1,6 @@
 # The attribute labels of Graphcore's IPU Info library (gcipuinfo, "Attribute
 # labels"): a constant per attribute, whose value is the key gc-info prints.
-# gcipuinfo's documentation and public scripts name IpuPower ("ipu power")
+# Graphcore's power-consumption example names IpuPower ("ipu power")
 # and BoardType ("board type"); every other constant's name follows the same
 # rule, the key's words capitalised and joined, "(bytes)" left out and
 # "(session)" kept as "Session" (docs/monitoring.md lists them all).
