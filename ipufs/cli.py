@@ -13,8 +13,9 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ipufs import __version__, cli_faults, cli_mount
+from ipufs import __version__, cli_exporter, cli_faults, cli_mount
 from ipufs.daemon import settings
+from ipufs.sd_notify import sd_notify
 from ipufs.tools.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
@@ -211,12 +212,12 @@ def cmd_device_plugin(args: argparse.Namespace) -> int:
     stop = threading.Event()
 
     def stopping(signum: int, frame: object) -> None:
-        cli_mount.sd_notify("STOPPING=1")
+        sd_notify("STOPPING=1")
         stop.set()
 
     signal.signal(signal.SIGTERM, stopping)
     signal.signal(signal.SIGINT, stopping)
-    run(config, stop, lambda status: cli_mount.sd_notify(f"READY=1\nSTATUS={status}"))
+    run(config, stop, lambda status: sd_notify(f"READY=1\nSTATUS={status}"))
     return 0
 
 
@@ -323,6 +324,7 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_reset)
 
     cli_faults.add_commands(sub, tool)
+    cli_exporter.add_commands(sub, tool)
 
     c = sub.add_parser("completion", help="print a shell completion script",
                        description="Print a completion script generated from these options. In bash: "

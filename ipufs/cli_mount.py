@@ -1,6 +1,6 @@
 # The daemon's own command of `ipufs`: `mount`, which runs a daemon in the
 # foreground (settings from --config, then the options; systemd told of
-# readiness with sd_notify), and what turns its failures at start into one
+# readiness through ipufs/sd_notify.py), and what turns its failures at start into one
 # line (docs/systemd.md, docs/tools.md).
 from __future__ import annotations
 
@@ -8,31 +8,16 @@ import argparse
 import logging
 import os
 import signal
-import socket
 from typing import Any
 
 import trio
 
 from ipufs.daemon import settings
 from ipufs.daemon.settings import given
+from ipufs.sd_notify import sd_notify
 from ipufs.tools.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
-
-
-def sd_notify(message: str) -> None:
-    """Tell systemd (Type=notify) about our state, when it is listening."""
-    address = os.environ.get("NOTIFY_SOCKET")
-    if not address:
-        return
-    if address.startswith("@"):
-        address = "\0" + address[1:]
-    try:
-        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-            s.connect(address)
-            s.sendall(message.encode())
-    except OSError as exc:  # a manager that went away must not stop the daemon
-        log.debug("could not notify %s: %s", address, exc)
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
@@ -57,6 +42,14 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise Problem(f"{mountpoint} is already mounted by a running ipufs daemon",
                       f"use it as it is, unmount it first (`ipufs umount {mountpoint}`), or name another mount point")
 
+    exporter = None
+    if config.exporter:  # bound now, so that a busy address fails before mounting
+        from pathlib import Path
+
+        from ipufs.cli_exporter import open_exporter
+
+        exporter = open_exporter(Path(mountpoint), config.exporter)
+
     async def main() -> None:
         daemon = Daemon(config)
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
@@ -77,6 +70,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
                 log.info("%d x %s mounted at %s (%s%s)%s", config.ipus, config.profile, config.mountpoint,
                          serving.mode, f": {serving.mode_reason}" if serving.mode_reason else "",
                          f", linked in {serving.linked_in}" if serving.linked_in else "")
+                if exporter is not None:
+                    exporter.start()
+                    log.info("metrics of the IPUs on http://%s:%d/metrics", *exporter.address)
                 sd_notify(f"READY=1\nSTATUS={config.ipus} IPUs at {config.mountpoint} ({serving.mode})")
 
     try:
@@ -88,6 +84,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
         if isinstance(exc, BaseExceptionGroup):
             raise _alone(exc) from None
         raise
+    finally:
+        if exporter is not None:
+            exporter.close()
     return 0
 
 

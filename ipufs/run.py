@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ipufs import compat, native
 from ipufs.fuse import mount as fmount
+from ipufs.monitoring.paths import module_dir
 from ipufs.tools import namespace
 
 #: Exit statuses of `ipufs run` itself, as env(1) and docker run use them.
@@ -164,6 +165,9 @@ def _environment(library: Path, mountpoint: Path, control: str) -> dict[str, str
     env = compat.preload(dict(os.environ), library)
     env.update(IPUFS_MOUNT=str(mountpoint), IPUFS_CONTROL=control)
     env[compat.SYSFS_ENV] = compat.CONTAINER_SYSFS  # bound there: nothing to redirect
+    # `import gcipuinfo` finds ipufs's (a real one elsewhere still wins:
+    # docs/monitoring.md, "Finding the module").
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(module_dir())) if p)
     return env
 
 

@@ -26,6 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "daemon": {"abi", "native", "fuse", "model", "driver", "container"},
     "tools": {"abi", "native", "client", "container"},
     "deviceplugin": {"abi", "client", "tools", "container"},
+    "monitoring": {"abi", "native", "client", "tools", "deviceplugin"},
 }
 #: Modules at the top of the package that every layer may import.
 SHARED = {"__init__", "compat"}  # ipufs.__version__; where the compatibility pieces are

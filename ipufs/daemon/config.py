@@ -41,6 +41,7 @@ class DaemonConfig:
     cdi_dir: str | None = None  # write the mount's CDI spec here (the CLI's default as root: /var/run/cdi)
     cdi_prefix: str | None = None  # before the CDI device names (default: container.cdi.default_prefix)
     cdi_follow_restarts: bool = False  # CDI devices that follow daemon restarts (container/follow.py)
+    exporter: str | None = None  # HOST:PORT: serve Prometheus metrics there too (ipufs/monitoring/)
 
     @property
     def control_path(self) -> str:
@@ -160,4 +161,5 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
                  str(s["cdi_dir"]) if s.get("cdi_dir") else cdi.DEFAULT_DIR if os.geteuid() == 0 else None),
         cdi_prefix=None if s.get("cdi_prefix") is None else str(s["cdi_prefix"]),
         cdi_follow_restarts=bool(s.get("cdi_follow_restarts", d.cdi_follow_restarts)),
+        exporter=None if s.get("exporter") is None else str(s["exporter"]),
     )

@@ -101,6 +101,8 @@ SETTINGS: tuple[Setting, ...] = (
             run=True),
     Setting("trace_max_bytes", I, "past this size, move the trace file to TRACE_FILE.1 and start again "
             "(default 64 MiB)", "67108864", run=True),
+    Setting("exporter", S, "also serve Prometheus metrics of the IPUs at HOST:PORT, as `ipufs exporter` "
+            "does (docs/monitoring.md)", '"127.0.0.1:9842"'),
     Setting("cdi", B, "write a CDI spec for podman, docker 25+, containerd and CRI-O (the default as root; "
             "docs/docker.md)", "true", Form.OFF, shipped=True, off_help="write no CDI spec"),
     Setting("cdi_dir", S, "where to write the CDI spec (default /var/run/cdi)", '"/var/run/cdi"'),

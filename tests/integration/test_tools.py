@@ -107,11 +107,11 @@ def test_info_is_shaped_like_gc_info(board: RunningDaemon) -> None:
             fields["firmware patch version"]) == ("2", "5", "9")
     assert fields["link speed"] == "16.0 GT/s" and fields["clock"] == "1330MHz"
     assert fields["total board power"] == "150.0 W" and fields["pci id"] == "0000:1c:00.0"
-    assert fields["hexopt total size (bytes)"] == str(64 << 20) and fields["ipu power"] == "N/A"
+    assert fields["hexopt total size (bytes)"] == str(64 << 20) and fields["ipu power"] == "12.60W"
     assert fields["ipu utilisation"] == "0.00%" and fields["ipu utilisation (session)"] == "N/A"
     typed = json.loads(ipufs("info", "-d", "2", "--json", "--dev", str(board.mountpoint)))[0]
     assert typed["id"] == 2 and typed["average_die_temp_c"] == 45.0 and typed["clock_mhz"] == 1330
-    assert typed["hexopt_total_size_bytes"] == 64 << 20 and typed["ipu_power_w"] is None
+    assert typed["hexopt_total_size_bytes"] == 64 << 20 and typed["ipu_power_w"] == 12.6
     assert typed["board_serial_number"] == fields["board serial number"]
 
 

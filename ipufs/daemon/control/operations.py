@@ -68,6 +68,8 @@ class StatusQueries:
             "signals_dropped": {names[s]: driver.signals_dropped[index][s] for s in Interrupt},
             "interrupts_raised": {names[s]: model.interrupts.raised[s] for s in Interrupt},
             "reset_count": model.reset_count,
+            "exception_count": model.exception_count,  # raised since the last clear or reset
+            "parity_errors": len(model.tiles.bad_parity),  # tile memory words whose parity is bad now
             "use": use,  # share of the daemon's time a process held the IPU
             "session_use": session_use,  # the same over the current or last attachment
             "exception": None if model.exception is None else {
