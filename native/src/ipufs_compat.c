@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -32,6 +33,7 @@
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/vfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -105,12 +107,39 @@ REAL(ssize_t, readlink, (const char *, char *, size_t))
 REAL(ssize_t, readlinkat, (int, const char *, char *, size_t))
 REAL(char *, realpath, (const char *, char *))
 
-/* --- which devices are ipufs mounts ----------------------------------------
- * FUSE superblocks have anonymous device numbers (major 0). The answer for
- * each is read once from /proc/self/mountinfo and kept in a small table
- * without locks: a slot holds (minor + 1) << 1 | is_ipufs. */
-#define SLOTS 64
-static _Atomic uint64_t known[SLOTS];
+/* --- which files are ipufs nodes ------------------------------------------
+ * A node is a regular file with an inode number in the nodes' range on a
+ * FUSE superblock (anonymous device number, major 0) of an fuse.ipufs
+ * mount. The device number alone says nothing lasting: the kernel hands a
+ * departed mount's number to the next anonymous superblock (a tmpfs, an
+ * overlay). So the answer is kept per mount, under the mount's unique id
+ * (statx STATX_MNT_ID_UNIQUE, Linux 6.8+; never reused while the system
+ * runs), and read once per mount from /proc/self/mountinfo. Only files
+ * that pass the cheap checks cost that extra statx; it is asked with
+ * AT_STATX_DONT_SYNC, so FUSE answers from the kernel's cache without a
+ * round trip to the daemon.
+ *
+ * On kernels without unique mount ids (or where statx is filtered), the
+ * filesystem's magic (fstatfs) tells FUSE from the rest, and a FUSE
+ * device number's answer is kept as before: there, only a FUSE mount of
+ * another kind that takes a departed ipufs mount's number (or the
+ * reverse) is misjudged (docs/compat.md). */
+#ifndef STATX_MNT_ID_UNIQUE
+#define STATX_MNT_ID_UNIQUE 0x00004000U
+#endif
+#define FUSE_SUPER_MAGIC 0x65735546
+/* ipufs/daemon/config.py MAX_IPUS: no node has a number from here on. */
+#define MAX_IPUS 4096
+#define NODES_END_INO (FIRST_NODE_INO + 4ull * MAX_IPUS)
+
+/* The kernel's statx layout: glibc's struct statx (2.36) has no name for
+ * stx_mnt_id, the first 8 bytes after stx_dev_minor. */
+static uint64_t mnt_id_of(const struct statx *stx)
+{
+    uint64_t id;
+    memcpy(&id, (const char *)stx + offsetof(struct statx, stx_dev_minor) + sizeof stx->stx_dev_minor, sizeof id);
+    return id;
+}
 
 static int read_mountinfo_says_ipufs(unsigned minor)
 {
@@ -146,47 +175,86 @@ static int read_mountinfo_says_ipufs(unsigned minor)
     return found;
 }
 
-static int is_ipufs_dev(dev_t dev)
+/* Small tables without locks: a slot holds key << 1 | is_ipufs, where the
+ * key is a unique mount id, or (fallback) a FUSE device's minor + 1. */
+#define SLOTS 64
+static _Atomic uint64_t by_mount[SLOTS];
+static _Atomic uint64_t by_fuse_minor[SLOTS];
+
+static int remembered(_Atomic uint64_t *table, uint64_t key, unsigned minor)
 {
-    if (major(dev) != 0)
-        return 0;
-    unsigned minor = minor(dev);
-    uint64_t key = (uint64_t)(minor + 1) << 1;
-    _Atomic uint64_t *slot = &known[minor % SLOTS];
+    _Atomic uint64_t *slot = &table[key % SLOTS];
     uint64_t seen = atomic_load_explicit(slot, memory_order_relaxed);
-    if ((seen & ~1ull) == key)
+    if ((seen & ~1ull) == key << 1)
         return (int)(seen & 1);
     int ipufs = read_mountinfo_says_ipufs(minor);
-    atomic_store_explicit(slot, key | (uint64_t)ipufs, memory_order_relaxed);
+    atomic_store_explicit(slot, key << 1 | (uint64_t)ipufs, memory_order_relaxed);
     return ipufs;
 }
 
-static int is_node(dev_t dev, mode_t mode, ino_t ino)
+/* Fallback: whether the file (dirfd, path, flags), found on device ``dev``,
+ * lies on a FUSE filesystem, asked of the same file again. */
+static int on_fuse(int dirfd, const char *path, int flags)
 {
-    return S_ISREG(mode) && ino >= FIRST_NODE_INO && ino < VIEW_FIRST_INO && is_ipufs_dev(dev);
+    struct statfs sf;
+    int r;
+    if (path[0] == '\0' && (flags & AT_EMPTY_PATH)) {
+        r = (int)syscall(SYS_fstatfs, dirfd, &sf);
+    } else {
+        int fd = (int)syscall(SYS_openat, dirfd, path,
+                              O_PATH | O_CLOEXEC | ((flags & AT_SYMLINK_NOFOLLOW) ? O_NOFOLLOW : 0));
+        if (fd < 0)
+            return 0;
+        r = (int)syscall(SYS_fstatfs, fd, &sf);
+        close(fd);
+    }
+    return r == 0 && sf.f_type == FUSE_SUPER_MAGIC;
 }
 
-static void as_chr(struct stat *st)
+/* Whether the file a stat call of (dirfd, path, flags) described as
+ * (dev, mode, ino) is an ipufs node. */
+static int is_node_at(int dirfd, const char *path, int flags, dev_t dev, mode_t mode, ino_t ino)
 {
-    if (is_node(st->st_dev, st->st_mode, st->st_ino)) {
+    if (!S_ISREG(mode) || ino < FIRST_NODE_INO || ino >= NODES_END_INO || major(dev) != 0 || !path)
+        return 0;
+    int same = flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT);
+    struct statx stx;
+    if (syscall(SYS_statx, dirfd, path, same | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO | STATX_MNT_ID_UNIQUE,
+                &stx) == 0
+        && (stx.stx_mask & STATX_MNT_ID_UNIQUE)) {
+        if (stx.stx_ino != ino || makedev(stx.stx_dev_major, stx.stx_dev_minor) != dev)
+            return 0; /* another file by now: say nothing */
+        return remembered(by_mount, mnt_id_of(&stx), minor(dev));
+    }
+    if (!on_fuse(dirfd, path, flags))
+        return 0;
+    return remembered(by_fuse_minor, (uint64_t)minor(dev) + 1, minor(dev));
+}
+
+/* Where the file a stat call described is an ipufs node, it becomes a
+ * character device; (dirfd, path, flags) name that file again. */
+static void as_chr(int dirfd, const char *path, int flags, struct stat *st)
+{
+    if (is_node_at(dirfd, path, flags, st->st_dev, st->st_mode, st->st_ino)) {
         st->st_mode = S_IFCHR | (st->st_mode & 07777);
         st->st_rdev = makedev(CHAR_MAJOR, st->st_ino - FIRST_NODE_INO);
     }
 }
 
-static void as_chr64(struct stat64 *st)
+static void as_chr64(int dirfd, const char *path, int flags, struct stat64 *st)
 {
-    if (is_node(st->st_dev, st->st_mode, st->st_ino)) {
+    if (is_node_at(dirfd, path, flags, st->st_dev, st->st_mode, st->st_ino)) {
         st->st_mode = S_IFCHR | (st->st_mode & 07777);
         st->st_rdev = makedev(CHAR_MAJOR, st->st_ino - FIRST_NODE_INO);
     }
 }
 
-static void as_chrx(struct statx *stx)
+static void as_chrx(int dirfd, const char *path, int flags, struct statx *stx)
 {
     if ((stx->stx_mask & (STATX_TYPE | STATX_INO)) != (STATX_TYPE | STATX_INO))
         return;
-    if (is_node(makedev(stx->stx_dev_major, stx->stx_dev_minor), stx->stx_mode, stx->stx_ino)) {
+    if (is_node_at(dirfd, path, flags, makedev(stx->stx_dev_major, stx->stx_dev_minor), stx->stx_mode,
+                   stx->stx_ino)) {
         stx->stx_mode = (uint16_t)(S_IFCHR | (stx->stx_mode & 07777));
         stx->stx_rdev_major = CHAR_MAJOR;
         stx->stx_rdev_minor = (uint32_t)(stx->stx_ino - FIRST_NODE_INO);
@@ -249,7 +317,7 @@ static const char *in_view(const char *path, char *buf)
 static int on_ipufs_node(int fd)
 {
     struct stat st;
-    return get_fstat()(fd, &st) == 0 && is_node(st.st_dev, st.st_mode, st.st_ino);
+    return get_fstat()(fd, &st) == 0 && is_node_at(fd, "", AT_EMPTY_PATH, st.st_dev, st.st_mode, st.st_ino);
 }
 
 EXPORT int ioctl(int fd, unsigned long request, ...)
@@ -275,26 +343,27 @@ EXPORT int ioctl(int fd, unsigned long request, ...)
 }
 
 /* --- stat ----------------------------------------------------------------- */
-#define STAT_PATH(name, st_type, fix)                                          \
+#define STAT_PATH(name, st_type, fix, flags)                                   \
     EXPORT int name(const char *path, st_type *st)                             \
     {                                                                          \
         char buf[PATH_MAX];                                                    \
-        int r = get_##name()(in_view(path, buf), st);                          \
+        const char *where = in_view(path, buf);                                \
+        int r = get_##name()(where, st);                                       \
         if (r == 0)                                                            \
-            fix(st);                                                           \
+            fix(AT_FDCWD, where, flags, st);                                   \
         return r;                                                              \
     }
 
-STAT_PATH(stat, struct stat, as_chr)
-STAT_PATH(lstat, struct stat, as_chr)
-STAT_PATH(stat64, struct stat64, as_chr64)
-STAT_PATH(lstat64, struct stat64, as_chr64)
+STAT_PATH(stat, struct stat, as_chr, 0)
+STAT_PATH(lstat, struct stat, as_chr, AT_SYMLINK_NOFOLLOW)
+STAT_PATH(stat64, struct stat64, as_chr64, 0)
+STAT_PATH(lstat64, struct stat64, as_chr64, AT_SYMLINK_NOFOLLOW)
 
 EXPORT int fstat(int fd, struct stat *st)
 {
     int r = get_fstat()(fd, st);
     if (r == 0)
-        as_chr(st);
+        as_chr(fd, "", AT_EMPTY_PATH, st);
     return r;
 }
 
@@ -302,49 +371,52 @@ EXPORT int fstat64(int fd, struct stat64 *st)
 {
     int r = get_fstat64()(fd, st);
     if (r == 0)
-        as_chr64(st);
+        as_chr64(fd, "", AT_EMPTY_PATH, st);
     return r;
 }
 
 EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
     char buf[PATH_MAX];
-    int r = get_fstatat()(dirfd, in_view(path, buf), st, flags);
+    const char *where = in_view(path, buf);
+    int r = get_fstatat()(dirfd, where, st, flags);
     if (r == 0)
-        as_chr(st);
+        as_chr(dirfd, where, flags, st);
     return r;
 }
 
 EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
     char buf[PATH_MAX];
-    int r = get_fstatat64()(dirfd, in_view(path, buf), st, flags);
+    const char *where = in_view(path, buf);
+    int r = get_fstatat64()(dirfd, where, st, flags);
     if (r == 0)
-        as_chr64(st);
+        as_chr64(dirfd, where, flags, st);
     return r;
 }
 
 /* The versioned entry points of programs built against glibc before 2.33. */
-#define XSTAT_PATH(name, st_type, fix)                                         \
+#define XSTAT_PATH(name, st_type, fix, flags)                                  \
     EXPORT int name(int ver, const char *path, st_type *st)                    \
     {                                                                          \
         char buf[PATH_MAX];                                                    \
-        int r = get_##name()(ver, in_view(path, buf), st);                     \
+        const char *where = in_view(path, buf);                                \
+        int r = get_##name()(ver, where, st);                                  \
         if (r == 0)                                                            \
-            fix(st);                                                           \
+            fix(AT_FDCWD, where, flags, st);                                   \
         return r;                                                              \
     }
 
-XSTAT_PATH(__xstat, struct stat, as_chr)
-XSTAT_PATH(__lxstat, struct stat, as_chr)
-XSTAT_PATH(__xstat64, struct stat64, as_chr64)
-XSTAT_PATH(__lxstat64, struct stat64, as_chr64)
+XSTAT_PATH(__xstat, struct stat, as_chr, 0)
+XSTAT_PATH(__lxstat, struct stat, as_chr, AT_SYMLINK_NOFOLLOW)
+XSTAT_PATH(__xstat64, struct stat64, as_chr64, 0)
+XSTAT_PATH(__lxstat64, struct stat64, as_chr64, AT_SYMLINK_NOFOLLOW)
 
 EXPORT int __fxstat(int ver, int fd, struct stat *st)
 {
     int r = get___fxstat()(ver, fd, st);
     if (r == 0)
-        as_chr(st);
+        as_chr(fd, "", AT_EMPTY_PATH, st);
     return r;
 }
 
@@ -352,34 +424,37 @@ EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
 {
     int r = get___fxstat64()(ver, fd, st);
     if (r == 0)
-        as_chr64(st);
+        as_chr64(fd, "", AT_EMPTY_PATH, st);
     return r;
 }
 
 EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
 {
     char buf[PATH_MAX];
-    int r = get___fxstatat()(ver, dirfd, in_view(path, buf), st, flags);
+    const char *where = in_view(path, buf);
+    int r = get___fxstatat()(ver, dirfd, where, st, flags);
     if (r == 0)
-        as_chr(st);
+        as_chr(dirfd, where, flags, st);
     return r;
 }
 
 EXPORT int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
 {
     char buf[PATH_MAX];
-    int r = get___fxstatat64()(ver, dirfd, in_view(path, buf), st, flags);
+    const char *where = in_view(path, buf);
+    int r = get___fxstatat64()(ver, dirfd, where, st, flags);
     if (r == 0)
-        as_chr64(st);
+        as_chr64(dirfd, where, flags, st);
     return r;
 }
 
 EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *stx)
 {
     char buf[PATH_MAX];
-    int r = get_statx()(dirfd, in_view(path, buf), flags, mask, stx);
+    const char *where = in_view(path, buf);
+    int r = get_statx()(dirfd, where, flags, mask, stx);
     if (r == 0)
-        as_chrx(stx);
+        as_chrx(dirfd, where, flags, stx);
     return r;
 }
 
