@@ -297,8 +297,63 @@ __attribute__((constructor)) static void find_view(void)
         view[0] = '\0';
 }
 
+/* Whether the ".." of ``rest`` (what follows /sys/bus/pci/devices) climb
+ * above /sys/bus/pci/devices, taken lexically. */
+static int climbs_out(const char *rest)
+{
+    long depth = 0;
+    for (const char *p = rest; *p;) {
+        while (*p == '/')
+            p++;
+        const char *end = strchrnul(p, '/');
+        size_t n = (size_t)(end - p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            if (--depth < 0)
+                return 1;
+        } else if (n != 0 && !(n == 1 && p[0] == '.')) {
+            depth++;
+        }
+        p = end;
+    }
+    return 0;
+}
+
+/* ``path`` with "//", "." and ".." taken lexically, into ``out``; 0 when
+ * it does not fit. */
+static size_t lexical(const char *path, char *out)
+{
+    size_t len = 0;
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        const char *end = strchrnul(p, '/');
+        size_t n = (size_t)(end - p);
+        if (n == 2 && p[0] == '.' && p[1] == '.') {
+            while (len > 0 && out[len - 1] != '/')
+                len--;
+            if (len > 0)
+                len--;
+        } else if (n != 0 && !(n == 1 && p[0] == '.')) {
+            if (len + 1 + n >= PATH_MAX)
+                return 0;
+            out[len++] = '/';
+            memcpy(out + len, p, n);
+            len += n;
+        }
+        p = end;
+    }
+    if (len == 0)
+        out[len++] = '/';
+    out[len] = '\0';
+    return len;
+}
+
 /* ``path`` itself, or its place in the view when it lies under
- * /sys/bus/pci/devices (written into ``buf``). */
+ * /sys/bus/pci/devices (written into ``buf``). A path whose ".." climb
+ * out of /sys/bus/pci/devices is taken lexically, and redirected only if
+ * it ends up under it again: /sys/bus/pci/devices/../../../class is the
+ * host's /sys/class. Below that, the view's own entries resolve ".."
+ * (where they are links, as sysfs's are). */
 static const char *in_view(const char *path, char *buf)
 {
     if (!view_len || !path || path[0] != '/' || path[1] != 's' || strncmp(path, SYSFS, SYSFS_LEN) != 0)
@@ -306,10 +361,23 @@ static const char *in_view(const char *path, char *buf)
     const char *rest = path + SYSFS_LEN;
     if (*rest != '\0' && *rest != '/')
         return path;
-    if (view_len + strlen(rest) >= PATH_MAX)
-        return path;
+    size_t rest_len;
+    if (climbs_out(rest)) {
+        size_t len = lexical(path, buf);
+        if (len < SYSFS_LEN || memcmp(buf, SYSFS, SYSFS_LEN) != 0
+            || (buf[SYSFS_LEN] != '\0' && buf[SYSFS_LEN] != '/'))
+            return path; /* outside the view: the host's */
+        rest_len = len - SYSFS_LEN;
+        if (view_len + rest_len >= PATH_MAX)
+            return path;
+        memmove(buf + view_len, buf + SYSFS_LEN, rest_len + 1);
+    } else {
+        rest_len = strlen(rest);
+        if (view_len + rest_len >= PATH_MAX)
+            return path;
+        memcpy(buf + view_len, rest, rest_len + 1);
+    }
     memcpy(buf, view, view_len);
-    strcpy(buf + view_len, rest);
     return buf;
 }
 
