@@ -297,24 +297,30 @@ __attribute__((constructor)) static void find_view(void)
         view[0] = '\0';
 }
 
+/* Takes the next component of a path at *p: 1 for a name (*name, *n),
+ * -1 for "..", 0 for "." or an empty one; *p moves past it. */
+static int next_component(const char **p, const char **name, size_t *n)
+{
+    while (**p == '/')
+        (*p)++;
+    *name = *p;
+    *p = strchrnul(*p, '/');
+    *n = (size_t)(*p - *name);
+    if (*n == 2 && (*name)[0] == '.' && (*name)[1] == '.')
+        return -1;
+    return !(*n == 0 || (*n == 1 && (*name)[0] == '.'));
+}
+
 /* Whether the ".." of ``rest`` (what follows /sys/bus/pci/devices) climb
  * above /sys/bus/pci/devices, taken lexically. */
 static int climbs_out(const char *rest)
 {
     long depth = 0;
-    for (const char *p = rest; *p;) {
-        while (*p == '/')
-            p++;
-        const char *end = strchrnul(p, '/');
-        size_t n = (size_t)(end - p);
-        if (n == 2 && p[0] == '.' && p[1] == '.') {
-            if (--depth < 0)
-                return 1;
-        } else if (n != 0 && !(n == 1 && p[0] == '.')) {
-            depth++;
-        }
-        p = end;
-    }
+    const char *name;
+    size_t n;
+    while (*rest)
+        if ((depth += next_component(&rest, &name, &n)) < 0)
+            return 1;
     return 0;
 }
 
@@ -322,25 +328,22 @@ static int climbs_out(const char *rest)
  * it does not fit. */
 static size_t lexical(const char *path, char *out)
 {
-    size_t len = 0;
-    for (const char *p = path; *p;) {
-        while (*p == '/')
-            p++;
-        const char *end = strchrnul(p, '/');
-        size_t n = (size_t)(end - p);
-        if (n == 2 && p[0] == '.' && p[1] == '.') {
+    size_t len = 0, n;
+    const char *name;
+    while (*path) {
+        int kind = next_component(&path, &name, &n);
+        if (kind < 0) {
             while (len > 0 && out[len - 1] != '/')
                 len--;
             if (len > 0)
                 len--;
-        } else if (n != 0 && !(n == 1 && p[0] == '.')) {
+        } else if (kind > 0) {
             if (len + 1 + n >= PATH_MAX)
                 return 0;
             out[len++] = '/';
-            memcpy(out + len, p, n);
+            memcpy(out + len, name, n);
             len += n;
         }
-        p = end;
     }
     if (len == 0)
         out[len++] = '/';
