@@ -211,12 +211,9 @@ static int on_fuse(int dirfd, const char *path, int flags)
     return r == 0 && sf.f_type == FUSE_SUPER_MAGIC;
 }
 
-/* Whether the file a stat call of (dirfd, path, flags) described as
- * (dev, mode, ino) is an ipufs node. */
-static int is_node_at(int dirfd, const char *path, int flags, dev_t dev, mode_t mode, ino_t ino)
+/* The slow part of is_node_at: whether the mount the file is on is ipufs. */
+static int ask_mount(int dirfd, const char *path, int flags, dev_t dev, ino_t ino)
 {
-    if (!S_ISREG(mode) || ino < FIRST_NODE_INO || ino >= NODES_END_INO || major(dev) != 0 || !path)
-        return 0;
     int same = flags & (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT);
     struct statx stx;
     if (syscall(SYS_statx, dirfd, path, same | AT_STATX_DONT_SYNC, STATX_TYPE | STATX_INO | STATX_MNT_ID_UNIQUE,
@@ -229,6 +226,18 @@ static int is_node_at(int dirfd, const char *path, int flags, dev_t dev, mode_t 
     if (!on_fuse(dirfd, path, flags))
         return 0;
     return remembered(by_fuse_minor, (uint64_t)minor(dev) + 1, minor(dev));
+}
+
+/* Whether the file a stat call of (dirfd, path, flags) described as
+ * (dev, mode, ino) is an ipufs node. The caller's errno stays as it was. */
+static int is_node_at(int dirfd, const char *path, int flags, dev_t dev, mode_t mode, ino_t ino)
+{
+    if (!S_ISREG(mode) || ino < FIRST_NODE_INO || ino >= NODES_END_INO || major(dev) != 0 || !path)
+        return 0;
+    int saved = errno;
+    int node = ask_mount(dirfd, path, flags, dev, ino);
+    errno = saved;
+    return node;
 }
 
 /* Where the file a stat call described is an ipufs node, it becomes a

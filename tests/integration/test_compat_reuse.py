@@ -113,3 +113,15 @@ def test_the_library_knows_the_daemons_largest_node_number() -> None:
 
     source = (ROOT / "native" / "src" / "ipufs_compat.c").read_text()
     assert f"#define MAX_IPUS {MAX_IPUS}\n" in source
+
+
+def test_checking_a_file_leaves_errno_as_it_was(tmp_path: Path, prefix: list[str]) -> None:
+    """The checks behind a successful stat of a file that could be a node
+    (a statx refused with ENOSYS among them) do not show in errno."""
+    script = ("import ctypes, sys\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+              "buf = ctypes.create_string_buffer(256)\nctypes.set_errno(0)\n"
+              "print(libc.stat(sys.argv[1].encode(), buf), ctypes.get_errno())\n")
+    with tmpfs(tmp_path / "tmp") as plain:
+        out = subprocess.run([*prefix, sys.executable, "-I", "-c", script, str(plain)],
+                             env=compat.preload(dict(os.environ)), capture_output=True, text=True, timeout=TIMEOUT)
+    assert out.stdout.split() == ["0", "0"], out.stderr
