@@ -47,9 +47,9 @@
 #define ICU_MESSAGE 20
 
 /* What the daemon promises (ipufs/driver/nodes.py): a regular file of an
- * ipufs mount whose inode number is below 2**32 is the node 2 + 4 N + kind. */
+ * ipufs mount whose inode number is below 2**32 (where the sysfs view's
+ * start) is the node 2 + 4 N + kind; N is below MAX_IPUS (further down). */
 #define FIRST_NODE_INO 2ull
-#define VIEW_FIRST_INO (1ull << 32)
 #define CHAR_MAJOR 240
 
 static const char SYSFS[] = "/sys/bus/pci/devices";
@@ -192,8 +192,8 @@ static int remembered(_Atomic uint64_t *table, uint64_t key, unsigned minor)
     return ipufs;
 }
 
-/* Fallback: whether the file (dirfd, path, flags), found on device ``dev``,
- * lies on a FUSE filesystem, asked of the same file again. */
+/* Fallback: whether the file (dirfd, path, flags) lies on a FUSE
+ * filesystem, asked of the same file again. */
 static int on_fuse(int dirfd, const char *path, int flags)
 {
     struct statfs sf;
