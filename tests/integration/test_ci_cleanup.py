@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,56 @@ def test_cleanup_of_a_directory_that_is_gone_does_nothing(tmp_path: Path) -> Non
     done = subprocess.run([str(CLEANUP), str(tmp_path / "never-made")], capture_output=True, text=True,
                           timeout=TIMEOUT)
     assert done.returncode == 0 and done.stderr == ""
+
+
+STUB_DEV = """#!/usr/bin/env bash
+# Stands in for ./dev: `./dev test` leaves a mount of its own behind in
+# TMPDIR, its daemon still running, and fails.
+set -u
+[ "$1" = test ] && [ -n "${TMPDIR:-}" ] || exit 2  # never a mount outside the run's directory
+mkdir "$TMPDIR/mnt" || exit 2
+"$PYTHON" -m ipufs mount "$TMPDIR/mnt" --ipus 1 --profile ipu1 --no-cdi --no-link-dev >/dev/null 2>&1 &
+echo "$! $TMPDIR" > "$REPORT"
+for _ in $(seq 100); do
+    grep -q " $TMPDIR/mnt " /proc/self/mountinfo && exit 3
+    sleep 0.1
+done
+exit 4
+"""
+
+
+def test_ci_run_ends_its_own_leftover_mount_and_no_other(tmp_path: Path) -> None:
+    """.ci/run itself, around a stand-in for `./dev test` that leaves its
+    mount and daemon behind: the run's status is the test's, its mount and
+    directory are gone, and a mount of someone else stays."""
+    checkout = tmp_path / "checkout"
+    (checkout / ".ci").mkdir(parents=True)
+    for name in ("run", "cleanup"):
+        (checkout / ".ci" / name).write_bytes((ROOT / ".ci" / name).read_bytes())
+        (checkout / ".ci" / name).chmod(0o755)
+    (checkout / "dev").write_text(STUB_DEV)
+    (checkout / "dev").chmod(0o755)
+    report = tmp_path / "report"
+    foreign_point = tmp_path / "foreign"
+    foreign_point.mkdir()
+    foreign = daemon_process(foreign_point, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
+    leaked: list[str] = []
+    try:
+        done = subprocess.run([str(checkout / ".ci" / "run")], capture_output=True, text=True, timeout=TIMEOUT * 6,
+                              env={**os.environ, "PYTHON": sys.executable, "REPORT": str(report)})
+        leaked = report.read_text().split()
+        assert done.returncode == 3, done.stderr  # the stand-in's own status
+        pid, run_dir = int(leaked[0]), leaked[1]
+        assert run_dir.startswith("/tmp/ci-")
+        assert not is_mounted(f"{run_dir}/mnt") and not os.path.exists(run_dir)
+        assert f"ci: aborting leftover mount {run_dir}/mnt" in done.stderr
+        assert is_mounted(foreign_point) and foreign.poll() is None
+        assert (foreign_point / "ipu0").stat().st_size > 0
+    finally:
+        if leaked:
+            try:
+                os.kill(int(leaked[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            stop_processes(Path(leaked[1]) / "mnt")
+        stop_processes(foreign_point, foreign)
