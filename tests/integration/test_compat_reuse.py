@@ -111,7 +111,7 @@ def test_the_library_knows_the_daemons_largest_node_number() -> None:
     from ipufs.daemon.config import MAX_IPUS
     from tests.integration.harness import ROOT
 
-    source = (ROOT / "native" / "src" / "ipufs_compat.c").read_text()
+    source = (ROOT / "native" / "src" / "compat_nodes.c").read_text()
     assert f"#define MAX_IPUS {MAX_IPUS}\n" in source
 
 
