@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -67,25 +68,39 @@ exit 4
 """
 
 
+def stub_checkout(where: Path) -> Path:
+    """A checkout holding this .ci/ and STUB_DEV as its ./dev."""
+    (where / ".ci").mkdir(parents=True)
+    for name in ("run", "cleanup"):
+        (where / ".ci" / name).write_bytes((ROOT / ".ci" / name).read_bytes())
+        (where / ".ci" / name).chmod(0o755)
+    (where / "dev").write_text(STUB_DEV)
+    (where / "dev").chmod(0o755)
+    return where
+
+
+def run_ci(checkout: Path, report: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(checkout / ".ci" / "run")], capture_output=True, text=True, timeout=TIMEOUT * 6,
+                          env={**os.environ, "PYTHON": sys.executable, "REPORT": str(report)})
+
+
+def started(pid: int) -> str:
+    """Field 22 of /proc/PID/stat, as .ci/run records it."""
+    return Path(f"/proc/{pid}/stat").read_text().rpartition(") ")[2].split()[19]
+
+
 def test_ci_run_ends_its_own_leftover_mount_and_no_other(tmp_path: Path) -> None:
     """.ci/run itself, around a stand-in for `./dev test` that leaves its
     mount and daemon behind: the run's status is the test's, its mount and
     directory are gone, and a mount of someone else stays."""
-    checkout = tmp_path / "checkout"
-    (checkout / ".ci").mkdir(parents=True)
-    for name in ("run", "cleanup"):
-        (checkout / ".ci" / name).write_bytes((ROOT / ".ci" / name).read_bytes())
-        (checkout / ".ci" / name).chmod(0o755)
-    (checkout / "dev").write_text(STUB_DEV)
-    (checkout / "dev").chmod(0o755)
+    checkout = stub_checkout(tmp_path / "checkout")
     report = tmp_path / "report"
     foreign_point = tmp_path / "foreign"
     foreign_point.mkdir()
     foreign = daemon_process(foreign_point, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
     leaked: list[str] = []
     try:
-        done = subprocess.run([str(checkout / ".ci" / "run")], capture_output=True, text=True, timeout=TIMEOUT * 6,
-                              env={**os.environ, "PYTHON": sys.executable, "REPORT": str(report)})
+        done = run_ci(checkout, report)
         leaked = report.read_text().split()
         assert done.returncode == 3, done.stderr  # the stand-in's own status
         pid, run_dir = int(leaked[0]), leaked[1]
@@ -102,3 +117,41 @@ def test_ci_run_ends_its_own_leftover_mount_and_no_other(tmp_path: Path) -> None
                 pass
             stop_processes(Path(leaked[1]) / "mnt")
         stop_processes(foreign_point, foreign)
+
+
+def test_ci_run_ends_what_a_killed_run_left_and_nothing_else(tmp_path: Path) -> None:
+    """A run killed before its trap left its directory and mount: the next
+    run ends them. A run still going, and a link named like a run directory
+    (pointing at a directory to be emptied), are left alone."""
+    dead = Path(tempfile.mkdtemp(prefix="ci-", dir="/tmp"))
+    alive = Path(tempfile.mkdtemp(prefix="ci-", dir="/tmp"))
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "precious").write_text("keep")
+    (victim / ".ci-run").write_text("999999999 1\n")  # a run long gone, as a link would show it
+    link = Path(tempfile.mktemp(prefix="ci-", dir="/tmp"))
+    link.symlink_to(victim)
+    (dead / ".ci-run").write_text("999999999 1\n")
+    (alive / ".ci-run").write_text(f"{os.getpid()} {started(os.getpid())}\n")
+    procs: dict[Path, subprocess.Popen[str]] = {}
+    try:
+        for where in (dead, alive):
+            (where / "mnt").mkdir()
+            procs[where] = daemon_process(where / "mnt", "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
+        done = run_ci(stub_checkout(tmp_path / "checkout"), tmp_path / "report")
+        assert done.returncode == 3, done.stderr
+        assert f"ci: ending what a killed run left in {dead}" in done.stderr
+        assert not is_mounted(dead / "mnt") and not dead.exists()
+        assert is_mounted(alive / "mnt") and (alive / "mnt" / "ipu0").stat().st_size > 0
+        assert (victim / "precious").read_text() == "keep" and link.is_symlink()
+    finally:
+        for where, proc in procs.items():
+            stop_processes(where / "mnt", proc)
+        subprocess.run(["rm", "-rf", "--one-file-system", str(dead), str(alive)])
+        link.unlink(missing_ok=True)
+        leaked = (tmp_path / "report").read_text().split() if (tmp_path / "report").exists() else []
+        if leaked:
+            try:
+                os.kill(int(leaked[0]), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
