@@ -7,7 +7,8 @@ from setuptools.command.build_ext import build_ext
 
 COMPAT = Extension(
     "ipufs.libipufs-compat",
-    sources=["native/src/ipufs_compat.c"],
+    sources=["native/src/ipufs_compat.c", "native/src/compat_nodes.c", "native/src/compat_view.c"],
+    depends=["native/src/compat.h"],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-fvisibility=hidden"],
 )
 

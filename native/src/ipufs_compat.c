@@ -16,7 +16,8 @@
  *   sysfs view (IPUFS_SYSFS, or the view of the mount /dev/ipu0 links to).
  *
  * Everything else takes the plain libc path: the checks are a few compares
- * before the real call, and nothing is asked of the daemon. */
+ * before the real call, and nothing is asked of the daemon. Which files are
+ * nodes is compat_nodes.c's to say, where a path lies compat_view.c's. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -24,7 +25,6 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +35,8 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "compat.h"
+
 #define EXPORT __attribute__((visibility("default")))
 
 #define IPU_TYPE 0xED
@@ -43,15 +45,6 @@
 #define NR_MAILBOX_WRITE_READ 31
 #define NR_RESET 45
 #define ICU_MESSAGE 20
-
-/* What the daemon promises (ipufs/driver/nodes.py): a regular file of an
- * ipufs mount whose inode number is below 2**32 is the node 2 + 4 N + kind. */
-#define FIRST_NODE_INO 2ull
-#define VIEW_FIRST_INO (1ull << 32)
-#define CHAR_MAJOR 240
-
-static const char SYSFS[] = "/sys/bus/pci/devices";
-#define SYSFS_LEN (sizeof SYSFS - 1)
 
 /* --- the real functions, found on first use ------------------------------ */
 #define REAL(type, name, args)                                                 \
@@ -105,151 +98,41 @@ REAL(ssize_t, readlink, (const char *, char *, size_t))
 REAL(ssize_t, readlinkat, (int, const char *, char *, size_t))
 REAL(char *, realpath, (const char *, char *))
 
-/* --- which devices are ipufs mounts ----------------------------------------
- * FUSE superblocks have anonymous device numbers (major 0). The answer for
- * each is read once from /proc/self/mountinfo and kept in a small table
- * without locks: a slot holds (minor + 1) << 1 | is_ipufs. */
-#define SLOTS 64
-static _Atomic uint64_t known[SLOTS];
-
-static int read_mountinfo_says_ipufs(unsigned minor)
+/* Where the file a stat call described is an ipufs node, it becomes a
+ * character device; (dirfd, path, flags) name that file again. */
+static void as_chr(int dirfd, const char *path, int flags, struct stat *st)
 {
-    int fd = (int)syscall(SYS_openat, AT_FDCWD, "/proc/self/mountinfo", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    char want[24];
-    snprintf(want, sizeof want, " 0:%u ", minor);
-    char buf[8192];
-    size_t have = 0;
-    int found = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + have, sizeof buf - 1 - have);
-        if (n <= 0)
-            break;
-        have += (size_t)n;
-        buf[have] = '\0';
-        char *line = buf, *end;
-        while ((end = strchr(line, '\n')) != NULL) {
-            *end = '\0';
-            char *dev = strstr(line, want);
-            char *sep = strstr(line, " - ");
-            if (dev && sep && dev < sep && strncmp(sep + 3, "fuse.ipufs ", 11) == 0)
-                found = 1;
-            line = end + 1;
-        }
-        have = (size_t)(buf + have - line);
-        memmove(buf, line, have);
-        if (have == sizeof buf - 1)
-            have = 0; /* a line longer than the buffer: no mount of ours */
-    }
-    close(fd);
-    return found;
-}
-
-static int is_ipufs_dev(dev_t dev)
-{
-    if (major(dev) != 0)
-        return 0;
-    unsigned minor = minor(dev);
-    uint64_t key = (uint64_t)(minor + 1) << 1;
-    _Atomic uint64_t *slot = &known[minor % SLOTS];
-    uint64_t seen = atomic_load_explicit(slot, memory_order_relaxed);
-    if ((seen & ~1ull) == key)
-        return (int)(seen & 1);
-    int ipufs = read_mountinfo_says_ipufs(minor);
-    atomic_store_explicit(slot, key | (uint64_t)ipufs, memory_order_relaxed);
-    return ipufs;
-}
-
-static int is_node(dev_t dev, mode_t mode, ino_t ino)
-{
-    return S_ISREG(mode) && ino >= FIRST_NODE_INO && ino < VIEW_FIRST_INO && is_ipufs_dev(dev);
-}
-
-static void as_chr(struct stat *st)
-{
-    if (is_node(st->st_dev, st->st_mode, st->st_ino)) {
+    if (is_node_at(dirfd, path, flags, st->st_dev, st->st_mode, st->st_ino)) {
         st->st_mode = S_IFCHR | (st->st_mode & 07777);
         st->st_rdev = makedev(CHAR_MAJOR, st->st_ino - FIRST_NODE_INO);
     }
 }
 
-static void as_chr64(struct stat64 *st)
+static void as_chr64(int dirfd, const char *path, int flags, struct stat64 *st)
 {
-    if (is_node(st->st_dev, st->st_mode, st->st_ino)) {
+    if (is_node_at(dirfd, path, flags, st->st_dev, st->st_mode, st->st_ino)) {
         st->st_mode = S_IFCHR | (st->st_mode & 07777);
         st->st_rdev = makedev(CHAR_MAJOR, st->st_ino - FIRST_NODE_INO);
     }
 }
 
-static void as_chrx(struct statx *stx)
+static void as_chrx(int dirfd, const char *path, int flags, struct statx *stx)
 {
     if ((stx->stx_mask & (STATX_TYPE | STATX_INO)) != (STATX_TYPE | STATX_INO))
         return;
-    if (is_node(makedev(stx->stx_dev_major, stx->stx_dev_minor), stx->stx_mode, stx->stx_ino)) {
+    if (is_node_at(dirfd, path, flags, makedev(stx->stx_dev_major, stx->stx_dev_minor), stx->stx_mode,
+                   stx->stx_ino)) {
         stx->stx_mode = (uint16_t)(S_IFCHR | (stx->stx_mode & 07777));
         stx->stx_rdev_major = CHAR_MAJOR;
         stx->stx_rdev_minor = (uint32_t)(stx->stx_ino - FIRST_NODE_INO);
     }
 }
 
-/* --- the sysfs view ------------------------------------------------------- */
-static char view[PATH_MAX]; /* empty: nothing to redirect */
-static size_t view_len;
-
-__attribute__((constructor)) static void find_view(void)
-{
-    const char *env = getenv("IPUFS_SYSFS");
-    char link[PATH_MAX];
-    if (env && *env) {
-        snprintf(view, sizeof view, "%s", env);
-    } else {
-        /* The mount the daemon linked /dev/ipu0 to. */
-        ssize_t n = syscall(SYS_readlinkat, AT_FDCWD, "/dev/ipu0", link, sizeof link - 1);
-        if (n <= 0 || link[0] != '/')
-            return;
-        link[n] = '\0';
-        *strrchr(link, '/') = '\0';
-        if (strlen(link) + SYSFS_LEN >= sizeof view)
-            return;
-        strcpy(view, link);
-        strcat(view, SYSFS);
-        struct stat st;
-        if (syscall(SYS_newfstatat, AT_FDCWD, view, &st, 0) != 0 || !S_ISDIR(st.st_mode)) {
-            view[0] = '\0';
-            return;
-        }
-    }
-    view_len = strlen(view);
-    while (view_len > 1 && view[view_len - 1] == '/')
-        view[--view_len] = '\0';
-    if (strcmp(view, SYSFS) == 0) /* already bound there (ipufs run, containers) */
-        view_len = 0;
-    if (view_len == 0)
-        view[0] = '\0';
-}
-
-/* ``path`` itself, or its place in the view when it lies under
- * /sys/bus/pci/devices (written into ``buf``). */
-static const char *in_view(const char *path, char *buf)
-{
-    if (!view_len || !path || path[0] != '/' || path[1] != 's' || strncmp(path, SYSFS, SYSFS_LEN) != 0)
-        return path;
-    const char *rest = path + SYSFS_LEN;
-    if (*rest != '\0' && *rest != '/')
-        return path;
-    if (view_len + strlen(rest) >= PATH_MAX)
-        return path;
-    memcpy(buf, view, view_len);
-    strcpy(buf + view_len, rest);
-    return buf;
-}
-
 /* --- ioctl ---------------------------------------------------------------- */
 static int on_ipufs_node(int fd)
 {
     struct stat st;
-    return get_fstat()(fd, &st) == 0 && is_node(st.st_dev, st.st_mode, st.st_ino);
+    return get_fstat()(fd, &st) == 0 && is_node_at(fd, "", AT_EMPTY_PATH, st.st_dev, st.st_mode, st.st_ino);
 }
 
 EXPORT int ioctl(int fd, unsigned long request, ...)
@@ -275,26 +158,27 @@ EXPORT int ioctl(int fd, unsigned long request, ...)
 }
 
 /* --- stat ----------------------------------------------------------------- */
-#define STAT_PATH(name, st_type, fix)                                          \
+#define STAT_PATH(name, st_type, fix, flags)                                   \
     EXPORT int name(const char *path, st_type *st)                             \
     {                                                                          \
         char buf[PATH_MAX];                                                    \
-        int r = get_##name()(in_view(path, buf), st);                          \
+        const char *where = in_view(path, buf);                                \
+        int r = get_##name()(where, st);                                       \
         if (r == 0)                                                            \
-            fix(st);                                                           \
+            fix(AT_FDCWD, where, flags, st);                                   \
         return r;                                                              \
     }
 
-STAT_PATH(stat, struct stat, as_chr)
-STAT_PATH(lstat, struct stat, as_chr)
-STAT_PATH(stat64, struct stat64, as_chr64)
-STAT_PATH(lstat64, struct stat64, as_chr64)
+STAT_PATH(stat, struct stat, as_chr, 0)
+STAT_PATH(lstat, struct stat, as_chr, AT_SYMLINK_NOFOLLOW)
+STAT_PATH(stat64, struct stat64, as_chr64, 0)
+STAT_PATH(lstat64, struct stat64, as_chr64, AT_SYMLINK_NOFOLLOW)
 
 EXPORT int fstat(int fd, struct stat *st)
 {
     int r = get_fstat()(fd, st);
     if (r == 0)
-        as_chr(st);
+        as_chr(fd, "", AT_EMPTY_PATH, st);
     return r;
 }
 
@@ -302,49 +186,52 @@ EXPORT int fstat64(int fd, struct stat64 *st)
 {
     int r = get_fstat64()(fd, st);
     if (r == 0)
-        as_chr64(st);
+        as_chr64(fd, "", AT_EMPTY_PATH, st);
     return r;
 }
 
 EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
     char buf[PATH_MAX];
-    int r = get_fstatat()(dirfd, in_view(path, buf), st, flags);
+    const char *where = in_view(path, buf);
+    int r = get_fstatat()(dirfd, where, st, flags);
     if (r == 0)
-        as_chr(st);
+        as_chr(dirfd, where, flags, st);
     return r;
 }
 
 EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
     char buf[PATH_MAX];
-    int r = get_fstatat64()(dirfd, in_view(path, buf), st, flags);
+    const char *where = in_view(path, buf);
+    int r = get_fstatat64()(dirfd, where, st, flags);
     if (r == 0)
-        as_chr64(st);
+        as_chr64(dirfd, where, flags, st);
     return r;
 }
 
 /* The versioned entry points of programs built against glibc before 2.33. */
-#define XSTAT_PATH(name, st_type, fix)                                         \
+#define XSTAT_PATH(name, st_type, fix, flags)                                  \
     EXPORT int name(int ver, const char *path, st_type *st)                    \
     {                                                                          \
         char buf[PATH_MAX];                                                    \
-        int r = get_##name()(ver, in_view(path, buf), st);                     \
+        const char *where = in_view(path, buf);                                \
+        int r = get_##name()(ver, where, st);                                  \
         if (r == 0)                                                            \
-            fix(st);                                                           \
+            fix(AT_FDCWD, where, flags, st);                                   \
         return r;                                                              \
     }
 
-XSTAT_PATH(__xstat, struct stat, as_chr)
-XSTAT_PATH(__lxstat, struct stat, as_chr)
-XSTAT_PATH(__xstat64, struct stat64, as_chr64)
-XSTAT_PATH(__lxstat64, struct stat64, as_chr64)
+XSTAT_PATH(__xstat, struct stat, as_chr, 0)
+XSTAT_PATH(__lxstat, struct stat, as_chr, AT_SYMLINK_NOFOLLOW)
+XSTAT_PATH(__xstat64, struct stat64, as_chr64, 0)
+XSTAT_PATH(__lxstat64, struct stat64, as_chr64, AT_SYMLINK_NOFOLLOW)
 
 EXPORT int __fxstat(int ver, int fd, struct stat *st)
 {
     int r = get___fxstat()(ver, fd, st);
     if (r == 0)
-        as_chr(st);
+        as_chr(fd, "", AT_EMPTY_PATH, st);
     return r;
 }
 
@@ -352,34 +239,37 @@ EXPORT int __fxstat64(int ver, int fd, struct stat64 *st)
 {
     int r = get___fxstat64()(ver, fd, st);
     if (r == 0)
-        as_chr64(st);
+        as_chr64(fd, "", AT_EMPTY_PATH, st);
     return r;
 }
 
 EXPORT int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags)
 {
     char buf[PATH_MAX];
-    int r = get___fxstatat()(ver, dirfd, in_view(path, buf), st, flags);
+    const char *where = in_view(path, buf);
+    int r = get___fxstatat()(ver, dirfd, where, st, flags);
     if (r == 0)
-        as_chr(st);
+        as_chr(dirfd, where, flags, st);
     return r;
 }
 
 EXPORT int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags)
 {
     char buf[PATH_MAX];
-    int r = get___fxstatat64()(ver, dirfd, in_view(path, buf), st, flags);
+    const char *where = in_view(path, buf);
+    int r = get___fxstatat64()(ver, dirfd, where, st, flags);
     if (r == 0)
-        as_chr64(st);
+        as_chr64(dirfd, where, flags, st);
     return r;
 }
 
 EXPORT int statx(int dirfd, const char *path, int flags, unsigned int mask, struct statx *stx)
 {
     char buf[PATH_MAX];
-    int r = get_statx()(dirfd, in_view(path, buf), flags, mask, stx);
+    const char *where = in_view(path, buf);
+    int r = get_statx()(dirfd, where, flags, mask, stx);
     if (r == 0)
-        as_chrx(stx);
+        as_chrx(dirfd, where, flags, stx);
     return r;
 }
 
@@ -512,13 +402,7 @@ EXPORT char *realpath(const char *path, char *resolved)
         return get_realpath()(path, resolved);
     if (!get_realpath()(where, real))
         return NULL;
-    const char *shown = real;
-    if (strncmp(real, view, view_len) == 0 && (real[view_len] == '\0' || real[view_len] == '/')
-        && SYSFS_LEN + strlen(real + view_len) < PATH_MAX) {
-        memcpy(buf, SYSFS, SYSFS_LEN);
-        strcpy(buf + SYSFS_LEN, real + view_len);
-        shown = buf;
-    }
+    const char *shown = as_shown(real, buf);
     if (!resolved)
         return strdup(shown);
     strcpy(resolved, shown);

@@ -1,6 +1,7 @@
 # Running `ipufs run` from tests: as root, or as an unprivileged user (nobody)
-# with /dev/fuse opened to users for the test's duration, and C programs
-# built where that user can run them.
+# in a mount namespace of its own where /dev/fuse is open to users (the host's
+# /dev/fuse is never touched), and C programs built where that user can run
+# them.
 from __future__ import annotations
 
 import atexit
@@ -46,11 +47,25 @@ def build(source: str, out: Path) -> Path:
 PUBLIC_ROOT = Path(tempfile.gettempdir()) / f"ipufs-public-{os.getpid()}"
 
 
+#: What the unprivileged command's namespace is set up with, as root, before
+#: it drops to nobody: /dev/fuse open to users, as most distributions ship
+#: it, by a node of its own (made on a tmpfs mounted at PUBLIC_ROOT for the
+#: moment, then bound over /dev/fuse) so that the host's /dev/fuse keeps its
+#: mode whatever the host's is, and two runs at once cannot undo each other;
+#: then the checkout bound at PUBLIC_ROOT. Everything lives in the namespace,
+#: which ends with its last process however that ends (even SIGKILL).
+NAMESPACE_SETUP = (
+    'mount -t tmpfs -o mode=0700,size=16k ipufs-test-fuse "$1" && mknod -m 0666 "$1/fuse" c "$2" "$3" '
+    '&& mount --bind "$1/fuse" /dev/fuse && umount "$1" && mount --bind "$0" "$1" && shift 3 && exec "$@"'
+)
+
+
 def unprivileged_python() -> list[str]:
-    """How user nobody runs ipufs: in a private mount namespace where this
-    checkout (and its .venv) is also at PUBLIC_ROOT, this interpreter if
-    nobody may run it, else the system's python3 of the same version, with
-    the checkout's import path."""
+    """How user nobody runs ipufs: in a private mount namespace where
+    /dev/fuse is open to users (NAMESPACE_SETUP) and this checkout (and its
+    .venv) is also at PUBLIC_ROOT, this interpreter if nobody may run it,
+    else the system's python3 of the same version, with the checkout's
+    import path."""
     if not shutil.which("setpriv") or not shutil.which("unshare"):
         pytest.skip("needs setpriv and unshare (util-linux)")
     if not PUBLIC_ROOT.exists():
@@ -61,8 +76,9 @@ def unprivileged_python() -> list[str]:
     def public(path: str) -> str:
         return str(PUBLIC_ROOT / Path(path).relative_to(ROOT)) if Path(path).is_relative_to(ROOT) else path
 
-    bind = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
-            'mount --bind "$0" "$1" && shift && exec "$@"', str(ROOT), str(PUBLIC_ROOT)]
+    fuse = os.stat("/dev/fuse").st_rdev
+    bind = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NAMESPACE_SETUP, str(ROOT), str(PUBLIC_ROOT),
+            str(os.major(fuse)), str(os.minor(fuse))]
     drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "env", "HOME=/tmp"]
     path = os.pathsep.join([str(PUBLIC_ROOT), *[public(p) for p in sys.path if p.endswith("site-packages")]])
     for python in (public(sys.executable), "/usr/bin/python3"):
@@ -72,17 +88,6 @@ def unprivileged_python() -> list[str]:
         if subprocess.run(probe, capture_output=True).returncode == 0:
             return prefix
     pytest.skip("no Python that user nobody may run has ipufs on its path")
-
-
-@contextmanager
-def fuse_for_users() -> Iterator[None]:
-    """Make /dev/fuse 0666, as most distributions ship it, and restore it."""
-    before = os.stat("/dev/fuse").st_mode & 0o7777
-    os.chmod("/dev/fuse", 0o666)
-    try:
-        yield
-    finally:
-        os.chmod("/dev/fuse", before)
 
 
 class Run:

@@ -18,7 +18,7 @@ from ipufs import compat
 from ipufs.client import Control
 from ipufs.driver import sysfs
 from ipufs.abi.icu import Op
-from tests.integration.compat_harness import Run, build, fuse_for_users, public_dir
+from tests.integration.compat_harness import Run, build, public_dir
 from tests.integration.harness import running_daemon
 
 pytestmark = pytest.mark.mount
@@ -66,12 +66,34 @@ def test_the_real_client_works_under_ipufs_run(programs: dict[str, Path]) -> Non
                                             "--reset", "1", "--signals", str(len(SOURCES))]))
 
 
+def host_fuse() -> int:
+    """The host's /dev/fuse's mode."""
+    return os.stat("/dev/fuse").st_mode
+
+
 def test_the_real_client_works_for_an_unprivileged_user(programs: dict[str, Path]) -> None:
-    with fuse_for_users():
-        run = Run(["--ipus", "4"], ["sh", "-c", 'echo "$IPUFS_CONTROL"; exec "$0" "$@"',
-                                    str(programs["real_client"]), "--mailbox", str(int(Op.READ_FIRMWARE_VERSION)),
-                                    "--reset", "1", "--signals", str(len(SOURCES))], user=True)
-        drive_real_client(run)
+    before = host_fuse()
+    run = Run(["--ipus", "4"], ["sh", "-c", 'echo "$IPUFS_CONTROL"; exec "$0" "$@"',
+                                str(programs["real_client"]), "--mailbox", str(int(Op.READ_FIRMWARE_VERSION)),
+                                "--reset", "1", "--signals", str(len(SOURCES))], user=True)
+    drive_real_client(run)
+    assert host_fuse() == before
+
+
+def test_the_unprivileged_run_never_touches_the_hosts_dev_fuse() -> None:
+    """Its /dev/fuse is open to users inside its namespace alone, by a node
+    of its own: the host's keeps its mode while the run lasts and after it
+    is killed, so runs at once cannot race on it."""
+    before = host_fuse()
+    run = Run(["--ipus", "1"], ["sh", "-c", "stat -c '%a %i' /dev/fuse; id -u; exec sleep 60"], user=True)
+    try:
+        mode, ino = run.line().split()
+        assert (mode, run.line()) == ("666", "65534")
+        assert int(ino) != os.stat("/dev/fuse").st_ino  # a node of its own, whatever the host's mode
+        assert host_fuse() == before  # while it runs
+    finally:
+        run.close()  # killed: nothing of it stays on the host
+    assert host_fuse() == before
 
 
 def test_without_the_library_the_real_client_gets_the_documented_errors(programs: dict[str, Path]) -> None:

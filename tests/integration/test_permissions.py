@@ -27,7 +27,7 @@ OUTSIDER = 12345
 @pytest.fixture
 def shared_dir() -> Iterator[Path]:
     """A directory every user may traverse (pytest's own are root's, 0700)."""
-    path = Path(tempfile.mkdtemp(prefix="ipufs-perm-", dir="/tmp"))
+    path = Path(tempfile.mkdtemp(prefix="ipufs-perm-"))  # in TMPDIR: .ci/run cleans its own
     path.chmod(0o755)
     try:
         yield path
