@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ipufs import compat, native
+from ipufs import compat, native, self_command
 from ipufs.fuse import mount as fmount
 from ipufs.tools import namespace
 
@@ -91,8 +91,8 @@ def _start_daemon(run_dir: Path, options: list[str], user: bool) -> subprocess.P
     """`ipufs mount` at RUN_DIR/mnt in this namespace, returned once it serves."""
     mountpoint = run_dir / "mnt"
     mountpoint.mkdir()
-    argv = [sys.executable, "-m", "ipufs", "mount", str(mountpoint), "--no-link-dev", "--config", os.devnull,
-            "--no-cdi", "--control", str(run_dir / "control.sock"), *options]
+    argv = self_command.argv("mount", str(mountpoint), "--no-link-dev", "--config", os.devnull,
+                             "--no-cdi", "--control", str(run_dir / "control.sock"), *options)
     if user:
         argv += ["--owner", str(os.geteuid()), "--group", str(os.getegid())]
     with open(run_dir / "daemon.log", "wb") as log:

@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     "deviceplugin": {"abi", "client", "tools", "container"},
 }
 #: Modules at the top of the package that every layer may import.
-SHARED = {"__init__", "compat"}  # ipufs.__version__; where the compatibility pieces are
+SHARED = {"__init__", "compat", "self_command"}  # ipufs.__version__; where the compatibility pieces are; how ipufs starts itself
 
 
 def _unit(module: str) -> str:
