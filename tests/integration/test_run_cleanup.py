@@ -75,9 +75,9 @@ def private_runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 def test_a_command_whose_processes_keep_forking_leaves_nothing() -> None:
     # A subshell that ignores SIGTERM keeps making orphans (a subshell that
-    # starts a sleep and exits), 3000 of them as fast as it can, while
-    # COMMAND itself ends at once.
-    keeps_forking = "(trap '' TERM; i=0; while [ $i -lt 3000 ]; do (sleep 120 &); i=$((i+1)); done) >/dev/null 2>&1 &"
+    # starts a sleep and exits) as fast as it can, up to 30000 of them,
+    # while COMMAND itself ends at once.
+    keeps_forking = "(trap '' TERM; i=0; while [ $i -lt 30000 ]; do (sleep 120 &); i=$((i+1)); done) >/dev/null 2>&1 &"
     run = Run(["--ipus", "1"], ["sh", "-c", REPORT + keeps_forking + " echo ready; sleep 0.3"])
     ns = ""
     try:
