@@ -153,3 +153,15 @@ def test_dev_reuses_an_existing_mount(tmp_path: Path) -> None:
         finally:
             run.close()
         assert is_mounted(d.mountpoint)  # someone else's mount is left as it was
+
+
+def test_the_command_is_pid_2_of_its_own_pid_namespace_with_its_own_proc() -> None:
+    run = Run(["--ipus", "1"], ["sh", "-c", "echo $$; cat /proc/$$/comm; cat /proc/1/cmdline | tr '\\0' ' '; echo"])
+    try:
+        assert run.line() == "2"
+        assert run.line() == "sh"  # /proc is the namespace's: PID 2 there is COMMAND
+        assert "ipufs" in run.line()  # PID 1: the init of `ipufs run`
+        status, err = run.finish()
+        assert status == 0, err
+    finally:
+        run.close()
