@@ -3,7 +3,7 @@
 # when `ipufs run` itself is killed with SIGKILL (then the next run removes
 # the working directory), and its cleanup of old working directories in a
 # shared directory never follows another user's link. An unusable
-# XDG_RUNTIME_DIR is a failure of `ipufs run` itself: 125.
+# XDG_RUNTIME_DIR, like any failure of `ipufs run` itself, is 125.
 from __future__ import annotations
 
 import os
@@ -162,3 +162,11 @@ def test_an_unusable_runtime_dir_is_a_failure_of_ipufs_run(runtime_dir: str) -> 
     assert out.returncode == 125, out
     assert out.stderr.startswith(f"ipufs run: cannot make a working directory in {runtime_dir} ($XDG_RUNTIME_DIR)")
     assert len(out.stderr.splitlines()) == 1 and "Traceback" not in out.stderr
+
+
+def test_a_dev_without_ipus_is_a_failure_of_ipufs_run() -> None:
+    out = subprocess.run([sys.executable, "-m", "ipufs", "run", "--dev", "/nonexistent", "--", "true"],
+                         capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert out.returncode == 125, out  # not 1, which COMMAND could have said
+    assert out.stderr.startswith("ipufs run: no IPUs in /nonexistent (it does not exist)")
+    assert len(out.stderr.splitlines()) == 1
