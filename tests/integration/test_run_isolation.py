@@ -1,11 +1,13 @@
 # `ipufs run` starts its daemon with the installed ipufs, whatever its
 # working directory holds: a planted `ipufs` package (a shared /tmp, a cloned
 # repository), a checkout of ipufs that is not the installation (no native
-# layer built), or a checkout named ipufs beside it. `ipufs` itself is the
+# layer built), or a checkout named ipufs beside it; nor does PYTHONPATH
+# reach it. `ipufs` itself is the
 # console script, which does not import from the working directory: these
 # tests start it the same way (`python -I -m ipufs`).
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -35,18 +37,24 @@ def checkout(where: Path) -> None:
     shutil.copy(ROOT / "pyproject.toml", where)
 
 
-@pytest.mark.parametrize("layout", ["planted package", "inside a checkout", "beside a checkout named ipufs"])
+@pytest.mark.parametrize("layout", ["planted package", "inside a checkout", "beside a checkout named ipufs",
+                                    "planted package on PYTHONPATH"])
 def test_the_daemon_runs_the_installed_code(tmp_path: Path, layout: str) -> None:
     marker = tmp_path / "planted-code-ran"
     cwd = tmp_path / "cwd"
+    env = dict(os.environ)
     if layout == "planted package":
         plant(cwd, marker)
     elif layout == "inside a checkout":
         checkout(cwd)
-    else:
+    elif layout == "beside a checkout named ipufs":
         checkout(cwd / "ipufs")
+    else:
+        cwd.mkdir()
+        plant(tmp_path / "planted", marker)
+        env["PYTHONPATH"] = str(tmp_path / "planted")
     out = subprocess.run([sys.executable, "-I", "-m", "ipufs", "run", "--ipus", "1", "--",
                           "sh", "-c", "test -c /dev/ipu0_mem && echo ipu0"],
-                         cwd=cwd, capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
-    assert not marker.exists(), f"the working directory's code ran: {marker.read_text()}"
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert not marker.exists(), f"planted code ran: {marker.read_text()}"
     assert (out.returncode, out.stdout) == (0, "ipu0\n"), out.stderr
