@@ -10,8 +10,7 @@
 # relative to it with O_NOFOLLOW | O_DIRECTORY, checks that the directory
 # it opened is this user's, and removes what is inside relative to that
 # descriptor (unlinkat, and rmdir of subdirectories opened the same way),
-# never leaving the filesystem (a mount below is left, so its directory
-# stays).
+# never entering a mount (one below is left, so its directory stays).
 from __future__ import annotations
 
 import os
@@ -83,7 +82,10 @@ def clear_stale(where: str) -> None:
 def remove(path: Path) -> bool:
     """Remove working directory ``path`` and what it holds (see
     remove_at); its parent is opened once, following links as given."""
-    fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        return False
     try:
         return remove_at(fd, path.name)
     finally:
@@ -99,10 +101,9 @@ def remove_at(parent: int, name: str) -> bool:
     except OSError:
         return False  # a link (ELOOP, ENOTDIR), not a directory, or gone
     try:
-        mine = os.fstat(fd)
-        if mine.st_uid != os.geteuid():
+        if os.fstat(fd).st_uid != os.geteuid():
             return False
-        _empty(fd, mine.st_dev)
+        _empty(fd, _mount_id(fd))
     finally:
         os.close(fd)
     try:
@@ -112,23 +113,28 @@ def remove_at(parent: int, name: str) -> bool:
     return True
 
 
-def _empty(fd: int, device: int) -> None:
-    """Remove what directory ``fd`` holds, relative to it; subdirectories
-    on another filesystem (mounts) are left."""
+def _mount_id(fd: int) -> int:
+    """The mount a descriptor's file is on (its fdinfo's mnt_id): binds of
+    the same filesystem differ here, where st_dev is the same."""
+    with open(f"/proc/self/fdinfo/{fd}") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("mnt_id:"))
+
+
+def _empty(fd: int, mount: int) -> None:
+    """Remove what directory ``fd`` (on mount ``mount``) holds, relative
+    to it; a subdirectory that is a mount point is left, unwalked."""
     for name in os.listdir(fd):
         try:
             found = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if not stat.S_ISDIR(found.st_mode):
                 os.unlink(name, dir_fd=fd)
                 continue
-            if found.st_dev != device:
-                continue
             sub = os.open(name, _DIRECTORY, dir_fd=fd)
             try:
                 opened = os.fstat(sub)
-                if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino):
-                    continue  # replaced meanwhile: leave it
-                _empty(sub, device)
+                if (opened.st_dev, opened.st_ino) != (found.st_dev, found.st_ino) or _mount_id(sub) != mount:
+                    continue  # replaced meanwhile, or a mount point: leave it
+                _empty(sub, mount)
             finally:
                 os.close(sub)
             os.rmdir(name, dir_fd=fd)

@@ -170,3 +170,23 @@ def test_a_dev_without_ipus_is_a_failure_of_ipufs_run() -> None:
     assert out.returncode == 125, out  # not 1, which COMMAND could have said
     assert out.stderr.startswith("ipufs run: no IPUs in /nonexistent (it does not exist)")
     assert len(out.stderr.splitlines()) == 1
+
+
+def test_cleanup_never_walks_into_a_mount(tmp_path: Path) -> None:
+    """A bind of another directory of the same filesystem inside a stale
+    working directory (same st_dev) is left with what it holds."""
+    victim, base = tmp_path / "victim", tmp_path / "base"
+    victim.mkdir()
+    (victim / "data").write_text("precious\n")
+    stale = base / f"ipufs-run-{2 ** 22 + 1}-x"
+    (stale / "mnt").mkdir(parents=True)
+    (stale / "daemon.log").write_text("old\n")
+    script = ("mount --bind \"$1\" \"$2\" && exec \"$3\" -c 'import sys; from ipufs.tools import run_dir; "
+              "run_dir.clear_stale(sys.argv[1]); import os; print(sorted(os.listdir(sys.argv[2])))' \"$4\" \"$2\"")
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
+                          str(victim), str(stale / "mnt"), sys.executable, str(base)],
+                         capture_output=True, text=True, timeout=TIMEOUT)  # the bind ends with the namespace
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "['data']\n"  # still bound, still holding the data
+    assert (victim / "data").read_text() == "precious\n"
+    assert sorted(p.name for p in stale.iterdir()) == ["mnt"]  # the rest went
