@@ -151,8 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise ValueError("--dev uses an existing mount: mount options do not apply")
     try:
         return run.run(run.RunOptions(command, forwarded, Path(args.dev) if args.dev else None))
-    except run.RunError as exc:
-        print(f"ipufs run: {exc}", file=sys.stderr)
+    except Exception as exc:  # ipufs run's own failure: 125, which COMMAND's statuses do not use
+        _fail(args, exc)
         return run.FAILED
 
 

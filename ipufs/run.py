@@ -4,12 +4,15 @@
 # library preloaded, in a private mount namespace (docs/compat.md).
 #
 # This process supervises: it enters the namespace, starts `ipufs mount`
-# there as a child, builds the view, runs COMMAND, and exits with COMMAND's
-# status (128 + N for a signal). Every path cleans up: the daemon unmounts
-# when COMMAND ends, is killed, or this process is stopped; a daemon that
-# dies takes COMMAND down (125); processes COMMAND left behind are killed,
-# so the namespace ends with it. As root the daemon uses passthrough; an
-# unprivileged user gets a user namespace and the page-cache mode.
+# there as a child (this installation's, self_command.py), builds the view,
+# runs COMMAND in a PID namespace of its own (tools/pidns.py), and exits
+# with COMMAND's status (128 + N for a signal). Every path cleans up: the
+# daemon unmounts when COMMAND ends, is killed, or this process is stopped
+# (even by SIGKILL: death signals); a daemon that dies takes COMMAND down
+# (125); every process COMMAND started ends with its PID namespace; the
+# working directory is removed, or by the next run if this one was killed
+# (tools/run_dir.py). As root the daemon uses passthrough; an unprivileged
+# user gets a user namespace and the page-cache mode.
 from __future__ import annotations
 
 import errno
@@ -17,20 +20,21 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ipufs import compat, native
+from ipufs import compat, native, self_command
 from ipufs.fuse import mount as fmount
 from ipufs.monitoring.paths import module_dir
-from ipufs.tools import namespace
+from ipufs.tools import namespace, pidns
+from ipufs.tools import run_dir as working
 
 #: Exit statuses of `ipufs run` itself, as env(1) and docker run use them.
-FAILED, CANNOT_RUN, NOT_FOUND = 125, 126, 127
+FAILED, CANNOT_RUN, NOT_FOUND = pidns.FAILED, pidns.CANNOT_RUN, pidns.NOT_FOUND
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+STOP_GRACE = 2.0  # between SIGTERM and SIGKILL of COMMAND when the daemon died
 
 
 class RunError(RuntimeError):
@@ -48,35 +52,6 @@ def _say(message: str) -> None:
     print(f"ipufs run: {message}", file=sys.stderr, flush=True)
 
 
-def _run_dir() -> Path:
-    """A fresh directory for the mount point, control socket and daemon log.
-    Ones left by a run whose supervisor was killed are cleared first."""
-    base = Path(os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir())
-    for old in base.glob("ipufs-run-*"):
-        try:
-            pid = int(old.name.split("-")[2])
-            os.kill(pid, 0)
-        except (ValueError, IndexError, PermissionError):
-            continue
-        except ProcessLookupError:
-            _remove_run_dir(old)
-    return Path(tempfile.mkdtemp(prefix=f"ipufs-run-{os.getpid()}-", dir=base))
-
-
-def _remove_run_dir(path: Path) -> None:
-    # Name by name, never recursively: a mount left there must not be walked.
-    for name in ("daemon.log", "control.sock"):
-        try:
-            (path / name).unlink()
-        except OSError:
-            pass
-    for name in ("mnt", "dev", ""):
-        try:
-            os.rmdir(path / name)
-        except OSError:
-            pass
-
-
 def _child(deathsig: int, keep_sys_admin: bool = False) -> None:
     native.child_setup(deathsig, keep_sys_admin)
 
@@ -92,8 +67,8 @@ def _start_daemon(run_dir: Path, options: list[str], user: bool) -> subprocess.P
     """`ipufs mount` at RUN_DIR/mnt in this namespace, returned once it serves."""
     mountpoint = run_dir / "mnt"
     mountpoint.mkdir()
-    argv = [sys.executable, "-m", "ipufs", "mount", str(mountpoint), "--no-link-dev", "--config", os.devnull,
-            "--no-cdi", "--control", str(run_dir / "control.sock"), *options]
+    argv = self_command.argv("mount", str(mountpoint), "--no-link-dev", "--config", os.devnull,
+                             "--no-cdi", "--control", str(run_dir / "control.sock"), *options)
     if user:
         argv += ["--owner", str(os.geteuid()), "--group", str(os.getegid())]
     with open(run_dir / "daemon.log", "wb") as log:
@@ -133,8 +108,9 @@ def _stop(daemon: subprocess.Popen[bytes] | None, mountpoint: Path | None) -> No
 
 
 def _reap_leftovers() -> None:
-    """Kill what COMMAND left running (this process is their subreaper), so
-    that the namespace ends with this process."""
+    """Kill what the daemon left running (this process is the subreaper
+    of everything it started; COMMAND's processes end with their PID
+    namespace), so that the mount namespace ends with this process."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             with open(f"/proc/self/task/{os.getpid()}/children") as f:
@@ -155,10 +131,6 @@ def _reap_leftovers() -> None:
                     time.sleep(0.01)
             except ChildProcessError:
                 return
-
-
-def _status(wait_status: int) -> int:
-    return 128 + os.WTERMSIG(wait_status) if os.WIFSIGNALED(wait_status) else os.WEXITSTATUS(wait_status)
 
 
 def _environment(library: Path, mountpoint: Path, control: str) -> dict[str, str]:
@@ -193,7 +165,10 @@ def run(options: RunOptions) -> int:
 
     library = compat.library_path()
     user = os.geteuid() != 0
-    run_dir = _run_dir()
+    try:
+        run_dir = working.create()
+    except working.RunDirError as exc:
+        raise RunError(exc.strerror) from exc
     daemon: subprocess.Popen[bytes] | None = None
     try:
         namespace.enter(user)
@@ -216,45 +191,49 @@ def run(options: RunOptions) -> int:
     finally:
         _stop(daemon, run_dir / "mnt" if daemon is not None else None)
         _reap_leftovers()
-        _remove_run_dir(run_dir)
+        working.remove(run_dir)
 
 
 def _supervise(command: list[str], env: dict[str, str], daemon: subprocess.Popen[bytes] | None,
                run_dir: Path) -> int:
-    """Run COMMAND; forward SIGTERM and SIGHUP to it (Ctrl-C reaches it from
-    the terminal itself); end it when the daemon dies."""
-    try:
-        child = subprocess.Popen(command, env=env, preexec_fn=lambda: _child(signal.SIGKILL))
-    except FileNotFoundError:
-        _say(f"{command[0]}: command not found")
-        return NOT_FOUND
-    except PermissionError as exc:
-        _say(f"{command[0]}: {exc.strerror}")
-        return CANNOT_RUN
+    """Run COMMAND in its PID namespace; forward SIGTERM and SIGHUP to it
+    (its init passes them on; Ctrl-C reaches it from the terminal itself);
+    end it when the daemon dies."""
+    init, alive = pidns.start(command, env)
 
     def forward(signum: int, frame: object) -> None:
-        if child.poll() is None:
-            child.send_signal(signum)
+        try:
+            os.kill(init, signum)
+        except ProcessLookupError:
+            pass
 
     previous = {s: signal.signal(s, forward) for s in (signal.SIGTERM, signal.SIGHUP)}
     previous |= {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
     try:
         while True:
             pid, status = os.waitpid(-1, 0)
-            if pid == child.pid:
-                child.returncode = _status(status)
-                return child.returncode
+            if pid == init:
+                return pidns.status_of(status)
             if daemon is not None and pid == daemon.pid:
-                daemon.returncode = _status(status)
+                daemon.returncode = pidns.status_of(status)
                 _say(f"the daemon stopped (status {daemon.returncode}): {_tail(run_dir / 'daemon.log')}; "
                      f"stopping {command[0]}")
-                child.terminate()
-                try:
-                    child.wait(2)
-                except subprocess.TimeoutExpired:
-                    child.kill()
-                    child.wait()
+                _end(init)
                 return FAILED
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
+        os.close(alive)
+
+
+def _end(init: int) -> None:
+    """SIGTERM to COMMAND (through its init), SIGKILL to the namespace
+    after STOP_GRACE seconds."""
+    os.kill(init, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE
+    while time.monotonic() < deadline:
+        if os.waitpid(init, os.WNOHANG)[0] == init:
+            return
+        time.sleep(0.02)
+    os.kill(init, signal.SIGKILL)
+    os.waitpid(init, 0)

@@ -29,7 +29,7 @@ ALLOWED: dict[str, set[str]] = {
     "monitoring": {"abi", "native", "client", "tools", "deviceplugin"},
 }
 #: Modules at the top of the package that every layer may import.
-SHARED = {"__init__", "compat"}  # ipufs.__version__; where the compatibility pieces are
+SHARED = {"__init__", "compat", "self_command"}  # ipufs.__version__; where the compatibility pieces are; how ipufs starts itself
 
 
 def _unit(module: str) -> str:

@@ -21,11 +21,10 @@
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterable
 from typing import Any
 
-from ipufs import native
+from ipufs import native, self_command
 from ipufs.abi.pci import pci_address
 from ipufs.container.binds import CONTAINER_DEV, node_names, shared_edits, sysfs_target
 from ipufs.container.cdi_edits import container_edits, device_name
@@ -103,9 +102,12 @@ def hook_links(index: int, prefix: str) -> list[str]:
 
 def hook(links: list[str]) -> dict[str, Any]:
     """The CDI createContainer hook that makes ``links``: `ipufs cdi-hook`,
-    run by this Python (the hook runs before pivot_root, so host paths)."""
-    argv = [sys.executable, "-m", "ipufs", "cdi-hook", *links]
-    return {"hookName": "createContainer", "path": sys.executable, "args": argv}
+    run by this installation (host paths: the hook runs before pivot_root).
+    The runtime runs it as root in the container's root filesystem, so it
+    is isolated from what the image holds (self_command.py) and given an
+    empty environment."""
+    argv = self_command.argv("cdi-hook", *links)
+    return {"hookName": "createContainer", "path": argv[0], "args": argv, "env": []}
 
 
 def spec_edits(mount_dir: str, ids: Iterable[int], prefix: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -92,18 +93,21 @@ def test_the_image_is_the_first_argument_no_option_takes() -> None:
 
 
 def test_a_following_spec_binds_the_holder_and_links_with_a_hook() -> None:
-    import sys
+    from ipufs import self_command
 
     spec = cdi.spec("/srv/b", [0, 1], "b", follow=True)
     assert [d["name"] for d in spec["devices"]] == ["b-0", "b-1", "b-all"]
     one = spec["devices"][1]["containerEdits"]
-    assert one == {"hooks": [{"hookName": "createContainer", "path": sys.executable, "args": [
-        sys.executable, "-m", "ipufs", "cdi-hook",
+    hook = self_command.argv("cdi-hook")  # isolated, by absolute paths: the image cannot plant code
+    assert hook[:2] == [self_command.interpreter(), "-I"] and os.path.isabs(hook[0])
+    assert one == {"hooks": [{"hookName": "createContainer", "path": hook[0], "env": [], "args": [
+        *hook,
         "/dev/ipu1=/run/ipufs-follow-b/mount/ipu1", "/dev/ipu1_ex=/run/ipufs-follow-b/mount/ipu1_ex",
         "/dev/ipu1_mailbox=/run/ipufs-follow-b/mount/ipu1_mailbox", "/dev/ipu1_mem=/run/ipufs-follow-b/mount/ipu1_mem",
         "/sys/bus/pci/devices/0000:1b:00.0=/run/ipufs-follow-view-b/mount/sys/bus/pci/devices/0000:1b:00.0"]}]}
     every = spec["devices"][2]["containerEdits"]["hooks"][0]["args"]
-    assert every[4:] == spec["devices"][0]["containerEdits"]["hooks"][0]["args"][4:] + one["hooks"][0]["args"][4:]
+    n = len(hook)
+    assert every[n:] == spec["devices"][0]["containerEdits"]["hooks"][0]["args"][n:] + one["hooks"][0]["args"][n:]
     mounts = spec["containerEdits"]["mounts"]
     assert mounts[-2:] == [
         {"hostPath": "/srv/b.follow", "containerPath": "/run/ipufs-follow-b", "options": ["rbind", "rslave", "rw"]},

@@ -9,6 +9,7 @@
 # namespace and unmounts the anchor, whatever happened before.
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -16,6 +17,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.integration.harness import ROOT
@@ -35,20 +37,26 @@ def build_rootfs(out: Path) -> Path:
     build of tests/c/real_client.c (the unmodified client of the real
     driver, which needs the compatibility library preloaded) as
     /bin/real-client, with the host's loader and the libraries it needs."""
-    rootfs = out / "rootfs"
-    for sub in ("bin", "dev", "proc", "sys", "tmp"):
-        (rootfs / sub).mkdir(parents=True, exist_ok=True)
-    busybox = shutil.which("busybox")
-    assert busybox is not None
-    shutil.copy(busybox, rootfs / "bin" / "busybox")
-    for applet in ("sh", "ls", "cat", "sleep", "echo"):
-        os.symlink("busybox", rootfs / "bin" / applet)
+    rootfs = busybox_rootfs(out, ("sh", "ls", "cat", "sleep", "echo"))
     subprocess.run(["cc", "-static", "-O2", "-I", str(ROOT / "native" / "include"), "-o",
                     str(rootfs / "bin" / "ipu-client"), str(ROOT / "native" / "src" / "ipu_client.c")], check=True)
     real_client = rootfs / "bin" / "real-client"
     subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(real_client),
                     str(ROOT / "tests" / "c" / "real_client.c")], check=True)
     copy_libraries(real_client, rootfs)
+    return rootfs
+
+
+def busybox_rootfs(out: Path, applets: tuple[str, ...]) -> Path:
+    """OUT/rootfs: static busybox as /bin/busybox and ``applets``."""
+    rootfs = out / "rootfs"
+    for sub in ("bin", "dev", "proc", "sys", "tmp"):
+        (rootfs / sub).mkdir(parents=True, exist_ok=True)
+    busybox = shutil.which("busybox")
+    assert busybox is not None
+    shutil.copy(busybox, rootfs / "bin" / "busybox")
+    for applet in applets:
+        os.symlink("busybox", rootfs / "bin" / applet)
     return rootfs
 
 
@@ -111,6 +119,22 @@ class EngineSpace:
         if check and out.returncode != 0:
             raise RuntimeError(f"{' '.join(argv[:3])}...: {out.returncode} {out.stderr.strip()}")
         return out
+
+    @contextlib.contextmanager
+    def workdir(self, name: str, holder: str = "mnt") -> Iterator[Path]:
+        """ANCHOR/NAME, for a test's mounts (they propagate into the
+        space); afterwards removed with what is mounted there, and the
+        holder of a following mount at NAME/HOLDER (which outlives its
+        daemons by design) unmounted."""
+        from ipufs.container import follow
+
+        where = self.anchor / name
+        where.mkdir()
+        try:
+            yield where
+        finally:
+            subprocess.run(["umount", "-R", "-l", follow.holder_dir(str(where / holder))], capture_output=True)
+            subprocess.run(["rm", "-rf", str(where)], check=True)
 
     def popen(self, argv: list[str]) -> subprocess.Popen[str]:
         return subprocess.Popen(self.command(argv), env=self.env, stdin=subprocess.DEVNULL,

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 
-from ipufs.container import follow
 from tests.integration.engines import IMAGE, EngineSpace, Output, missing_tools
 from tests.integration.harness import ROOT, wait_for
 
@@ -57,13 +56,8 @@ class Daemon:
 
 @pytest.fixture
 def where(space: EngineSpace, tmp_path: Path) -> Iterator[Path]:
-    where = space.anchor / tmp_path.name
-    where.mkdir()
-    try:
+    with space.workdir(tmp_path.name) as where:
         yield where
-    finally:  # the holder outlives its daemons by design
-        subprocess.run(["umount", "-R", "-l", follow.holder_dir(str(where / "mnt"))], capture_output=True)
-        subprocess.run(["rm", "-rf", str(where)], check=True)
 
 
 def inject_exception(mountpoint: Path, ipu: int) -> None:

@@ -36,7 +36,23 @@ def host_dev() -> list[str]:
     return sorted(os.listdir("/dev"))
 
 
+def outer_pid(ns: str, inner: int) -> int:
+    """The PID (in ours) of the process of mount namespace ``ns`` whose
+    PID in its own PID namespace is ``inner``."""
+    for pid in in_namespace(ns):
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                nspid = next(line.split()[1:] for line in f if line.startswith("NSpid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(nspid[-1]) == inner:
+            return pid
+    raise AssertionError(f"no process {inner} in {ns}")
+
+
 def started(run: Run) -> tuple[int, Path, str, str, str]:
+    """COMMAND's PID (in its PID namespace), mount, control socket,
+    LD_PRELOAD and mount namespace, as REPORT prints them."""
     pid, mount, control, preload, ns = (run.line() for _ in range(5))
     return int(pid), Path(mount), control, preload, ns
 
@@ -84,7 +100,7 @@ def test_kill_9_of_the_command() -> None:
     try:
         pid, mount, _, _, ns = started(run)
         assert run.line() == "ready"
-        os.kill(pid, signal.SIGKILL)
+        os.kill(outer_pid(ns, pid), signal.SIGKILL)
         status, err = run.finish()
         assert status == 128 + signal.SIGKILL, err
         assert_clean(mount.parent, ns)  # the backgrounded sleep went too
@@ -137,3 +153,15 @@ def test_dev_reuses_an_existing_mount(tmp_path: Path) -> None:
         finally:
             run.close()
         assert is_mounted(d.mountpoint)  # someone else's mount is left as it was
+
+
+def test_the_command_is_pid_2_of_its_own_pid_namespace_with_its_own_proc() -> None:
+    run = Run(["--ipus", "1"], ["sh", "-c", "echo $$; cat /proc/$$/comm; cat /proc/1/cmdline | tr '\\0' ' '; echo"])
+    try:
+        assert run.line() == "2"
+        assert run.line() == "sh"  # /proc is the namespace's: PID 2 there is COMMAND
+        assert "ipufs" in run.line()  # PID 1: the init of `ipufs run`
+        status, err = run.finish()
+        assert status == 0, err
+    finally:
+        run.close()
