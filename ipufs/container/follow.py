@@ -25,7 +25,7 @@ import sys
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ipufs import native
+from ipufs import compat, native
 from ipufs.abi.pci import pci_address
 from ipufs.container.binds import CONTAINER_DEV, ContainerEdits, node_names, shared_edits, sysfs_target
 from ipufs.container.cdi import device_name
@@ -95,7 +95,7 @@ def hook_links(index: int, prefix: str) -> list[str]:
     root, view = container_root(prefix), container_root(prefix, view=True)
     links = [f"{CONTAINER_DEV}/{name}={root}/{INNER}/{name}" for name in node_names(index)]
     address = pci_address(index)
-    links.append(f"{sysfs_target(index)}={view}/{INNER}/sys/bus/pci/devices/{address}")
+    links.append(f"{sysfs_target(index)}={compat.sysfs_device(f'{view}/{INNER}', address)}")
     return links
 
 
