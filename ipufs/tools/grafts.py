@@ -53,6 +53,16 @@ class Grafts:
             target.unlink()  # the host's, copied: ours replaces it
         os.symlink(text, target)
 
+    def write(self, path: Path, content: str) -> None:
+        """Make ``path`` a file of ours holding ``content``: one the host
+        has there (bound back in) is set aside first, never written."""
+        self.writable(path.parent)
+        if os.path.lexists(path):
+            while os.path.ismount(path):
+                native.umount(str(path), native.MNT_DETACH)
+            path.unlink()
+        path.write_text(content)
+
     def writable(self, directory: Path) -> None:
         """Make ``directory`` one of ours, keeping what it holds."""
         if directory in self.covered:
@@ -68,6 +78,11 @@ class Grafts:
         native.mount("tmpfs", str(self.staging), "tmpfs", native.MS_NOSUID | native.MS_NODEV, "mode=0755")
         fill_like(self.staging, directory)
         native.mount(str(self.staging), str(directory), "", native.MS_MOVE, "")
+        # Where the staging directory lies in what was covered (a run
+        # directory in /run), the binds back hold a copy of its tmpfs there:
+        # dropped, so that it is empty and free again.
+        while os.path.ismount(self.staging):
+            native.umount(str(self.staging), native.MNT_DETACH)
 
 
 def fill_like(staging: Path, directory: Path, skip: Callable[[str], bool] = lambda name: False) -> None:

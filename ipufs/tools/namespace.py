@@ -100,9 +100,8 @@ def udev_entries(view: Path) -> dict[str, str]:
 
 def write_udev_data(entries: dict[str, str], grafts: Grafts) -> None:
     """Put ``entries`` in /run/udev/data (made ours: the host's stays)."""
-    grafts.writable(UDEV_DATA)
     for name, content in entries.items():
-        (UDEV_DATA / name).write_text(content)
+        grafts.write(UDEV_DATA / name, content)
 
 
 def node_files(root: Path, indices: list[int]) -> dict[str, str]:

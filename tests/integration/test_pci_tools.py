@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import sys
 import subprocess
 from collections.abc import Iterator
 
@@ -172,3 +173,26 @@ def test_pyudev_resolves_the_node_and_lists_by_subsystem(tools: tuple[str, dict[
         "pci " + " ".join(f"0000:{a}" for a in ADDRESSES),
         "initialized True",
     ]
+
+
+def test_the_hosts_run_is_left_as_it_was() -> None:
+    """In a mount namespace of the test's own whose /run holds a udev
+    database entry of the host's and the run directory: `ipufs run` shows
+    its own entry under that name, and afterwards the host's entry is as it
+    was and the run directory empty."""
+    if shutil.which("unshare") is None:
+        pytest.skip("needs unshare (util-linux)")
+    inner = "cat /run/udev/data/c240:0; ls /run/udev/data | tr '\\n' ' '; echo"
+    script = ("mount -t tmpfs tmpfs /run && mkdir -p /run/udev/data /run/xdg && echo I:1 > /run/udev/data/c240:0 "
+              "&& echo I:2 > /run/udev/data/c10:200 && touch /run/host-file "
+              f"&& XDG_RUNTIME_DIR=/run/xdg {sys.executable} -m ipufs run --ipus 1 -- sh -c \"$0\" "
+              "&& echo after && cat /run/udev/data/c240:0 && ls -A /run/xdg && echo end")
+    out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, inner],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].startswith("I:") and lines[0] != "I:1"
+    assert "E:ID_PATH=pci-0000:1a:00.0" in lines
+    listing = lines[lines.index("V:1") + 1].split()
+    assert {"c10:200", "c240:0", "c240:3", "+pci:0000:1a:00.0"} <= set(listing)
+    assert lines[-3:] == ["after", "I:1", "end"]
