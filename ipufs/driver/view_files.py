@@ -1,7 +1,8 @@
 # The open files of the sysfs view (ipufs/driver/sysfs.py): attribute files
 # only, read-only as sysfs makes a file without a store method (even for
 # root: EACCES), and read straight from the model at each read, since
-# their values are live (docs/sysfs.md).
+# their values are live; config space whole for root alone, as the kernel
+# gives it whole to CAP_SYS_ADMIN alone (docs/sysfs.md).
 from __future__ import annotations
 
 import errno
