@@ -83,13 +83,14 @@ def _pow2_at_least(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
 
-#: Where the MSI-X table and the PBA sit: past the node in their BAR, so
-#: that a client mapping the node never sees them.
 def msix_table_offset(profile: Profile) -> int:
+    """Where the MSI-X table sits in BAR 4: past the mailbox node, so that
+    a client mapping the node never reaches it."""
     return _pow2_at_least(profile.region_size(Region.MAILBOX))
 
 
 def msix_pba_offset(profile: Profile) -> int:
+    """Where the PBA sits in BAR 5: past the host memory node."""
     return _pow2_at_least(profile.region_size(Region.HOST_MEMORY))
 
 
