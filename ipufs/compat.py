@@ -18,8 +18,16 @@ CONTAINER_SYSFS = "/sys/bus/pci/devices"
 #: it is not bound at /sys/bus/pci/devices.
 SYSFS_ENV = "IPUFS_SYSFS"
 LIBRARY_NAME = "libipufs-compat.so"
-#: Where the view's device directories sit, below a mount's root.
+#: What udev's libraries (sd-device: udevadm, libudev, pyudev) need to
+#: accept the view's devices: they refuse a device directory that is not
+#: on sysfs unless told not to check (systemd's docs/ENVIRONMENT.md names
+#: this variable for testing purposes), and the view is on FUSE.
+UDEV_ENVIRONMENT = {"SYSTEMD_DEVICE_VERIFY_SYSFS": "0"}
+#: Where the view's listing of PCI devices sits, below a mount's root:
+#: links into SYSFS_PATH/devices, as in sysfs.
 DEVICES_PATH = ("sys", "bus", "pci", "devices")
+#: The view's /sys, below a mount's root.
+SYSFS_PATH = ("sys",)
 
 
 def library_path() -> Path:
@@ -38,11 +46,17 @@ def sysfs_view(mountpoint: str | os.PathLike[str]) -> Path:
     return Path(mountpoint).joinpath(*DEVICES_PATH)
 
 
+def sysfs_root(mountpoint: str | os.PathLike[str]) -> Path:
+    """The host path of ``mountpoint``'s whole view, what stands for /sys."""
+    return Path(mountpoint).joinpath(*SYSFS_PATH)
+
+
 def sysfs_device(mountpoint: str | os.PathLike[str], address: str) -> Path:
     """The host path of one IPU's device directory in the view (``address``:
-    its PCI address, ipufs.abi.pci.pci_address), for a container that gets
-    some of a mount's IPUs: bind each at CONTAINER_SYSFS/ADDRESS."""
-    return sysfs_view(mountpoint) / address
+    its PCI address, ipufs.abi.pci.pci_address; the directory sits in the
+    view's devices tree, below its root bus pciDDDD:BB), for a container
+    that gets some of a mount's IPUs: bind each at CONTAINER_SYSFS/ADDRESS."""
+    return sysfs_root(mountpoint) / "devices" / f"pci{address[:7]}" / address
 
 
 def preload(environment: dict[str, str], library: Path | str | None = None) -> dict[str, str]:

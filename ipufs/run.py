@@ -1,7 +1,9 @@
 # `ipufs run [mount options] -- COMMAND [ARGS...]`: what umockdev-run is to
-# umockdev. COMMAND runs with its own emulated IPUs: /dev/ipuN*, a
-# /sys/bus/pci/devices holding only those IPUs, and the compatibility
-# library preloaded, in a private mount namespace (docs/compat.md).
+# umockdev. COMMAND runs with its own emulated IPUs: /dev/ipuN*, a /sys
+# whose PCI bus holds only those IPUs (with their class devices and device
+# numbers), udev's database entries for them in /run/udev/data, and the
+# compatibility library preloaded, in a private mount namespace
+# (docs/compat.md).
 #
 # This process supervises: it enters the namespace, starts `ipufs mount`
 # there as a child (this installation's, self_command.py), builds the view,
@@ -29,6 +31,7 @@ from ipufs.fuse import mount as fmount
 from ipufs.monitoring.paths import module_dir
 from ipufs.tools import namespace, pidns
 from ipufs.tools import run_dir as working
+from ipufs.tools.grafts import Grafts
 
 #: Exit statuses of `ipufs run` itself, as env(1) and docker run use them.
 FAILED, CANNOT_RUN, NOT_FOUND = pidns.FAILED, pidns.CANNOT_RUN, pidns.NOT_FOUND
@@ -140,6 +143,7 @@ def _environment(library: Path, mountpoint: Path, control: str) -> dict[str, str
     # `import gcipuinfo` finds ipufs's (a real one elsewhere still wins:
     # docs/monitoring.md, "Finding the module").
     env["PYTHONPATH"] = os.pathsep.join(p for p in (env.get("PYTHONPATH"), str(module_dir())) if p)
+    env.update(compat.UDEV_ENVIRONMENT)
     return env
 
 
@@ -173,6 +177,11 @@ def run(options: RunOptions) -> int:
     try:
         namespace.enter(user)
         native.become_subreaper()
+        (run_dir / "stage").mkdir()
+        grafts = Grafts(run_dir / "stage")
+        # Before the daemon mounts: the run directory may lie under /run,
+        # and a mount there must be made where the command will see it.
+        grafts.writable(namespace.UDEV_DATA)
         if options.dev is not None:
             mountpoint, control, found = _existing(options.dev)
             nodes = namespace.node_files(options.dev, found)
@@ -182,7 +191,9 @@ def run(options: RunOptions) -> int:
             nodes = namespace.node_files(mountpoint, indices(mountpoint))
         (run_dir / "dev").mkdir()
         namespace.build_dev(run_dir / "dev", nodes)
-        namespace.bind_sysfs(compat.sysfs_view(mountpoint))
+        view = compat.sysfs_root(mountpoint)
+        namespace.show_sysfs(view, grafts)
+        namespace.write_udev_data(namespace.udev_entries(view), grafts)
         return _supervise(options.command, _environment(library, mountpoint, control), daemon, run_dir)
     except OSError as exc:
         if exc.errno in (errno.EPERM, errno.EACCES) and user:

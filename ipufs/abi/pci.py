@@ -13,3 +13,9 @@ def pci_address(index: int) -> str:
     """IPU ``index``'s PCI address, domain:bus:device.function."""
     bus = FIRST_BUS + index
     return f"{bus >> 8:04x}:{bus & 0xFF:02x}:00.0"
+
+
+def root_bus(index: int) -> str:
+    """The sysfs name of the root bus IPU ``index`` sits on, pciDDDD:BB:
+    each IPU is alone on a bus of its own, below no bridge."""
+    return "pci" + pci_address(index)[:7]

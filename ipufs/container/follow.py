@@ -24,7 +24,7 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
-from ipufs import native, self_command
+from ipufs import compat, native, self_command
 from ipufs.abi.pci import pci_address
 from ipufs.container.binds import CONTAINER_DEV, node_names, shared_edits, sysfs_target
 from ipufs.container.cdi_edits import container_edits, device_name
@@ -96,7 +96,7 @@ def hook_links(index: int, prefix: str) -> list[str]:
     root, view = container_root(prefix), container_root(prefix, view=True)
     links = [f"{CONTAINER_DEV}/{name}={root}/{INNER}/{name}" for name in node_names(index)]
     address = pci_address(index)
-    links.append(f"{sysfs_target(index)}={view}/{INNER}/sys/bus/pci/devices/{address}")
+    links.append(f"{sysfs_target(index)}={compat.sysfs_device(f'{view}/{INNER}', address)}")
     return links
 
 

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
-from ipufs.driver import sysfs, xattrs
+from ipufs.driver import sysfs, sysfs_tree, xattrs
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver, OpenFile
@@ -108,7 +108,7 @@ class IpuFilesystem(Operations):
     ) -> None:
         self.devices = devices
         self.tree = tree
-        sysfs.build(tree)  # the view's directories and attributes join the node tree
+        sysfs_tree.build(tree)  # the view's directories and attributes join the node tree
         self.driver = driver
         self.tracer = driver.tracer
         self.mapping = mapping
@@ -183,7 +183,8 @@ class IpuFilesystem(Operations):
             elif stat.S_ISLNK(s.mode):
                 nlink, size = 1, len(self._entry(ino).target)
             else:
-                nlink, size = 1, sysfs.ATTRIBUTE_SIZE
+                entry = self._entry(ino)
+                nlink, size = 1, sysfs.size(self.devices.profile, entry.table, entry.name)
             return rp.Attr(ino=ino, mode=s.mode, nlink=nlink, size=size, uid=s.uid, gid=s.gid,
                            atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns)
         size = self.devices.profile.region_size(node.region)

@@ -1,6 +1,7 @@
-# The sysfs view: for every IPU, the PCI device directory the kernel and the
-# Graphcore driver publish under /sys/bus/pci/devices, named by its PCI
-# address, with attributes read live from the model at each read.
+# The sysfs view's attribute files: for every IPU, what the kernel and the
+# Graphcore driver publish in its PCI device directory, the attributes of
+# the class devices of its four nodes, read live from the model at each
+# read (the tree they sit in: sysfs_tree.py).
 #
 # Facts (aspen/sdk/src/driver/discovery.rs of the public research repository
 # github.com/Saghetti0/graphcore-ipu-research, and the pci.ids database): the
@@ -8,66 +9,44 @@
 # numa_node, resource, link speed and width, a driver link) and the names of
 # the driver's own (file_name, board_name, ..., continuous_memory_nodes);
 # aspen-sdk reads file_name and parses all of it as a number, so it carries
-# no newline. Formats of the kernel's attributes follow its pci-sysfs; what
-# no source tells (the driver's formats, BAR addresses, subsystem device,
-# class) is ipufs's own, in docs/sysfs.md.
+# no newline. Formats of the kernel's attributes follow its pci-sysfs.c and
+# core.c (uevent, dev); what no source tells (the driver's formats, BAR
+# addresses, subsystem device, class, the driver's and the class's names)
+# is ipufs's own, in docs/sysfs.md.
 from __future__ import annotations
 
+import errno
+import os
 from collections.abc import Callable
 
-from ipufs import compat
 from ipufs.abi import registers as R
 from ipufs.abi.pci import pci_address
 from ipufs.abi.serial import serial_text
-from ipufs.driver.nodes import ROOT_INO, Kind, NodeTree
+from ipufs.driver import pci_config as pci
+from ipufs.driver.nodes import SUFFIXES, Node
 from ipufs.model.ipu import Ipu
-from ipufs.model.profile import Region
+from ipufs.model.profile import Profile, Region
 
-#: The kernel's class code of a processing accelerator (PCI class 0x12).
-PCI_CLASS = 0x120000
-#: The driver link's target, as the kernel makes it from a device's own
-#: directory (only its last component, the driver's name, is ever read).
-DRIVER_LINK = "../../../bus/pci/drivers/ipu"
-#: What a read of an attribute file reports as its size, as sysfs does.
+#: What a read of a text attribute file reports as its size, as sysfs does.
 ATTRIBUTE_SIZE = 4096
-
-# struct resource flags the kernel prints: a 64-bit memory BAR, and one
-# that is also prefetchable (IORESOURCE_MEM | _MEM_64 | _SIZEALIGN, plus
-# the BAR's own type bits).
-_MEM64 = 0x140204
-_MEM64_PREFETCH = 0x14220C
-#: The BARs ipufs's IPU has: (BAR number, region, prefetchable).
-BARS = ((0, Region.CONFIG, False), (2, Region.EXCHANGE, True), (4, Region.MAILBOX, False))
-#: Bus addresses: each IPU owns a 64 GiB window from 0x4000000000 up.
-_WINDOW = 1 << 36
-_BASE = 1 << 38
+#: The driver's name, as its directory under bus/pci/drivers and the
+#: `driver` link name it (ours: the real module's name is not public).
+DRIVER = "ipu"
+#: The class the driver's character devices belong to (ours, likewise).
+CHAR_CLASS = "ipu"
 
 
-def _pow2_at_least(n: int) -> int:
-    return 1 << (n - 1).bit_length()
-
-
-def bar_ranges(ipu: Ipu) -> dict[int, tuple[int, int, int]]:
-    """BAR number -> (start, end, flags) as `resource` prints them. A BAR
-    is aligned to its size rounded up to a power of two, as PCI wants;
-    its length is the node's size, the part a client maps."""
-    ranges = {}
-    start = _BASE + ipu.index * _WINDOW
-    for bar, region, prefetch in BARS:
-        size = ipu.profile.region_size(region)
-        align = _pow2_at_least(size)
-        start = (start + align - 1) // align * align
-        ranges[bar] = (start, start + size - 1, _MEM64_PREFETCH if prefetch else _MEM64)
-        start += align
-    return ranges
-
-
-def host_memory_range(ipu: Ipu) -> tuple[int, int]:
-    """ipuN_mem as a range of bus addresses, after the BARs."""
-    end = max(e for _, e, _ in bar_ranges(ipu).values()) + 1
-    size = ipu.profile.host_memory_size
-    start = (end + size - 1) // size * size
-    return start, start + size - 1
+def _node_cpus(node: int) -> tuple[str, str]:
+    """The host's CPU mask and list of NUMA node ``node`` (as its sysfs
+    says, or every CPU where the host has no such node)."""
+    base = f"/sys/devices/system/node/node{node}/"
+    try:
+        with open(base + "cpumap") as mask, open(base + "cpulist") as cpus:
+            return mask.read().strip(), cpus.read().strip()
+    except OSError:
+        count = os.cpu_count() or 1
+        words = [((1 << count) - 1) >> shift & 0xFFFF_FFFF for shift in range(0, count, 32)]
+        return ",".join(f"{w:08x}" for w in reversed(words)).lstrip("0") or "0", f"0-{count - 1}"
 
 
 def _reg(ipu: Ipu, name: str) -> int:
@@ -83,9 +62,22 @@ def _link_speed(tenths: int) -> str:
 
 
 def _resource(ipu: Ipu) -> str:
-    ranges = bar_ranges(ipu)
+    ranges = {bar.number: (bar.start, bar.end, bar.flags) for bar in pci.bars(ipu.profile, ipu.index)}
     # A device that is not a bridge shows its six BARs and the ROM.
     return "".join("0x%016x 0x%016x 0x%016x\n" % ranges.get(bar, (0, 0, 0)) for bar in range(7))
+
+
+def _modalias(ipu: Ipu) -> str:
+    return (f"pci:v{_reg(ipu, 'VENDOR_ID'):08X}d{_reg(ipu, 'DEVICE_ID'):08X}"
+            f"sv{_reg(ipu, 'VENDOR_ID'):08X}sd{_reg(ipu, 'BOARD_TYPE'):08X}"
+            f"bc{pci.PCI_CLASS >> 16:02X}sc{pci.PCI_CLASS >> 8 & 0xFF:02X}i{pci.PCI_CLASS & 0xFF:02X}")
+
+
+def _uevent(ipu: Ipu) -> str:
+    vendor, device = _reg(ipu, "VENDOR_ID"), _reg(ipu, "DEVICE_ID")
+    return (f"DRIVER={DRIVER}\nPCI_CLASS={pci.PCI_CLASS:X}\nPCI_ID={vendor:04X}:{device:04X}\n"
+            f"PCI_SUBSYS_ID={vendor:04X}:{_reg(ipu, 'BOARD_TYPE'):04X}\nPCI_SLOT_NAME={pci_address(ipu.index)}\n"
+            f"MODALIAS={_modalias(ipu)}\n")
 
 
 def _error_state(ipu: Ipu) -> str:
@@ -99,8 +91,8 @@ def _serial(ipu: Ipu) -> str:
 
 
 def _continuous_memory(ipu: Ipu) -> str:
-    start, end = host_memory_range(ipu)
-    return f"0x{start:x}-0x{end:x}\n"
+    bar = pci.bars(ipu.profile, ipu.index)[-1]
+    return f"0x{bar.start:x}-0x{bar.start + ipu.profile.host_memory_size - 1:x}\n"
 
 
 Attribute = Callable[[Ipu], str]
@@ -113,8 +105,15 @@ ATTRIBUTES: dict[str, Attribute] = {
     "device": lambda ipu: f"0x{_reg(ipu, 'DEVICE_ID'):04x}\n",
     "subsystem_vendor": lambda ipu: f"0x{_reg(ipu, 'VENDOR_ID'):04x}\n",
     "subsystem_device": lambda ipu: f"0x{_reg(ipu, 'BOARD_TYPE'):04x}\n",
-    "class": lambda ipu: f"0x{PCI_CLASS:06x}\n",
+    "revision": lambda ipu: f"0x{pci.REVISION:02x}\n",
+    "class": lambda ipu: f"0x{pci.PCI_CLASS:06x}\n",
+    "irq": lambda ipu: f"{pci.irq(ipu.index)}\n",
+    "enable": lambda ipu: "1\n",
     "numa_node": lambda ipu: f"{_reg(ipu, 'NUMA_NODE')}\n",
+    "local_cpus": lambda ipu: _node_cpus(_reg(ipu, "NUMA_NODE"))[0] + "\n",
+    "local_cpulist": lambda ipu: _node_cpus(_reg(ipu, "NUMA_NODE"))[1] + "\n",
+    "modalias": lambda ipu: _modalias(ipu) + "\n",
+    "uevent": _uevent,
     "resource": _resource,
     "current_link_speed": lambda ipu: ("Unknown\n" if ipu.link_down else
                                        _link_speed(_reg(ipu, "LINK_SPEED")) + "\n"),
@@ -147,25 +146,47 @@ HWMON: dict[str, Attribute] = {
 }
 
 
-TABLES: dict[str, dict[str, Attribute]] = {"device": ATTRIBUTES, "hwmon": HWMON}
+def _char_table(region: Region) -> dict[str, Attribute]:
+    """The attributes of the class device of one node of an IPU."""
+    def number(ipu: Ipu) -> tuple[int, int]:
+        rdev = Node(0, ipu.index, region).rdev
+        return os.major(rdev), os.minor(rdev)
+
+    return {
+        "dev": lambda ipu: "%d:%d\n" % number(ipu),
+        "uevent": lambda ipu: "MAJOR=%d\nMINOR=%d\n" % number(ipu) + f"DEVNAME={Node(0, ipu.index, region).name}\n",
+    }
 
 
-def build(tree: NodeTree) -> None:
-    """Add the view to ``tree``: sys/bus/pci/devices/ADDR/ for every IPU,
-    with its attributes, its driver link and hwmon/hwmonN/."""
-    parent = ROOT_INO
-    for name in compat.DEVICES_PATH:
-        parent = tree.add(parent, name, Kind.DIRECTORY).ino
-    for index in range(tree.count):
-        device = tree.add(parent, pci_address(index), Kind.DIRECTORY).ino
-        for name in ATTRIBUTES:
-            tree.add(device, name, Kind.ATTRIBUTE, ipu=index, table="device")
-        tree.add(device, "driver", Kind.LINK, target=DRIVER_LINK)
-        hwmon = tree.add(tree.add(device, "hwmon", Kind.DIRECTORY).ino, f"hwmon{index}", Kind.DIRECTORY).ino
-        for name in HWMON:
-            tree.add(hwmon, name, Kind.ATTRIBUTE, ipu=index, table="hwmon")
+#: Attribute tables by name: a device's, its hwmon's, the class devices'
+#: of its nodes ("char", "char_ex"...) and a root bus's (an empty uevent).
+TABLES: dict[str, dict[str, Attribute]] = {
+    "device": ATTRIBUTES, "hwmon": HWMON, "bus": {"uevent": lambda ipu: ""},
+    **{"char" + suffix: _char_table(region) for region, suffix in SUFFIXES.items()},
+}
+#: The table of a device's binary attributes: config space, then one
+#: resourceN per BAR, which sysfs lets a program map but not read (EIO).
+BINARY = "binary"
+BINARY_NAMES = ("config", *(f"resource{n}" for n in (0, 2, pci.MSIX_TABLE_BAR, pci.MSIX_PBA_BAR)))
 
 
-def read(ipu: Ipu, table: str, name: str) -> bytes:
-    """The content of attribute ``name`` (of ``table``) of ``ipu`` now."""
+def read(ipu: Ipu, table: str, name: str, privileged: bool) -> bytes:
+    """The content of attribute ``name`` (of ``table``) of ``ipu`` now.
+    ``config`` is whole for a ``privileged`` reader, its first 64 bytes
+    otherwise, as the kernel gives it with and without CAP_SYS_ADMIN;
+    resourceN is OSError(EIO), as a memory BAR's is."""
+    if table == BINARY:
+        if name != "config":
+            raise OSError(errno.EIO, "a memory BAR cannot be read, only mapped")
+        space = pci.config_space(ipu)
+        return space if privileged else space[:pci.UNPRIVILEGED_CONFIG_SIZE]
     return TABLES[table][name](ipu).encode()
+
+
+def size(profile: Profile, table: str, name: str) -> int:
+    """What stat reports as the size of attribute ``name``: a BAR's size for
+    its resourceN, 4096 otherwise (config space, and every text file)."""
+    if table == BINARY and name != "config":
+        number = int(name[len("resource"):])
+        return next(bar.size for bar in pci.bars(profile, 0) if bar.number == number)
+    return ATTRIBUTE_SIZE

@@ -1,7 +1,8 @@
 # The open files of the sysfs view (ipufs/driver/sysfs.py): attribute files
 # only, read-only as sysfs makes a file without a store method (even for
 # root: EACCES), and read straight from the model at each read, since
-# their values are live (docs/sysfs.md).
+# their values are live; config space whole for root alone, as the kernel
+# gives it whole to CAP_SYS_ADMIN alone (docs/sysfs.md).
 from __future__ import annotations
 
 import errno
@@ -41,7 +42,13 @@ class ViewFiles:
         entry = self.open_files.get(req.fh)
         if entry is None:
             raise FUSEError(errno.EBADF)
-        value = sysfs.read(self.devices.ipus[entry.ipu], entry.table, entry.name)
+        try:
+            # The kernel gives all of config space to CAP_SYS_ADMIN alone;
+            # the uid the request carries (in the mount's user namespace)
+            # stands for it: root's reads get it whole.
+            value = sysfs.read(self.devices.ipus[entry.ipu], entry.table, entry.name, req.ctx.uid == 0)
+        except OSError as exc:
+            raise FUSEError(exc.errno or errno.EIO, str(exc.strerror)) from None
         return rp.Data(value[req.offset : req.offset + req.size])
 
     def close(self, fh: int) -> None:

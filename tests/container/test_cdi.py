@@ -23,7 +23,7 @@ def test_a_device_per_ipu_and_all_made_of_its_binds_and_the_shared_edits_once() 
         {"hostPath": "/run/ipufs/ipu1_ex", "containerPath": "/dev/ipu1_ex", "options": ["bind", "rw"]},
         {"hostPath": "/run/ipufs/ipu1_mailbox", "containerPath": "/dev/ipu1_mailbox", "options": ["bind", "rw"]},
         {"hostPath": "/run/ipufs/ipu1_mem", "containerPath": "/dev/ipu1_mem", "options": ["bind", "rw"]},
-        {"hostPath": "/run/ipufs/sys/bus/pci/devices/0000:1b:00.0",
+        {"hostPath": "/run/ipufs/sys/devices/pci0000:1b/0000:1b:00.0",
          "containerPath": "/sys/bus/pci/devices/0000:1b:00.0", "options": ["bind", "ro"]}]}
     assert spec["devices"][2]["containerEdits"]["mounts"] == (
         spec["devices"][0]["containerEdits"]["mounts"] + one["mounts"])
@@ -44,7 +44,7 @@ def test_binds_are_the_same_description_for_every_consumer() -> None:
         (str(compat.library_path()), "/usr/lib/ipufs/libipufs-compat.so", True),
         ("/m/ipu3", "/dev/ipu3", False), ("/m/ipu3_ex", "/dev/ipu3_ex", False),
         ("/m/ipu3_mailbox", "/dev/ipu3_mailbox", False), ("/m/ipu3_mem", "/dev/ipu3_mem", False),
-        ("/m/sys/bus/pci/devices/0000:1d:00.0", "/sys/bus/pci/devices/0000:1d:00.0", True)]
+        ("/m/sys/devices/pci0000:1d/0000:1d:00.0", "/sys/bus/pci/devices/0000:1d:00.0", True)]
     assert edits.env == (("LD_PRELOAD", "/usr/lib/ipufs/libipufs-compat.so"),)
     # For binds only (a device plugin's answer): a host directory instead of the tmpfs.
     only_binds = binds.edits("/m", [3], devices_dir="/d/3")
@@ -104,7 +104,7 @@ def test_a_following_spec_binds_the_holder_and_links_with_a_hook() -> None:
         *hook,
         "/dev/ipu1=/run/ipufs-follow-b/mount/ipu1", "/dev/ipu1_ex=/run/ipufs-follow-b/mount/ipu1_ex",
         "/dev/ipu1_mailbox=/run/ipufs-follow-b/mount/ipu1_mailbox", "/dev/ipu1_mem=/run/ipufs-follow-b/mount/ipu1_mem",
-        "/sys/bus/pci/devices/0000:1b:00.0=/run/ipufs-follow-view-b/mount/sys/bus/pci/devices/0000:1b:00.0"]}]}
+        "/sys/bus/pci/devices/0000:1b:00.0=/run/ipufs-follow-view-b/mount/sys/devices/pci0000:1b/0000:1b:00.0"]}]}
     every = spec["devices"][2]["containerEdits"]["hooks"][0]["args"]
     n = len(hook)
     assert every[n:] == spec["devices"][0]["containerEdits"]["hooks"][0]["args"][n:] + one["hooks"][0]["args"][n:]

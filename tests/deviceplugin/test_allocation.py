@@ -51,7 +51,8 @@ def binds(root: Path, ipus: list[int], sysfs_dir: Path) -> list[tuple[str, str, 
               ("/usr/lib/ipufs/libipufs-compat.so", str(sysfs_dir / "libipufs-compat.so"), True)]
     return shared + [item for i in ipus for item in [
         *((f"/dev/ipu{i}{s}", str(root / f"ipu{i}{s}"), False) for s in SUFFIXES),
-        (f"/sys/bus/pci/devices/{pci_address(i)}", str(root / "sys/bus/pci/devices" / pci_address(i)), True)]]
+        (f"/sys/bus/pci/devices/{pci_address(i)}",
+         str(root / "sys/devices" / f"pci{pci_address(i)[:7]}" / pci_address(i)), True)]]
 
 
 def env(ipus: str) -> dict[str, str]:

@@ -37,7 +37,7 @@ def test_paths_that_climb_out_of_the_view_are_the_hosts_from_c(
     program = build("sysfs_paths.c", tmp_path)
     direct = f"{DEVICES}/0000:1b:00.0"
     paths = [f"{DEVICES}/../../../class", f"{DEVICES}/..", f"{DEVICES}/../devices/0000:1b:00.0",
-             f"{DEVICES}/0000:1a:00.0/../0000:1b:00.0", direct]
+             f"{DEVICES}/0000:1b:00.0/../0000:1b:00.0", direct]
     out = subprocess.run([str(program), *paths], env=env, capture_output=True, text=True, timeout=TIMEOUT)
     lines = out.stdout.splitlines()
     # Where the view's entry resolves to (the view itself, or its target

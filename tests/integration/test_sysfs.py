@@ -60,13 +60,28 @@ def test_kernel_and_driver_attributes(board: RunningDaemon) -> None:
     assert a["firmware_version_int"] == f"{2 << 16 | 5 << 8 | 9}\n"
     resource = [tuple(int(x, 16) for x in line.split()) for line in a["resource"].splitlines()]
     assert len(resource) == 7
+    # Four memory BARs, each a power of two that holds its node (and, for
+    # BARs 4 and 5, the MSI-X table and PBA past it), aligned to its size.
     sizes = {bar: end - start + 1 for bar, (start, end, flags) in enumerate(resource) if flags}
-    assert sizes == {0: os.stat(board.path("ipu2")).st_size, 2: os.stat(board.path("ipu2_ex")).st_size,
-                     4: os.stat(board.path("ipu2_mailbox")).st_size}
-    assert all(start % (1 << (end - start).bit_length()) == 0 for start, end, flags in resource if flags)
+    nodes = {0: "ipu2", 2: "ipu2_ex", 4: "ipu2_mailbox", 5: "ipu2_mem"}
+    assert set(sizes) == set(nodes)
+    for bar, node in nodes.items():
+        assert sizes[bar] & (sizes[bar] - 1) == 0 and sizes[bar] >= os.stat(board.path(node)).st_size
+        assert os.stat(view(board) / pci_address(2) / f"resource{bar}").st_size == sizes[bar]
+    assert all(start % (end - start + 1) == 0 for start, end, flags in resource if flags)
     start, end = (int(x, 16) for x in a["continuous_memory_nodes"].strip().split("-"))
-    assert end - start + 1 == os.stat(board.path("ipu2_mem")).st_size
-    assert os.readlink(view(board) / pci_address(2) / "driver").endswith("/drivers/ipu")
+    assert start == resource[5][0] and end - start + 1 == os.stat(board.path("ipu2_mem")).st_size
+    # The bus lists links into the devices tree; the driver link resolves
+    # to the driver's directory, which lists the bound devices.
+    entry = view(board) / pci_address(2)
+    assert os.readlink(entry) == "../../../devices/pci0000:1c/0000:1c:00.0"
+    driver = (entry / "driver").resolve()
+    assert driver == board.mountpoint / "sys/bus/pci/drivers/ipu"
+    assert sorted(os.listdir(driver)) == [pci_address(i) for i in range(4)]
+    assert (driver / pci_address(2)).resolve() == entry.resolve()
+    assert a["uevent"].startswith("DRIVER=ipu\nPCI_CLASS=120000\nPCI_ID=1D95:0004\n")
+    assert a["modalias"] == "pci:v00001D95d00000004sv00001D95sd00000002bc12sc00i00\n"
+    assert a["irq"] == "34\n" and a["enable"] == "1\n" and a["revision"] == "0x01\n"
 
 
 def test_attributes_agree_with_ipufs_info(board: RunningDaemon) -> None:

@@ -197,7 +197,7 @@ def test_docker_echo_binds_the_nodes_the_sysfs_view_and_the_library(board: Runni
     for i, address in ((0, "0000:1a:00.0"), (2, "0000:1c:00.0")):
         expected += [f"--mount type=bind,source={m}/ipu{i}{s},target=/dev/ipu{i}{s}"
                      for s in ("", "_ex", "_mailbox", "_mem")]
-        expected.append(f"--mount type=bind,source={m}/sys/bus/pci/devices/{address},"
+        expected.append(f"--mount type=bind,source={m}/sys/devices/pci{address[:7]}/{address},"
                         f"target=/sys/bus/pci/devices/{address},readonly")
     expected += ["--env LD_PRELOAD=/usr/lib/ipufs/libipufs-compat.so", "-ti graphcore/tools gc-inventory"]
     # One option a line, continued as a shell continues it.
@@ -219,7 +219,7 @@ def test_cdi_prints_the_spec_of_the_nodes(board: RunningDaemon) -> None:
     assert [d["name"] for d in spec["devices"]] == ["b-0", "b-1", "b-2", "b-3", "b-all"]
     assert spec["devices"][2]["containerEdits"]["mounts"][3:] == [
         {"hostPath": f"{board.mountpoint}/ipu2_mem", "containerPath": "/dev/ipu2_mem", "options": ["bind", "rw"]},
-        {"hostPath": f"{board.mountpoint}/sys/bus/pci/devices/0000:1c:00.0",
+        {"hostPath": f"{board.mountpoint}/sys/devices/pci0000:1c/0000:1c:00.0",
          "containerPath": "/sys/bus/pci/devices/0000:1c:00.0", "options": ["bind", "ro"]}]
     assert spec["containerEdits"]["env"] == ["LD_PRELOAD=/usr/lib/ipufs/libipufs-compat.so"]
 
