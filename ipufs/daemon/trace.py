@@ -155,6 +155,13 @@ class Tracer:
             self.subscribers.remove(sub)
         self._update()
 
+    def dropped_notice(self, sub: Subscriber) -> dict[str, Any]:
+        """The event that tells ``sub`` how many events it lost by falling
+        behind since it was last told; its count starts again at 0."""
+        count, sub.dropped = sub.dropped, 0
+        return {"seq": self.sequence, "time": round(time.time(), 6), "kind": "dropped", "ipu": None,
+                "count": count}
+
     def emit(self, kind: str, ipu: int | None, **fields: Any) -> None:
         """Record an event; call only when ``enabled``."""
         self.sequence += 1
