@@ -202,3 +202,16 @@ def test_a_reader_that_fell_behind_is_told_how_many_events_it_lost(board: Runnin
                 assert event["count"] > 0
                 break
         assert kinds == {"register-write", "dropped"}
+
+
+def test_a_plan_nested_30000_deep_is_refused_naming_the_key_with_no_traceback(
+        board: RunningDaemon, caplog: pytest.LogCaptureFixture) -> None:
+    text = '[[fault]]\nkind = "reset"\nat = ' + "[" * 30_000 + "]" * 30_000
+    with connect(board) as s:
+        s.sendall(json.dumps({"op": "plan", "toml": text}).encode() + b"\n")
+        assert read_line(s) == {"ok": False, "error": "at nests more than 16 levels deep (at most 16)"}
+    with connect(board) as s:
+        s.sendall(b'{"op": "inject", "kind": "icu-message", "words": ' + b"[" * 30_000 + b"]" * 30_000 + b"}\n")
+        assert read_line(s) == {"ok": False, "error": "words nests more than 16 levels deep (at most 16)"}
+    assert not [r for r in caplog.records if r.exc_info]
+    status_works(board)
