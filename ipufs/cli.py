@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from ipufs import __version__, cli_faults, cli_mount
+from ipufs.daemon.log_budget import LogBudget
 from ipufs.tools.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
@@ -404,6 +405,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="ipufs: %(levelname)s: %(message)s",
     )
+    LogBudget.install(logging.getLogger().handlers)  # a flood of like lines is summed up
     try:
         status = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, not at exit
