@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 from ipufs import __version__, cli_exporter, cli_faults, cli_mount
 from ipufs.daemon import settings
 from ipufs.sd_notify import sd_notify
+from ipufs.daemon.log_budget import LogBudget
 from ipufs.tools.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
@@ -386,6 +387,7 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="ipufs: %(levelname)s: %(message)s",
     )
+    LogBudget.install(logging.getLogger().handlers)  # a flood of like lines is summed up
     try:
         status = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, not at exit

@@ -24,6 +24,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from ipufs.daemon.daemon import Daemon, Serving
     from ipufs.fuse import mount as fmount
     from ipufs.daemon import config as cfg
+    from ipufs.daemon import descriptors
 
     settings: dict[str, Any] = {}
     try:
@@ -41,6 +42,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if any(m.mountpoint == mountpoint for m in fmount.mounts()) and not fmount.is_dead(mountpoint):
         raise Problem(f"{mountpoint} is already mounted by a running ipufs daemon",
                       f"use it as it is, unmount it first (`ipufs umount {mountpoint}`), or name another mount point")
+
+    descriptors.ensure(config.ipus)  # the usual soft limit is too low for 128 IPUs
 
     exporter = None
     if config.exporter:  # bound now, so that a busy address fails before mounting

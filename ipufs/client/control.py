@@ -74,13 +74,18 @@ class Control:
     def trace(self, ipu: int | None = None, kinds: Iterable[str] = ()) -> Iterator[dict[str, Any]]:
         """Follow the daemon's trace (docs/faults.md): one event at a time,
         of IPU ``ipu`` (default: all) and of ``kinds`` (default: all), until
-        the daemon stops. The connection carries nothing else afterwards."""
+        the daemon stops. Events lost because the reader fell behind are
+        counted by a ``dropped`` event; a trace not read for long is closed
+        by the daemon (ControlError). The connection carries nothing else
+        afterwards."""
         request: dict[str, Any] = {"kinds": list(kinds)}
         if ipu is not None:
             request["ipu"] = ipu
         self.request("trace", **request)  # raises ControlError when refused
         self.sock.settimeout(None)
         for line in self.file:
+            if not line.endswith(b"\n"):  # a trace not read in time is closed mid-event
+                raise ControlError("the daemon closed the trace: it was not read in time (docs/control.md)")
             event: dict[str, Any] = json.loads(line)
             yield event
 

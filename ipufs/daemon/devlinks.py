@@ -1,7 +1,8 @@
 # Links /dev/ipuN, /dev/ipuN_ex, /dev/ipuN_mailbox and /dev/ipuN_mem to the
 # mounted nodes, so tools that hard-code /dev/ipu0 work unchanged. A name
 # that holds anything but a link of ours (a real device, a file, a link to
-# elsewhere, a link of another live ipufs daemon) is left untouched. A link
+# elsewhere, a link of another live ipufs daemon) is left untouched, and the
+# warning says which of these it was. A link
 # is ours when it points at the node of the same name in our mount point,
 # or in an ipufs mount whose daemon is dead, or in a directory that no
 # longer exists (what a crashed daemon leaves behind).
@@ -42,7 +43,8 @@ class DevLinks:
 
     def _owner(self, link: Path) -> str | None:
         """'mine' (points into our mount point), 'stale' (into a dead ipufs
-        mount or a missing directory), or None (anything else)."""
+        mount or a missing directory), 'live' (into another ipufs mount
+        whose daemon serves it), or None (anything else)."""
         if not link.is_symlink():
             return None
         target = os.readlink(link)
@@ -52,7 +54,7 @@ class DevLinks:
         if parent == self.mountpoint:
             return "mine"
         if any(m.mountpoint == parent for m in fmount.mounts()):
-            return None if _mount_alive(parent) else "stale"
+            return "live" if _mount_alive(parent) else "stale"
         return "stale" if not os.path.lexists(parent) else None
 
     def clear_stale(self) -> int:
@@ -66,11 +68,19 @@ class DevLinks:
         return removed
 
     def install(self) -> None:
+        #: The names left to other live ipufs mounts, by mount point.
+        taken: dict[str, list[str]] = {}
+        strangers: list[str] = []
         for node in self.tree:
             link = self.dev_dir / node.name
             target = os.path.join(self.mountpoint, node.name)
-            if os.path.lexists(link) and self._owner(link) is None:
+            owner = self._owner(link) if os.path.lexists(link) else "free"
+            if owner in (None, "live"):
                 self.refused.append(node.name)
+                if owner == "live":
+                    taken.setdefault(os.path.dirname(os.readlink(link)), []).append(node.name)
+                else:
+                    strangers.append(node.name)
                 continue
             # Always a link of our own, put in place atomically (over a
             # stale one, or an equal one a predecessor at this mount point
@@ -84,9 +94,12 @@ class DevLinks:
             os.replace(temporary, link)
             self.made.append(link)
             self._inodes[link] = _identity(link)
-        if self.refused:
-            log.warning("left %d names in %s untouched (not ipufs links): %s", len(self.refused),
-                        self.dev_dir, ", ".join(self.refused[:8]) + (" ..." if len(self.refused) > 8 else ""))
+        for mount, names in taken.items():
+            log.warning("left %s in %s to the ipufs mount at %s, whose links they are (this mount's "
+                        "nodes are in %s): %s", _count(names), self.dev_dir, mount, self.mountpoint, _listed(names))
+        if strangers:
+            log.warning("left %s in %s untouched (not ipufs links): %s", _count(strangers), self.dev_dir,
+                        _listed(strangers))
 
     def remove(self) -> None:
         """Remove the links this daemon made, and no other: a successor at
@@ -101,6 +114,14 @@ class DevLinks:
                 log.warning("could not remove %s: %s", link, exc)
         self.made.clear()
         self._inodes.clear()
+
+
+def _count(names: list[str]) -> str:
+    return f"{len(names)} name{'s' if len(names) != 1 else ''}"
+
+
+def _listed(names: list[str]) -> str:
+    return ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")
 
 
 def _identity(path: Path) -> tuple[int, int]:

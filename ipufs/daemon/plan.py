@@ -26,6 +26,7 @@ from typing import Any
 from ipufs.daemon import faults
 from ipufs.daemon.faults import Fault, FaultError
 from ipufs.daemon.fields import I64_MAX, Fraction, Integer, Invalid, Limits, Seconds, unknown
+from ipufs.daemon.nesting import TooDeep, check_toml
 
 SEED = Integer("seed", "the seed of every probability", default=0, lo=-I64_MAX - 1, hi=I64_MAX)
 AFTER = Integer("after", "at the IPU's Nth access", optional=True, lo=1, hi=I64_MAX)
@@ -82,7 +83,10 @@ class FaultPlan:
         """A plan from its TOML text; raises FaultError naming what is wrong
         (the fault's place in the plan and its key)."""
         try:
+            check_toml(text)
             data = tomllib.loads(text)
+        except TooDeep as exc:
+            raise FaultError(str(exc)) from None
         except tomllib.TOMLDecodeError as exc:
             raise FaultError(f"not TOML: {exc}") from None
         for key in data:

@@ -48,6 +48,25 @@ class Subscriber:
     dropped: int = 0
 
 
+class TraceFileRefused(RuntimeError):
+    """The trace file named at start cannot be written; the message says
+    why in one line (never taken for a lack of privilege to mount)."""
+
+
+def _refusal(path: str, exc: OSError) -> TraceFileRefused:
+    try:
+        st = os.lstat(path)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        # O_NOFOLLOW says ELOOP; a link of another user's in a sticky
+        # directory is refused (EACCES) before that.
+        return TraceFileRefused(f"trace file {path} is a symbolic link (owned by uid {st.st_uid}); the trace "
+                                "is written only to a regular file: remove the link or name another file")
+    reason = exc.strerror or str(exc)
+    return TraceFileRefused(reason if reason.startswith("trace file ") else f"trace file {path}: {reason}")
+
+
 @dataclass
 class TraceFile:
     """Events as JSON lines in ``path``; past ``max_bytes`` the file is
@@ -70,7 +89,10 @@ class TraceFile:
 
     def __post_init__(self) -> None:
         self.mode &= 0o644
-        self.file = self._open(os.O_CREAT)
+        try:
+            self.file = self._open(os.O_CREAT)
+        except OSError as exc:
+            raise _refusal(self.path, exc) from None
         self.written = self.file.tell()
 
     def _open(self, create: int) -> Any:
@@ -154,6 +176,13 @@ class Tracer:
         if sub in self.subscribers:
             self.subscribers.remove(sub)
         self._update()
+
+    def dropped_notice(self, sub: Subscriber) -> dict[str, Any]:
+        """The event that tells ``sub`` how many events it lost by falling
+        behind since it was last told; its count starts again at 0."""
+        count, sub.dropped = sub.dropped, 0
+        return {"seq": self.sequence, "time": round(time.time(), 6), "kind": "dropped", "ipu": None,
+                "count": count}
 
     def emit(self, kind: str, ipu: int | None, **fields: Any) -> None:
         """Record an event; call only when ``enabled``."""

@@ -44,8 +44,11 @@ def preferred(available: Sequence[int], must_include: Sequence[int], size: int,
               groups: Sequence[Sequence[int]]) -> list[int]:
     """``size`` IPUs out of ``available`` (with ``must_include`` among them),
     best placed for sync; ``groups`` are the node's multi-IPU groups."""
-    free = set(available) | set(must_include)
+    free = set(available)
     must = set(must_include)
+    if not must <= free:  # kubelet's contract: what must be included is available
+        missing = ", ".join(map(str, sorted(must - free)))
+        raise PlacementError(f"IPU {missing} must be included but is not among the available devices")
     if size <= 0:
         raise PlacementError(f"allocation size must be positive, not {size}")
     if size > len(free):

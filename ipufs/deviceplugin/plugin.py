@@ -3,6 +3,10 @@
 # container gets. A request the plugin cannot meet (an unknown device, more
 # IPUs than the node has, no daemon) is answered with a gRPC error whose
 # message says why; nothing a caller sends stops the plugin serving.
+# grpcio serves each call on a thread of a fixed pool and a ListAndWatch
+# stream holds its thread for as long as it lasts, so streams are bounded
+# (MAX_WATCHERS) below the pool's size: however many watchers come, the
+# rest of the pool is left for Allocate and the other short calls.
 from __future__ import annotations
 
 import logging
@@ -20,6 +24,13 @@ from ipufs.deviceplugin.sysfs_dirs import DEFAULT_SYSFS_DIR, SysfsDirs
 from ipufs.deviceplugin.watch import DeviceWatch, State
 
 log = logging.getLogger(__name__)
+
+#: ListAndWatch streams served at once; kubelet keeps one (two for a moment
+#: when it restarts). One more is refused with RESOURCE_EXHAUSTED.
+MAX_WATCHERS = 4
+#: Threads the gRPC server needs: one per stream, and as many again for
+#: the short calls (Allocate, GetPreferredAllocation, options).
+WORKERS = 2 * MAX_WATCHERS
 
 
 @dataclass(frozen=True)
@@ -53,6 +64,7 @@ class IpuDevicePlugin:
         self.style = style
         self.sysfs = SysfsDirs(style.sysfs_dir)
         self.stopping = threading.Event()
+        self.watchers = threading.BoundedSemaphore(MAX_WATCHERS)
 
     # --- helpers ------------------------------------------------------------------
     def _inventory(self, context: grpc.ServicerContext) -> Inventory:
@@ -78,14 +90,21 @@ class IpuDevicePlugin:
         return api.DevicePluginOptions(pre_start_required=False, get_preferred_allocation_available=True)
 
     def ListAndWatch(self, request: api.Empty, context: grpc.ServicerContext) -> Iterator[api.ListAndWatchResponse]:
-        state = self.watch.state
-        yield device_list(state)
-        while context.is_active() and not self.stopping.is_set():
-            # Wakes at least once a second to see whether kubelet went away.
-            newer = self.watch.wait_newer(state.version, timeout=1.0)
-            if newer.version != state.version:
-                state = newer
-                yield device_list(state)
+        if not self.watchers.acquire(blocking=False):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"at most {MAX_WATCHERS} ListAndWatch streams at once (kubelet needs one); "
+                          "try again once one has ended")
+        try:
+            state = self.watch.state
+            yield device_list(state)
+            while context.is_active() and not self.stopping.is_set():
+                # Wakes at least once a second to see whether kubelet went away.
+                newer = self.watch.wait_newer(state.version, timeout=1.0)
+                if newer.version != state.version:
+                    state = newer
+                    yield device_list(state)
+        finally:
+            self.watchers.release()
 
     def GetPreferredAllocation(self, request: api.PreferredAllocationRequest,
                                context: grpc.ServicerContext) -> api.PreferredAllocationResponse:

@@ -18,7 +18,7 @@ import grpc
 
 from ipufs.deviceplugin import api_pb2 as api
 from ipufs.deviceplugin import rpc
-from ipufs.deviceplugin.plugin import IpuDevicePlugin
+from ipufs.deviceplugin.plugin import WORKERS, IpuDevicePlugin
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class Registrar:
             self.socket.unlink()  # left by a plugin that died
         except FileNotFoundError:
             pass
-        server = grpc.server(futures.ThreadPoolExecutor(max_workers=8, thread_name_prefix="ipufs-device-plugin"))
+        server = grpc.server(futures.ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="ipufs-device-plugin"))
         server.add_generic_rpc_handlers((rpc.device_plugin_handler(self.plugin),))
         server.add_insecure_port(rpc.unix_target(str(self.socket)))
         server.start()

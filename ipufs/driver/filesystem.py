@@ -415,7 +415,12 @@ class IpuFilesystem(Operations):
         return rp.Empty()
 
     def lseek(self, req: rq.Lseek) -> rp.LseekReply:
-        size = self.attr(self._file(req.fh).node.ino).size
+        # A file without holes, as generic_file_llseek sees one; a view
+        # attribute has sysfs's size (4096), as on real sysfs.
+        if req.fh in self.view_files:
+            size = sysfs.ATTRIBUTE_SIZE
+        else:
+            size = self.attr(self._file(req.fh).node.ino).size
         if req.offset >= size or req.offset < 0:
             raise FUSEError(errno.ENXIO)
         if req.whence == SEEK_DATA:

@@ -34,9 +34,25 @@ class BrokenPipe(Exception):
 
 
 def _mountpoint_of(path: str) -> str:
-    """The mount a node path lives in: its directory, or the path itself."""
-    real = os.path.realpath(path)
-    return os.path.dirname(real) if os.path.basename(real).startswith("ipu") else real
+    """The dead mount ``path`` lives in (a node, the mount point itself,
+    or a link to either): the highest directory on the way up that still
+    fails with ENOTCONN, since statfs asks the daemon of the mount it
+    lands in; ``path`` itself when none does. Names say nothing: a mount
+    point may well be called ``ipu`` like a node."""
+    found = real = os.path.realpath(path)  # the link is read in a live directory; the dead part is kept
+    current = real
+    while True:
+        try:
+            os.statvfs(current)
+            if found != real or current != real:
+                return found  # the first live directory above the dead mount
+        except OSError as exc:
+            if exc.errno == errno.ENOTCONN:
+                found = current
+        parent = os.path.dirname(current)
+        if parent == current:
+            return found
+        current = parent
 
 
 def from_os_error(exc: OSError) -> Problem | BrokenPipe:

@@ -11,6 +11,7 @@ import pytest
 from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.daemon import Daemon
 from ipufs.daemon.faults import FaultError
+from ipufs.daemon.trace import TraceFileRefused
 
 
 def _fds() -> set[str]:
@@ -48,7 +49,7 @@ def test_a_trace_file_refused_after_the_devices_were_made_holds_nothing(tmp_path
     (tmp_path / "elsewhere").write_text("")
     (tmp_path / "trace.jsonl").symlink_to(tmp_path / "elsewhere")  # refused: never followed
     before = _fds()
-    with pytest.raises(OSError, match="symbolic link") as refused:
+    with pytest.raises(TraceFileRefused, match="symbolic link") as refused:
         Daemon(_config(tmp_path, trace_file=str(tmp_path / "trace.jsonl")))
     del refused  # its traceback holds the daemon's frames
     assert _fds() == before

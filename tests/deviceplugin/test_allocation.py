@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import grpc
@@ -12,6 +13,7 @@ import pytest
 from ipufs import compat
 from ipufs.abi.pci import pci_address
 from ipufs.deviceplugin import api_pb2 as api
+from ipufs.deviceplugin.plugin import MAX_WATCHERS
 from tests.deviceplugin.conftest import Plugin
 from tests.deviceplugin.kubelet import PluginConnection, TestKubelet
 from tests.integration.harness import RunningDaemon
@@ -161,6 +163,7 @@ def test_bad_allocations_are_refused(connection: PluginConnection, containers: l
     (["ipu0", "ipu42"], 1, [], "unknown device ipu42: this node has " + ", ".join(IDS)),
     (IDS, 0, [], "allocation size must be positive, not 0"),
     (IDS, 1, ["ipu0", "ipu1"], "2 IPUs must be included in an allocation of 1"),
+    (["ipu0", "ipu1"], 2, ["ipu5"], "IPU 5 must be included but is not among the available devices"),
 ])
 def test_bad_preferences_are_refused(connection: PluginConnection, available: list[str], size: int,
                                      must: list[str], message: str) -> None:
@@ -168,3 +171,39 @@ def test_bad_preferences_are_refused(connection: PluginConnection, available: li
         prefer(connection, available, size, must)
     assert (error.value.code(), error.value.details()) == (grpc.StatusCode.INVALID_ARGUMENT, message)  # type: ignore[attr-defined]
     assert prefer(connection, IDS, 4) == ["ipu0", "ipu1", "ipu2", "ipu3"]
+
+
+def test_allocate_is_served_whatever_the_number_of_watchers(connection: PluginConnection) -> None:
+    extra = 20  # kubelet holds one stream already
+    streams = [connection.client.ListAndWatch(api.Empty(), timeout=30) for _ in range(extra)]
+    try:
+        accepted, refused = 0, []
+        for stream in streams:
+            try:
+                assert len(next(stream).devices) == 8
+                accepted += 1
+            except grpc.RpcError as exc:
+                refused.append((exc.code(), exc.details()))  # type: ignore[attr-defined]
+        assert accepted == MAX_WATCHERS - 1
+        assert set(refused) == {(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                                 f"at most {MAX_WATCHERS} ListAndWatch streams at once (kubelet needs one); "
+                                 "try again once one has ended")}
+        options = connection.client.GetDevicePluginOptions(api.Empty(), timeout=5)
+        assert options.get_preferred_allocation_available
+        (answer,) = allocate(connection, ["ipu4"])
+        assert answer.envs["IPUFS_VISIBLE_IPUS"] == "4"
+        assert prefer(connection, IDS, 2) == ["ipu0", "ipu1"]
+    finally:
+        for stream in streams:
+            stream.cancel()
+    # The streams' places are free again once the plugin sees them gone.
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            assert len(next(connection.client.ListAndWatch(api.Empty(), timeout=5)).devices) == 8
+            break
+        except grpc.RpcError as exc:
+            assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "cancelled streams kept their places"
+            time.sleep(0.2)
+    assert not connection.ended.is_set()  # kubelet's own stream was never touched

@@ -47,6 +47,7 @@ def test_devices_that_must_be_included_pick_their_group() -> None:
     ([0, 1], [], 3, "asked for 3 IPUs, but only 2 are available"),
     (ALL, [], 0, "allocation size must be positive, not 0"),
     (ALL, [0, 1, 2], 2, "3 IPUs must be included in an allocation of 2"),
+    ([0, 1], [5], 2, "IPU 5 must be included but is not among the available devices"),
 ])
 def test_requests_that_cannot_be_met(available: list[int], must: list[int], size: int, message: str) -> None:
     with pytest.raises(PlacementError, match=f"^{message}$"):

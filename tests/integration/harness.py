@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 import trio
 
@@ -172,10 +172,10 @@ class PyClient(LineClient):
         super().close(quit)
 
 
-def daemon_process(mountpoint: Path, *options: str) -> subprocess.Popen[str]:
+def daemon_process(mountpoint: Path, *options: str, log: IO[str] | None = None) -> subprocess.Popen[str]:
     """A real `ipufs mount` process, returned once it is ready: it told
     systemd's notify socket READY=1 (its /dev links and CDI spec made), as
-    under the systemd unit."""
+    under the systemd unit. Its stderr is a pipe, or the file ``log``."""
     if not {"--cdi-dir", "--no-cdi"} & set(options):
         options += ("--no-cdi",)  # never the host's /var/run/cdi
     with tempfile.TemporaryDirectory(prefix="ipufs-notify-") as tmp, \
@@ -183,7 +183,7 @@ def daemon_process(mountpoint: Path, *options: str) -> subprocess.Popen[str]:
         notify.bind(os.path.join(tmp, "notify"))
         notify.settimeout(0.1)
         proc = subprocess.Popen(ipufs_command("mount", str(mountpoint), *options), stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, text=True,
+                                stderr=subprocess.PIPE if log is None else log, text=True,
                                 env=dict(os.environ, NOTIFY_SOCKET=os.path.join(tmp, "notify")))
 
         def ready() -> bool:

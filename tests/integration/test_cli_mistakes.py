@@ -107,8 +107,9 @@ def test_missing_configuration_file(tmp_path: Path) -> None:
             says=("does not exist",))
 
 
-def test_a_dead_daemon_is_named_with_its_cure(tmp_path: Path) -> None:
-    mountpoint = tmp_path / "mnt"
+@pytest.mark.parametrize("name", ["mnt", "ipu"])  # quickstart's /mnt/ipu: a name like a node's
+def test_a_dead_daemon_is_named_with_its_cure(tmp_path: Path, name: str) -> None:
+    mountpoint = tmp_path / name
     daemon = subprocess.Popen(ipufs_command("mount", str(mountpoint), "--no-link-dev", "--ipus", "1"),
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:

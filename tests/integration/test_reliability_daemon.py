@@ -17,11 +17,14 @@ from pathlib import Path
 import pytest
 
 from ipufs.client.control import Control
+from ipufs.daemon.trace import TraceFileRefused
 from ipufs.driver.filesystem import Ownership
 from tests.integration.harness import (daemon_process, ipufs_command, is_mounted, running_daemon,
                                        stop_processes, wait_for)
 
 pytestmark = pytest.mark.mount
+
+NOBODY = 65534
 
 HOLDER = textwrap.dedent("""
     import os, sys
@@ -162,7 +165,7 @@ def test_the_trace_file_never_follows_a_link(tmp_path: Path) -> None:
     victim.write_text("precious\n")
     trace = tmp_path / "trace.jsonl"
     trace.symlink_to(victim)
-    with pytest.raises(OSError) as info:
+    with pytest.raises(TraceFileRefused) as info:
         with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(trace)):
             pass
     assert "symbolic link" in str(info.value)
@@ -175,10 +178,26 @@ def test_the_trace_file_never_follows_a_link(tmp_path: Path) -> None:
     # A hard link to another file is refused the same way.
     trace.unlink()
     os.link(victim, trace)
-    with pytest.raises(OSError):
+    with pytest.raises(TraceFileRefused, match="must be a regular file with one link"):
         with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(trace)):
             pass
     assert victim.read_text() == "precious\n"
+
+
+def test_another_users_link_as_the_trace_file_is_refused_for_what_it_is(tmp_path: Path) -> None:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o1777)
+    shared.chmod(0o1777)  # a sticky, world-writable directory, as /tmp
+    trace = shared / "trace.jsonl"
+    trace.symlink_to(tmp_path / "victim")
+    os.lchown(trace, NOBODY, NOBODY)
+    out = subprocess.run(ipufs_command("mount", str(tmp_path / "mnt"), "--ipus", "1", "--no-link-dev", "--no-cdi",
+                                       "--trace-file", str(trace)), capture_output=True, text=True, timeout=20)
+    assert (out.returncode, out.stderr) == (1, f"ipufs mount: trace file {trace} is a symbolic link (owned by uid "
+                                               f"{NOBODY}); the trace is written only to a regular file: remove "
+                                               "the link or name another file\n")
+    assert not (tmp_path / "victim").exists()
+    assert not is_mounted(tmp_path / "mnt")
 
 
 def test_rotation_never_follows_what_was_planted(tmp_path: Path) -> None:

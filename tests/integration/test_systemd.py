@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -11,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from ipufs.daemon import descriptors
+from ipufs.daemon.config import MAX_IPUS
 from tests.integration.harness import ROOT, ipufs_command, is_mounted
 
 UNIT = ROOT / "systemd" / "ipufs.service"
@@ -32,6 +35,12 @@ def test_unit_never_isolates_the_mount_namespace() -> None:
     for option in ("PrivateTmp=", "ProtectSystem=", "ProtectHome=", "PrivateDevices=", "MountFlags="):
         assert f"\n{option}" not in text
     assert "Type=notify" in text and "Restart=on-failure" in text
+
+
+def test_units_set_the_open_files_their_service_needs() -> None:
+    limit = re.search(r"^LimitNOFILE=(\d+)$", UNIT.read_text(), re.M)
+    assert limit and int(limit.group(1)) >= descriptors.needed(MAX_IPUS)
+    assert re.search(r"^LimitNOFILE=\d+$", (ROOT / "systemd" / "ipufs-device-plugin.service").read_text(), re.M)
 
 
 @pytest.mark.mount

@@ -139,8 +139,11 @@ class DeviceSide:
 
     async def trace(self, request: dict[str, Any], stream: trio.SocketStream) -> None:
         """{"op": "trace", "ipu": N?, "kinds": [...]?}: the connection then
-        carries one JSON event per line until the client closes it. The
-        arguments are checked before it runs."""
+        carries one JSON event per line until the client closes it (or
+        stops reading it: the stream then fails as if it had). Events the
+        client fell too far behind to be kept are counted, and a
+        ``dropped`` event says how many before the next one. The arguments
+        are checked before it runs."""
         kinds, ipu = request["kinds"], request["ipu"]
         with self.lock:
             sub, events = self.tracer.subscribe(Filter(ipu, frozenset(kinds)))
@@ -160,6 +163,8 @@ class DeviceSide:
                 async def forward() -> None:
                     try:
                         async for event in events:
+                            if sub.dropped:  # the client fell behind: say how far
+                                await stream.send_all(encode(self.tracer.dropped_notice(sub)))
                             await stream.send_all(encode(event))
                     except gone:
                         pass

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ipufs.daemon.fields import Field, Invalid, Limits, check_all, shown
+from ipufs.daemon.nesting import TooDeep, check_json
 
 #: The longest request line, in bytes (the newline not counted).
 MAX_LINE = 64 * 1024
@@ -68,6 +69,10 @@ def decode(line: bytes) -> dict[str, Any]:
     if len(line) > MAX_LINE:
         raise RequestRefused(f"line too long: a request is at most {MAX_LINE} bytes")
     try:
+        check_json(line.decode(errors="replace"))
+    except TooDeep as exc:
+        raise RequestRefused(str(exc)) from None
+    try:
         message = json.loads(line)
     except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise RequestRefused(f"not JSON: {exc}") from None
@@ -95,6 +100,11 @@ def answer(operations: dict[str, Operation], line: bytes, limits: Limits) -> byt
         return encode({"ok": True, **operation.handler(arguments)})
     except (RequestRefused, Invalid) as exc:
         return refusal(str(exc))
+    except RecursionError:
+        # Input nested past what the edge checks caught: bad input, so no
+        # traceback (it would be hundreds of kilobytes per request).
+        log.warning("control request refused: nested too deeply")
+        return refusal("the request nests too deeply")
     except Exception as exc:
         # A handler's bug must not cost the client its answer or the
         # daemon its loop; the log keeps the traceback.

@@ -1,9 +1,10 @@
 # The control socket of a daemon: a trio Unix socket server answering JSON
 # lines with the operations of ipufs/daemon/control/operations.py. The
 # socket gets the nodes' owner, group and mode, so whoever may open the
-# nodes may use it. Connections are bounded and idle ones time out, so that
-# clients can never take the file descriptors the device needs (pidfds at
-# ATTACH, backing files); docs/control.md gives the limits.
+# nodes may use it. Connections are bounded, whatever they are doing, and
+# every wait on a client has a deadline for the whole of it (connections.py),
+# so that clients can never take the file descriptors the device needs
+# (pidfds at ATTACH, backing files); docs/control.md gives the limits.
 from __future__ import annotations
 
 import errno
@@ -15,6 +16,7 @@ from typing import Any
 
 import trio
 
+from ipufs.daemon.control.connections import Activity, Connection, Connections
 from ipufs.daemon.control.protocol import (
     MAX_LINE, Operation, RequestRefused, answer, decode, operation_of, refusal,
 )
@@ -22,13 +24,17 @@ from ipufs.daemon.fields import Invalid, Limits
 
 log = logging.getLogger(__name__)
 
-#: Connections served at once (live traces included). A new one past the
-#: limit closes the connection idle the longest; when every one is a live
-#: trace, the new one is refused.
+#: Connections served at once, whatever they are doing (live traces and
+#: connections part-way through a line included). A new one past the limit
+#: closes the one waited on the longest; when every one is a live trace that
+#: keeps up, the new one is refused.
 MAX_CONNECTIONS = 64
-#: Seconds a connection may wait between requests (or take to finish a
-#: line) before it is closed; a live trace is exempt.
+#: Seconds a connection may wait for its next request before it is closed;
+#: a live trace is exempt.
 IDLE_TIMEOUT = 60.0
+#: Seconds a whole request line may take to arrive from its first byte, a
+#: whole answer to be taken, and a live trace's event to be taken.
+LINE_TIMEOUT = 10.0
 #: accept() errors that mean "no descriptor or memory left for now".
 _STARVED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 
@@ -36,19 +42,25 @@ _STARVED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 class ControlServer:
     def __init__(self, path: str, operations: list[Operation], *, limits: Limits, lock: threading.RLock,
                  uid: int, gid: int, mode: int, max_connections: int = MAX_CONNECTIONS,
-                 idle_timeout: float = IDLE_TIMEOUT) -> None:
+                 idle_timeout: float = IDLE_TIMEOUT, line_timeout: float = LINE_TIMEOUT) -> None:
         self.path = path
         self.operations = {op.name: op for op in operations}
         self.limits = limits
         self.lock = lock
         self.uid, self.gid, self.mode = uid, gid, mode
-        self.max_connections = max_connections
         self.idle_timeout = idle_timeout
-        self.connections = 0
-        #: The connections waiting for a request: since when, how to end the
-        #: wait, and their slot flag (cleared when evicted).
-        self._idle: dict[int, tuple[float, trio.CancelScope, list[bool]]] = {}
+        self.line_timeout = line_timeout
+        self.served = Connections(max_connections)
         self._starved = False
+
+    @property
+    def max_connections(self) -> int:
+        return self.served.limit
+
+    @property
+    def connections(self) -> int:
+        """The connections served now."""
+        return len(self.served)
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         _remove_old_socket(self.path)
@@ -101,33 +113,20 @@ class ControlServer:
         # Whatever a client does, it must never take the daemon down.
         async with stream:
             try:
-                if self.connections >= self.max_connections and not self._evict():
-                    await stream.send_all(refusal(f"too many control connections (at most "
-                                                  f"{self.max_connections}, all busy); try again later"))
+                connection = self.served.admit()
+                if connection is None:
+                    with trio.move_on_after(1):
+                        await stream.send_all(refusal(f"too many control connections (at most "
+                                                      f"{self.max_connections}, all busy); try again later"))
                     return
-                self.connections += 1
-                slot = [True]  # this connection holds a slot (until evicted)
                 try:
-                    await self._converse(stream, slot)
+                    await self._converse(stream, connection)
                 finally:
-                    if slot[0]:
-                        self.connections -= 1
+                    self.served.release(connection)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
                 return
             except Exception:
                 log.exception("control connection failed")
-
-    def _evict(self) -> bool:
-        """End the wait of the connection idle the longest (it is told so
-        and closed, and its slot taken by the newcomer at once)."""
-        if not self._idle:
-            return False
-        key = min(self._idle, key=lambda k: self._idle[k][0])
-        _, scope, slot = self._idle.pop(key)
-        slot[0] = False  # its slot is the newcomer's, though it still says goodbye
-        self.connections -= 1
-        scope.cancel()
-        return True
 
     def _answer(self, line: bytes) -> bytes:
         with self.lock:
@@ -145,23 +144,35 @@ class ControlServer:
         except (RequestRefused, Invalid):
             return None
 
-    async def _converse(self, stream: trio.SocketStream, slot: list[bool]) -> None:
+    def _why_closed(self, connection: Connection) -> str:
+        """What a connection whose wait was cut short is told."""
+        activity = connection.activity
+        if connection.evicted:
+            what = "idle" if activity is Activity.IDLE else "part-way through a request"
+            return f"{what} the longest of {self.max_connections} connections: connection closed"
+        if activity is Activity.IDLE:
+            return f"idle for {self.idle_timeout:g} s: connection closed"
+        return f"request line unfinished after {self.line_timeout:g} s: connection closed"
+
+    async def _converse(self, stream: trio.SocketStream, connection: Connection) -> None:
         buffer = b""
+        line_began = 0.0  # when the first byte of the line in ``buffer`` came
         while True:
             data = None
-            with trio.move_on_after(self.idle_timeout) as scope:
-                if not buffer:  # a connection in mid-line is not idle
-                    self._idle[id(slot)] = (trio.current_time(), scope, slot)
+            if buffer:  # the whole line has one deadline, however it trickles in
+                activity, deadline = Activity.RECEIVING, line_began + self.line_timeout
+            else:
+                activity, deadline = Activity.IDLE, trio.current_time() + self.idle_timeout
+            with connection.waiting(activity, deadline):
                 data = await stream.receive_some(MAX_LINE + 1)
-            self._idle.pop(id(slot), None)
             if data is None:
-                reason = f"idle for {self.idle_timeout:g} s" if slot[0] else \
-                    f"idle the longest of {self.max_connections} connections"
                 with trio.move_on_after(1):
-                    await stream.send_all(refusal(f"{reason}: connection closed"))
+                    await stream.send_all(refusal(self._why_closed(connection)))
                 return
             if not data:
                 return
+            if not buffer:
+                line_began = trio.current_time()
             buffer += data
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
@@ -169,17 +180,41 @@ class ControlServer:
                 if streaming is not None:
                     operation, arguments = streaming
                     assert operation.stream is not None
-                    await operation.stream(arguments, stream)
+                    await operation.stream(arguments, TraceStream(stream, connection, self.line_timeout))
                     return
-                with trio.move_on_after(self.idle_timeout) as sending:
-                    await stream.send_all(self._answer(line))
+                reply = self._answer(line)
+                with connection.waiting(Activity.ANSWERING, trio.current_time() + self.line_timeout) as sending:
+                    await stream.send_all(reply)
                 if sending.cancelled_caught:
                     return  # a client that reads no answers is gone as far as we care
+                line_began = trio.current_time()  # what follows in ``buffer`` begins the next line
             if len(buffer) > MAX_LINE:
                 # No line end in sight: the rest of this line cannot be told
                 # from the next request, so the connection ends here.
-                await stream.send_all(refusal(f"line too long: a request is at most {MAX_LINE} bytes"))
+                with trio.move_on_after(1):
+                    await stream.send_all(refusal(f"line too long: a request is at most {MAX_LINE} bytes"))
                 return
+
+
+class TraceStream:
+    """The connection as a live trace sees it: sending an event that the
+    client does not take within ``timeout`` (or when a newcomer evicts the
+    stalled trace) fails with ``trio.BrokenResourceError``, which ends the
+    trace like a client that went away."""
+
+    def __init__(self, stream: trio.SocketStream, connection: Connection, timeout: float) -> None:
+        self.stream = stream
+        self.connection = connection
+        self.timeout = timeout
+
+    async def send_all(self, data: bytes) -> None:
+        with self.connection.waiting(Activity.STALLED, trio.current_time() + self.timeout) as scope:
+            await self.stream.send_all(data)
+        if scope.cancelled_caught:
+            raise trio.BrokenResourceError("the trace was not read: closed")
+
+    async def receive_some(self, max_bytes: int | None = None) -> bytes:
+        return await self.stream.receive_some(max_bytes)
 
 
 def _remove_old_socket(path: str) -> None:
