@@ -30,7 +30,7 @@ from ipufs.driver.view_files import ViewFiles
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
-from ipufs.fuse.errors import FUSEError
+from ipufs.fuse.errors import FUSEError, Postponed
 from ipufs.fuse.operations import Negotiated, Operations
 from ipufs.model.profile import Region
 
@@ -127,6 +127,8 @@ class IpuFilesystem(Operations):
         self.view_files = ViewFiles(devices, tree)  # open files of the sysfs view
         self.stats = Stats()
         self._next_fh = 1
+        #: Postponed requests whose retrieval has come back (page-cache mode).
+        self._cleared: set[int] = set()
         now = clock()
         self._root = NodeState(stat.S_IFDIR | 0o755, 0, 0, now, now, now)
         # The view is root's and read-only, as sysfs is; its times are the mount's.
@@ -339,7 +341,7 @@ class IpuFilesystem(Operations):
         if self.accesses.counting:
             self.accesses.count(node.ipu)
         if node.region in (Region.CONFIG, Region.MAILBOX):
-            self.use.opened(node.ipu)
+            self.use.opened(node.ipu, node.ino)
         return rp.Opened(fh, flags, backing_id)
 
     def _file(self, fh: int) -> OpenFile:
@@ -356,6 +358,9 @@ class IpuFilesystem(Operations):
         ipu = self.devices.ipus[node.ipu]
         if self.accesses.counting:
             self.accesses.count(node.ipu)
+        stores = self.mapping.stores
+        if stores is not None and node.region in (Region.CONFIG, Region.MAILBOX):
+            stores.filled(node.ipu, node.region, req.offset, req.size)
         if node.region is Region.CONFIG:
             data = ipu.read_config(req.offset, req.size)
             if self.tracer.enabled:
@@ -363,8 +368,43 @@ class IpuFilesystem(Operations):
             return rp.Data(data)
         return rp.Data(ipu.memory[node.region].read(req.offset, req.size))
 
+    def _see_mapped_stores(self, ipu: int, unique: int, ino: int) -> None:
+        """In page-cache mode, postpone a request to an IPU whose config
+        space or mailbox is open until what clients stored through their
+        mappings has been retrieved (retrieval.py), as passthrough would
+        have it in the device's memory already."""
+        stores = self.mapping.stores
+        if stores is None or not self.use.users.get(ipu):
+            return
+        if unique in self._cleared:
+            self._cleared.discard(unique)
+            return
+        stores.wait_for(ipu, unique, ino)
+        raise Postponed
+
+    def notify_reply(self, req: rq.NotifyReply) -> list[int]:
+        stores = self.mapping.stores
+        done = None if stores is None else stores.reply(req.unique, req.offset, req.data)
+        if done is None:
+            return []
+        if done.stored:
+            # Stores through a mapping: act on them as the register watcher
+            # would on shared memory (commands, read-only registers undone).
+            if self.devices.ipus[done.ipu].poll_registers():
+                self.use.touched(done.ipu)
+            self.effects.deliver(done.ipu)
+        self._cleared.update(done.waiters)
+        return done.waiters
+
     def write(self, req: rq.Write) -> rp.Written:
         node = self._file(req.fh).node
+        if node.region in (Region.CONFIG, Region.MAILBOX):
+            self._see_mapped_stores(node.ipu, req.unique, node.ino)
+            if req.write_flags & abi.WRITE_CACHE and self.mapping.stores is not None and self.use.users.get(node.ipu):
+                # Writeback of a mapping's page: the words clients stored
+                # in it were just retrieved and stored; the rest of the page
+                # is an old copy of the device's words, never to be stored.
+                return rp.Written(len(req.data))
         ipu = self.devices.ipus[node.ipu]
         memory = ipu.memory[node.region]
         if req.offset >= memory.size and len(req.data):
@@ -410,7 +450,7 @@ class IpuFilesystem(Operations):
                 self.tracer.emit("close", f.node.ipu, node=f.node.name, fh=req.fh)
             self.driver.released(req.fh)
             if f.node.region in (Region.CONFIG, Region.MAILBOX):
-                self.use.closed(f.node.ipu)
+                self.use.closed(f.node.ipu, f.node.ino)
         return rp.Empty()
 
     def lseek(self, req: rq.Lseek) -> rp.LseekReply:
@@ -434,6 +474,7 @@ class IpuFilesystem(Operations):
             self.accesses.count(node.ipu)
         if node.region is not Region.MAILBOX:
             return rp.PollReply(req.events & _POLL_READY)
+        self._see_mapped_stores(node.ipu, req.unique, node.ino)  # the host's RESPONSE_TAIL
         ready = select.POLLOUT | select.POLLWRNORM
         if self.devices.ipus[node.ipu].icu.responses_waiting:
             ready |= select.POLLIN | select.POLLRDNORM
@@ -448,6 +489,7 @@ class IpuFilesystem(Operations):
                 raise FUSEError(errno.ENOTTY, "only the device nodes take ioctls")
             raise FUSEError(errno.EBADF)
         ipu = f.node.ipu
+        self._see_mapped_stores(ipu, req.unique, f.node.ino)
         if self.accesses.counting:
             self.accesses.count(ipu)
         if self.tracer.enabled:

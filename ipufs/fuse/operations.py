@@ -83,6 +83,14 @@ class Operations:
         """The caller of request ``target`` was interrupted by a signal. No
         reply is sent; a handler still running may fail with EINTR."""
 
+    def notify_reply(self, req: rq.NotifyReply) -> list[int]:
+        """The kernel answered a FUSE_NOTIFY_RETRIEVE this filesystem sent
+        (``req.unique`` is its notify_unique; ``req.data`` the cached bytes
+        from ``req.offset``, up to the first page not cached). No reply is
+        sent. Returns the uniques of postponed requests that may now be
+        handled again (errors.Postponed)."""
+        return []
+
     def _enosys(self) -> NoReturn:
         raise FUSEError(errno.ENOSYS)
 

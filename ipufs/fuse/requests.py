@@ -245,6 +245,16 @@ class Interrupt(Request):
 
 
 @record
+class NotifyReply(Request):
+    """The kernel's answer to a FUSE_NOTIFY_RETRIEVE (``unique`` is the
+    notification's notify_unique): the cached bytes of ``nodeid`` from
+    ``offset``. Takes no reply."""
+
+    offset: int
+    data: memoryview
+
+
+@record
 class Bmap(Request):
     block: int
     blocksize: int

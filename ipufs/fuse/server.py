@@ -97,7 +97,16 @@ class FuseServer:
 
     def _reader(self, channel: FuseChannel, clone_fd: int, token: trio.lowlevel.TrioToken, ready: trio.Event,
                 done: trio.Event) -> None:
-        session, lock, send = self.session, self.lock, channel.send
+        session, lock, send, kernel = self.session, self.lock, channel.send, self.kernel
+
+        def answer(reply: bytes, fd: int) -> None:
+            # Behind notifications still queued: what the request changed
+            # reaches the page cache before the caller sees the reply.
+            if kernel.busy:
+                kernel.send_after(reply, fd)
+            else:
+                send(reply, fd)
+
         buffer = bytearray(session.buffer_size)
         view = memoryview(buffer)
         awake = self.scanner.awake if self.scanner is not None else native.Awake()
@@ -110,9 +119,12 @@ class FuseServer:
                     return
                 n, fd = got
                 with lock:
-                    reply = session.handle(view[:n])
+                    reply = session.handle(view[:n], fd)
+                    later, session.outbox = session.outbox, []
                 if reply is not None:
-                    send(reply, fd)
+                    answer(reply, fd)
+                for reply, tag in later:
+                    answer(reply, tag)  # type: ignore[arg-type]
                 if not started and session.negotiated is not None:
                     started = True
                     token.run_sync_soon(ready.set)

@@ -1,0 +1,188 @@
+# Stores clients make through mappings in page-cache mode. There a client's
+# mapping of ipuN or ipuN_mailbox maps the kernel's page cache, not the
+# daemon's memory, so a doorbell or a mailbox post stored through it would
+# reach the device only when the kernel writes the page back (msync, munmap,
+# periodic writeback). FUSE_NOTIFY_RETRIEVE asks the kernel what its cached
+# pages hold; the answer comes back as a NOTIFY_REPLY request.
+#
+# A retrieval of one IPU is a batch: one RETRIEVE per page that holds
+# registers a host stores to (config space pages up to the TDI aperture,
+# the mailbox header and request ring), then an end marker (a RETRIEVE of
+# the root, which always exists: a page of a node never opened gets no
+# answer at all). Every notification goes through the one writer thread in
+# order, behind the stores that pushed the model's own writes, so when the
+# kernel reads a page it holds everything the model wrote up to the moment
+# the batch was started, plus what clients stored. A snapshot of the
+# model's memory taken at that moment (under the daemon's lock) therefore
+# tells client stores apart: the words that differ. They are stored into
+# the model, which then acts as on any host store (commands run, read-only
+# registers restored). One batch per IPU is in flight; requests that must
+# see clients' stores first wait for the next (docs/filesystem.md).
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ipufs.abi import icu
+from ipufs.abi.registers import REGISTERS
+from ipufs.driver.activity import RegisterUse
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.nodes import ROOT_INO, NodeTree
+from ipufs.fuse import replies as rp
+from ipufs.model.profile import Region
+
+PAGE = 4096
+
+
+def _pages(end: int) -> tuple[int, ...]:
+    return tuple(range(0, (end + PAGE - 1) // PAGE * PAGE, PAGE))
+
+
+#: The pages of each node a host stores registers to through a mapping.
+WATCHED_PAGES: dict[Region, tuple[int, ...]] = {
+    Region.CONFIG: _pages(max(r.offset for r in REGISTERS.values()) + 4),
+    Region.MAILBOX: _pages(icu.REQUEST_RING + icu.SLOTS * icu.SLOT_SIZE),
+}
+
+
+@dataclass
+class Batch:
+    """One retrieval of one IPU's watched pages."""
+
+    ipu: int
+    marker: int  # notify_unique of the end marker
+    #: notify_unique -> (region, offset, what the page cache holds there
+    #: but for clients' stores)
+    pieces: dict[int, tuple[Region, int, bytes]] = field(default_factory=dict)
+    waiters: list[int] = field(default_factory=list)  # uniques of postponed requests
+    stored: int = 0  # words clients had stored
+
+
+@dataclass
+class Finished:
+    """A batch whose end marker came back: its IPU, the requests that
+    waited for it and whether clients had stored anything."""
+
+    ipu: int
+    waiters: list[int]
+    stored: bool
+
+
+class MappedStores:
+    """Retrieves the pages clients store registers to (page-cache mode),
+    and stores what they changed into the model. Called under the daemon's
+    lock, but for ``_lost`` (the notification writer's thread)."""
+
+    def __init__(self, devices: DeviceSet, tree: NodeTree, use: RegisterUse,
+                 notify: Callable[[bytes, Callable[[], None] | None], None]) -> None:
+        self.devices = devices
+        self.tree = tree
+        self.use = use
+        self.notify = notify
+        self._uniques = itertools.count(1)
+        self._flight: dict[int, Batch] = {}  # ipu -> its batch in flight
+        self._next: dict[int, list[tuple[int, int]]] = {}  # ipu -> (unique, ino) of requests waiting for the next
+        self._by_unique: dict[int, Batch] = {}
+        self._lost: list[Batch] = []  # batches whose end marker the kernel refused
+        self.batches = 0  # retrievals started, for status and benchmarks
+        self.words = 0  # words clients stored that retrieval found
+
+    def wait_for(self, ipu: int, unique: int, ino: int) -> None:
+        """Request ``unique`` (on an open file of node ``ino``) must see what
+        clients stored to ``ipu``'s mappings until now: it waits for a batch
+        started from now on."""
+        self._forget_lost()
+        if ipu in self._flight:
+            self._next.setdefault(ipu, []).append((unique, ino))
+        else:
+            self._start(ipu, [(unique, ino)])
+
+    def start(self, ipu: int) -> bool:
+        """Start a batch for ``ipu`` (after the model's writes so far were
+        published); False when one is in flight or no node is open."""
+        self._forget_lost()
+        if ipu in self._flight:
+            return False
+        return self._start(ipu, [])
+
+    def _start(self, ipu: int, waiters: list[tuple[int, int]]) -> bool:
+        open_nodes = self.use.open_nodes(ipu)
+        # The end marker names a node the kernel must hold: a waiting
+        # request's (its open file pins the inode), else one open now.
+        marker_ino = waiters[0][1] if waiters else (open_nodes[0] if open_nodes else 0)
+        if not marker_ino:
+            return False
+        memory = self.devices.ipus[ipu].memory
+        batch = Batch(ipu, next(self._uniques), waiters=[unique for unique, _ in waiters])
+        for region, pages in WATCHED_PAGES.items():
+            ino = self.tree.node(ipu, region).ino
+            if ino not in open_nodes:
+                continue  # no open file, so no mapping: nothing stored there
+            for offset in pages:
+                unique = next(self._uniques)
+                batch.pieces[unique] = (region, offset, memory[region].read(offset, PAGE))
+                self._by_unique[unique] = batch
+                self.notify(rp.notify_retrieve(unique, ino, offset, PAGE), None)
+        self._by_unique[batch.marker] = batch
+        self.notify(rp.notify_retrieve(batch.marker, marker_ino, 0, 0), lambda: self._lost.append(batch))
+        self._flight[ipu] = batch
+        self.batches += 1
+        return True
+
+    def _forget_lost(self) -> None:
+        while self._lost:
+            batch = self._lost.pop()
+            self._finish(batch)
+
+    def _finish(self, batch: Batch) -> None:
+        for left in [*batch.pieces, batch.marker]:  # pages of nodes the kernel does not hold
+            self._by_unique.pop(left, None)
+        if self._flight.get(batch.ipu) is batch:
+            del self._flight[batch.ipu]
+        self.words += batch.stored
+        waiting = self._next.pop(batch.ipu, None)
+        if waiting:
+            self._start(batch.ipu, waiting)
+
+    def reply(self, unique: int, offset: int, data: memoryview) -> Finished | None:
+        """A NOTIFY_REPLY: store the words clients changed in that page;
+        the batch when this was its end marker (then the next batch, for
+        requests that came meanwhile, is started)."""
+        batch = self._by_unique.get(unique)
+        if batch is None:
+            return None
+        if unique != batch.marker:
+            del self._by_unique[unique]
+            piece = batch.pieces.pop(unique, None)
+            if piece is not None:
+                batch.stored += self._store(batch.ipu, piece, offset, data)
+            return None
+        self._finish(batch)
+        return Finished(batch.ipu, batch.waiters, batch.stored > 0)
+
+    def filled(self, ipu: int, region: Region, offset: int, size: int) -> None:
+        """The kernel read [offset, offset+size) of a node (a page being
+        filled): a retrieve of those pages in flight may have copied them
+        before they were, so its answer for them is not trusted."""
+        batch = self._flight.get(ipu)
+        if batch is None:
+            return
+        for unique, (r, at, before) in list(batch.pieces.items()):
+            if r is region and at < offset + size and offset < at + PAGE:
+                batch.pieces[unique] = (r, at, b"")
+
+    def _store(self, ipu: int, piece: tuple[Region, int, bytes], offset: int, data: memoryview) -> int:
+        region, at, before = piece
+        n = min(len(data), len(before)) // 4 * 4
+        if offset != at or n == 0:
+            return 0
+        now = np.frombuffer(data[:n], dtype="<u4")
+        then = np.frombuffer(before, dtype="<u4", count=n // 4)
+        changed = np.flatnonzero(now != then)
+        if len(changed):
+            memory = self.devices.ipus[ipu].memory[region]
+            memory.store_words(changed + at // 4, now[changed].astype(np.uint32))
+        return len(changed)
