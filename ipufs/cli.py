@@ -310,7 +310,7 @@ def parser() -> argparse.ArgumentParser:
 
     def tool(name: str, help_: str) -> argparse.ArgumentParser:
         t = sub.add_parser(name, help=help_, description=help_)
-        t.add_argument("--dev", help="directory of the nodes (default /dev if /dev/ipu0 exists, else /run/ipufs)")
+        t.add_argument("--dev", help="directory of the nodes (default $IPUFS_MOUNT when set, else /dev if /dev/ipu0 exists, else /run/ipufs)")
         return t
 
     ls = tool("ls", "list the devices, like gc-info -l")

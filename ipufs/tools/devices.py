@@ -10,13 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from ipufs.client import Control, ControlError, Device, IoctlError
+from ipufs.client.where import MOUNT_ENV
 from ipufs.abi.icu import ERROR_MARKER, op_word
 from ipufs.abi.registers import REGISTERS
 from ipufs.tools.problems import Problem
 
 
 def default_root() -> Path:
-    """Where the nodes are: /dev when /dev/ipu0 exists, else /run/ipufs."""
+    """Where the nodes are: $IPUFS_MOUNT when set (inside `ipufs run`),
+    else /dev when /dev/ipu0 exists, else /run/ipufs."""
+    mount = os.environ.get(MOUNT_ENV)
+    if mount:
+        return Path(mount)
     return Path("/dev") if os.path.exists("/dev/ipu0") else Path("/run/ipufs")
 
 
