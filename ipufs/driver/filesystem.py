@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
-from ipufs.driver import sysfs, xattrs
+from ipufs.driver import retrieval, sysfs, xattrs
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver, OpenFile
@@ -145,7 +145,7 @@ class IpuFilesystem(Operations):
     @property
     def mode(self) -> str:
         """How BARs are served: mapping.PASSTHROUGH or mapping.PAGE_CACHE."""
-        return self.mapping.mode
+        return self.mapping.settle()
 
     @property
     def mode_reason(self) -> str:
@@ -382,6 +382,16 @@ class IpuFilesystem(Operations):
         stores.wait_for(ipu, unique, ino)
         raise Postponed
 
+    def reply_may_wait(self, req: rq.Request) -> bool:
+        """Also a WRITE (not writeback) to config space or the mailbox: they
+        are opened FOPEN_DIRECT_IO, so the kernel holds no page lock for it,
+        and a command it ran must be in the caller's mapping on return."""
+        if isinstance(req, rq.Write):
+            f = self.files.get(req.fh)
+            return (f is not None and f.node.region in (Region.CONFIG, Region.MAILBOX)
+                    and not req.write_flags & abi.WRITE_CACHE)
+        return not isinstance(req, rq.Read)
+
     def notify_reply(self, req: rq.NotifyReply) -> list[int]:
         stores = self.mapping.stores
         done = None if stores is None else stores.reply(req.unique, req.offset, req.data)
@@ -400,10 +410,18 @@ class IpuFilesystem(Operations):
         node = self._file(req.fh).node
         if node.region in (Region.CONFIG, Region.MAILBOX):
             self._see_mapped_stores(node.ipu, req.unique, node.ino)
-            if req.write_flags & abi.WRITE_CACHE and self.mapping.stores is not None and self.use.users.get(node.ipu):
-                # Writeback of a mapping's page: the words clients stored
-                # in it were just retrieved and stored; the rest of the page
-                # is an old copy of the device's words, never to be stored.
+            watched = retrieval.watched_end(node.region)
+            if (req.write_flags & abi.WRITE_CACHE and req.offset < watched and self.mapping.stores is not None
+                    and self.use.users.get(node.ipu)):
+                # Writeback of a mapping's pages: in the watched pages, the
+                # words clients stored were just retrieved and stored, and
+                # the rest is an old copy of the device's words, never to be
+                # stored; beyond them, the pages are stored as written.
+                skip = watched - req.offset
+                if skip < len(req.data):
+                    self._cleared.add(req.unique)  # retrieved already
+                    self.write(rq.Write(req.unique, req.nodeid, req.ctx, req.fh, watched, req.data[skip:],
+                                        0, req.flags))
                 return rp.Written(len(req.data))
         ipu = self.devices.ipus[node.ipu]
         memory = ipu.memory[node.region]

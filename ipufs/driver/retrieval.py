@@ -48,6 +48,12 @@ WATCHED_PAGES: dict[Region, tuple[int, ...]] = {
 }
 
 
+def watched_end(region: Region) -> int:
+    """Where the watched pages of a node end (0: none are watched)."""
+    pages = WATCHED_PAGES.get(region)
+    return pages[-1] + PAGE if pages else 0
+
+
 @dataclass
 class Batch:
     """One retrieval of one IPU's watched pages."""

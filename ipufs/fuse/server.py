@@ -99,10 +99,12 @@ class FuseServer:
                 done: trio.Event) -> None:
         session, lock, send, kernel = self.session, self.lock, channel.send, self.kernel
 
-        def answer(reply: bytes, fd: int) -> None:
+        def answer(reply: bytes, fd: int, may_wait: bool) -> None:
             # Behind notifications still queued: what the request changed
-            # reaches the page cache before the caller sees the reply.
-            if kernel.busy:
+            # reaches the page cache before the caller sees the reply
+            # (unless the kernel holds page locks for it: see
+            # Operations.reply_may_wait).
+            if may_wait and kernel.busy:
                 kernel.send_after(reply, fd)
             else:
                 send(reply, fd)
@@ -122,9 +124,9 @@ class FuseServer:
                     reply = session.handle(view[:n], fd)
                     later, session.outbox = session.outbox, []
                 if reply is not None:
-                    answer(reply, fd)
-                for reply, tag in later:
-                    answer(reply, tag)  # type: ignore[arg-type]
+                    answer(reply, fd, session.may_wait)
+                for reply, tag, may_wait in later:
+                    answer(reply, tag, may_wait)  # type: ignore[arg-type]
                 if not started and session.negotiated is not None:
                     started = True
                     token.run_sync_soon(ready.set)

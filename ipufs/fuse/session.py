@@ -62,7 +62,7 @@ class Session:
     returns the reply to write back, or None when the request takes none
     (FORGET, BATCH_FORGET, INTERRUPT, NOTIFY_REPLY) or was postponed. The
     replies of postponed requests handled since appear in ``outbox`` as
-    (reply, tag): ``tag`` is the caller's (the fd to answer on).
+    (reply, tag, may_wait): ``tag`` is the caller's (the fd to answer on).
     """
 
     def __init__(
@@ -78,7 +78,10 @@ class Session:
         self.negotiated: Negotiated | None = None
         self.destroyed = False
         self.requests = 0  # messages handled, for status and benchmarks
-        self.outbox: list[tuple[bytes, object]] = []
+        self.outbox: list[tuple[bytes, object, bool]] = []
+        #: Whether the last reply ``handle`` returned may wait behind
+        #: queued notifications (Operations.reply_may_wait).
+        self.may_wait = False
         self._postponed: dict[int, tuple[bytes, object]] = {}  # unique -> (message, tag)
         # Request type -> handler. Until INIT is answered only the requests
         # that need no negotiation are served; INIT swaps in the full table,
@@ -109,6 +112,7 @@ class Session:
             log.warning("malformed request from the kernel: %s", exc)
             return rp.frame(exc.unique, error=exc.errno) if exc.unique else None
         try:
+            self.may_wait = self.operations.reply_may_wait(request)
             return self.dispatch(request)
         except Postponed:
             self._postponed[request.unique] = (bytes(message), tag)
@@ -125,7 +129,7 @@ class Session:
             if kept is not None:
                 reply = self.handle(*kept)
                 if reply is not None:
-                    self.outbox.append((reply, kept[1]))
+                    self.outbox.append((reply, kept[1], self.may_wait))
 
     def dispatch(self, request: rq.Request) -> bytes | None:
         """Serve one decoded request; its reply, or None. Raises Postponed
