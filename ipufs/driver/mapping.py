@@ -59,6 +59,17 @@ class BarMapping:
         elif self.mode == PAGE_CACHE:
             self.fall_back(self.reason)
 
+
+    def settle(self) -> str:
+        """The mode, settled: while no open has registered a backing file
+        yet, register the first one now (the kernel accepts it once INIT is
+        answered), so that the mode a mount reports before its first open
+        (user.ipufs.mode, status) is the one opens will get; a daemon
+        without CAP_SYS_ADMIN falls back here."""
+        if self.mode == PASSTHROUGH and not self._backing_ids and len(self.devices):
+            self._backing_id(self.tree.node(0, Region.CONFIG))
+        return self.mode
+
     def fall_back(self, reason: str) -> None:
         self.mode = PAGE_CACHE
         self.reason = reason
