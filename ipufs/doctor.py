@@ -182,16 +182,26 @@ def _root_mode(findings: list[Finding], mounts: list[MountStatus]) -> Finding:
     return Finding("ipufs run as root", True, detail)
 
 
-def _services(mounts: list[MountStatus]) -> tuple[list[str], list[str]]:
-    """Live passthrough mounts whose ipu0 this user may open, and those it
-    may not."""
+def services(mounts: list[MountStatus]) -> tuple[list[str], list[str]]:
+    """Live passthrough mounts whose ipu0 this user may open (the one /dev's
+    links lead into first, then /run/ipufs), and those it may not."""
     usable: list[str] = []
     closed: list[str] = []
     for m in mounts:
         if m.alive and m.mode == "passthrough":
             node = os.path.join(m.mountpoint, "ipu0")
             (usable if os.access(node, os.R_OK | os.W_OK) else closed).append(m.mountpoint)
+    linked = os.path.dirname(os.path.realpath("/dev/ipu0"))
+    usable.sort(key=lambda m: (m != linked, m != "/run/ipufs"))
     return usable, closed
+
+
+def usable_service() -> str | None:
+    """The mount point of a live passthrough mount (an ipufs service) whose
+    nodes this user may open, or None: what `ipufs run` uses by default
+    for a user (docs/compat.md)."""
+    usable, _ = services(mount_status())
+    return usable[0] if usable else None
 
 
 def run_modes(findings: list[Finding], mounts: list[MountStatus]) -> list[Finding]:
@@ -218,9 +228,10 @@ def run_modes(findings: list[Finding], mounts: list[MountStatus]) -> list[Findin
         reasons.append("AppArmor restricts unprivileged user namespaces")
     if _kernel_version() < (4, 18):
         reasons.append("FUSE in user namespaces needs Linux 4.18")
-    usable, closed = _services(mounts)
+    usable, closed = services(mounts)
     if usable:
-        service = f"; `ipufs run --dev {usable[0]}` uses that service's IPUs, in passthrough mode"
+        service = (f"; `ipufs run` (with no mount options) uses the IPUs of the service at {usable[0]}, "
+                   "in passthrough mode")
     elif closed:
         service = (f"; the service at {closed[0]} serves passthrough, but its nodes are not open to you "
                    "(their group and mode decide: docs/systemd.md)")

@@ -1,17 +1,21 @@
 # Inside `ipufs run` the client library and the tools find the run's IPUs
 # and daemon with no arguments (IPUFS_MOUNT, IPUFS_CONTROL): docs/client.md's
-# example and `ipufs monitor` work there unchanged.
+# example and `ipufs monitor` work there unchanged. A user on a machine
+# with an ipufs service they may use gets its IPUs, with passthrough.
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tests.integration.compat_harness import Run
-from tests.integration.harness import ROOT
+from ipufs.driver.filesystem import Ownership
+from tests.integration.compat_harness import Run, fuse_for_users, unprivileged_python
+from tests.integration.harness import ROOT, running_daemon
 
 pytestmark = pytest.mark.mount
 
@@ -45,3 +49,30 @@ def test_monitor_inside_ipufs_run_sees_the_attached_process() -> None:
     run = Run(["--ipus", "1"], [sys.executable, "-c", script])
     assert run.line() == "True"
     assert run.finish()[0] == 0
+
+
+MODE = "import os; m = os.environ['IPUFS_MOUNT']; print(m, os.getxattr(m, 'user.ipufs.mode').decode())"  # before any open
+
+
+def test_a_user_gets_the_services_ipus_with_passthrough_and_own_ones_when_asked() -> None:
+    """Where a root daemon's mount serves passthrough and its nodes are
+    open to the user, `ipufs run` with no mount options uses its IPUs;
+    mount options give the user IPUs of their own, in page-cache mode."""
+    shared = Path(tempfile.mkdtemp(prefix="ipufs-svc-", dir="/tmp"))
+    shared.chmod(0o755)
+    try:
+        with running_daemon(shared / "mnt", ipus=1, profile="ipu2", ownership=Ownership(mode=0o666)) as d, \
+                fuse_for_users():
+            assert d.daemon.filesystem.mode == "passthrough"
+            python = unprivileged_python()[-1]
+            run = Run([], [python, "-c", MODE], user=True)
+            mount, mode = run.line().split()
+            status, err = run.finish()
+            assert status == 0, err
+            assert mode == "passthrough" and f"using the IPUs of the service at {mount}" in err
+            own = Run(["--ipus", "1"], [python, "-c", MODE], user=True)
+            mount, mode = own.line().split()
+            assert own.finish()[0] == 0
+            assert mode == "page-cache" and mount != str(d.mountpoint)
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
