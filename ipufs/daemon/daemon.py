@@ -89,7 +89,7 @@ class Daemon:
         self.driver = IpuDriver(self.devices, exits=self.exits, events=self.tracer)
         use = RegisterUse()
         mapping = BarMapping(self.devices, tree, self.kernel, passthrough=config.passthrough, use=use)
-        self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel))
+        self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel), lock=lock)
         # The device side: faults, plans, timers.
         self.timers = Timers(lock=lock)
         self.injector = FaultInjector(self.devices, self.effects, self.timers.later, on_fire=self._traced_fault)

@@ -34,6 +34,8 @@ class Kernel(Protocol):
 
     def notify(self, message: bytes, lost: Callable[[], None] | None = None) -> None: ...
 
+    def call_after(self, action: Callable[[], None]) -> bool: ...
+
 
 class BarMapping:
     """The mode BARs are served in, and what serving them so needs."""

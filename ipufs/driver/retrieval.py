@@ -63,8 +63,13 @@ class Batch:
     #: notify_unique -> (region, offset, what the page cache holds there
     #: but for clients' stores)
     pieces: dict[int, tuple[Region, int, bytes]] = field(default_factory=dict)
-    waiters: list[int] = field(default_factory=list)  # uniques of postponed requests
-    stored: int = 0  # words clients had stored
+    waiters: list[tuple[int, int]] = field(default_factory=list)  # (unique, ino) of postponed requests
+    #: What the answers showed clients stored: (region, word indices, values),
+    #: stored when the end marker comes, all at once.
+    changes: list[tuple[Region, np.ndarray, np.ndarray]] = field(default_factory=list)
+    #: A page was being filled while it was retrieved: its answer may be
+    #: garbage, so the batch is done again.
+    untrusted: bool = False
 
 
 @dataclass
@@ -122,7 +127,7 @@ class MappedStores:
         if not marker_ino:
             return False
         memory = self.devices.ipus[ipu].memory
-        batch = Batch(ipu, next(self._uniques), waiters=[unique for unique, _ in waiters])
+        batch = Batch(ipu, next(self._uniques), waiters=list(waiters))
         for region, pages in WATCHED_PAGES.items():
             ino = self.tree.node(ipu, region).ino
             if ino not in open_nodes:
@@ -148,15 +153,17 @@ class MappedStores:
             self._by_unique.pop(left, None)
         if self._flight.get(batch.ipu) is batch:
             del self._flight[batch.ipu]
-        self.words += batch.stored
         waiting = self._next.pop(batch.ipu, None)
         if waiting:
             self._start(batch.ipu, waiting)
 
     def reply(self, unique: int, offset: int, data: memoryview) -> Finished | None:
-        """A NOTIFY_REPLY: store the words clients changed in that page;
+        """A NOTIFY_REPLY: note the words clients changed in that page (stored
+        when the batch ends, unless a page of it was being filled);
         the batch when this was its end marker (then the next batch, for
-        requests that came meanwhile, is started)."""
+        requests that came meanwhile, is started). Pages reply in the order
+        asked: the doorbells' page before the pages a doorbell rings for,
+        as a client stores them in the opposite order."""
         batch = self._by_unique.get(unique)
         if batch is None:
             return None
@@ -164,10 +171,23 @@ class MappedStores:
             del self._by_unique[unique]
             piece = batch.pieces.pop(unique, None)
             if piece is not None:
-                batch.stored += self._store(batch.ipu, piece, offset, data)
+                self._compare(batch, piece, offset, data)
             return None
+        if batch.untrusted:
+            # Nothing of it is stored: a doorbell seen in one page with the
+            # request it rings for missing from another would be served
+            # wrong. Its requests wait for the next batch, started now.
+            self._finish(batch)
+            self._next.setdefault(batch.ipu, [])[:0] = batch.waiters
+            if batch.ipu not in self._flight:
+                self._start(batch.ipu, self._next.pop(batch.ipu))
+            return None
+        memory = self.devices.ipus[batch.ipu].memory
+        for region, where, values in batch.changes:
+            memory[region].store_words(where, values)
+            self.words += len(where)
         self._finish(batch)
-        return Finished(batch.ipu, batch.waiters, batch.stored > 0)
+        return Finished(batch.ipu, [u for u, _ in batch.waiters], bool(batch.changes))
 
     def filled(self, ipu: int, region: Region, offset: int, size: int) -> None:
         """The kernel read [offset, offset+size) of a node (a page being
@@ -176,19 +196,17 @@ class MappedStores:
         batch = self._flight.get(ipu)
         if batch is None:
             return
-        for unique, (r, at, before) in list(batch.pieces.items()):
+        for r, at, _ in batch.pieces.values():
             if r is region and at < offset + size and offset < at + PAGE:
-                batch.pieces[unique] = (r, at, b"")
+                batch.untrusted = True
 
-    def _store(self, ipu: int, piece: tuple[Region, int, bytes], offset: int, data: memoryview) -> int:
+    def _compare(self, batch: Batch, piece: tuple[Region, int, bytes], offset: int, data: memoryview) -> None:
         region, at, before = piece
         n = min(len(data), len(before)) // 4 * 4
         if offset != at or n == 0:
-            return 0
+            return
         now = np.frombuffer(data[:n], dtype="<u4")
         then = np.frombuffer(before, dtype="<u4", count=n // 4)
         changed = np.flatnonzero(now != then)
         if len(changed):
-            memory = self.devices.ipus[ipu].memory[region]
-            memory.store_words(changed + at // 4, now[changed].astype(np.uint32))
-        return len(changed)
+            batch.changes.append((region, changed + at // 4, now[changed].astype(np.uint32)))

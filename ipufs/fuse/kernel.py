@@ -67,6 +67,18 @@ class KernelLink:
             self._pending += 1
         self._notes.put((reply, fd, None))
 
+    def call_after(self, action: Callable[[], None]) -> bool:
+        """Run ``action`` on the writer's thread once every notification
+        queued before it has been written (a signal that must not overtake
+        the store of what raised it). False, and nothing queued, when
+        nothing waits to be written: then the caller acts itself."""
+        if self._writer is None or not self.busy:
+            return False
+        with self._pending_changed:
+            self._pending += 1
+        self._notes.put((b"", -1, action))
+        return True
+
     def _wait_drained(self) -> None:
         with self._pending_changed:
             self._pending_changed.wait_for(lambda: self._pending == 0, timeout=10)
@@ -98,13 +110,17 @@ class KernelLink:
                 return
             message, fd, lost = note
             try:
-                if fd is None:
+                if fd == -1 and lost is not None:
+                    lost()  # an action queued by call_after
+                elif fd is None:
                     if not channel.notify(message) and lost is not None:
                         lost()
                 else:
                     channel.send(message, fd)
             except OSError as exc:
                 log.warning("%s refused by the kernel: %s", "notification" if fd is None else "reply", exc)
+            except Exception:
+                log.exception("an action after notifications failed")
             finally:
                 with self._pending_changed:
                     self._pending -= 1

@@ -46,6 +46,16 @@ def main(root: str) -> None:
             time.sleep(0.0001)
         after = word(ipu.config, "RESET_COUNT")
         print("mapped-command", "ok" if after == before + 1 else f"FAIL {before} -> {after}")
+        # A sync requested through the mapping, again as soon as the last
+        # one's signal came (46: GS1 done): none may be lost.
+        signals.receive(0)
+        done = 0
+        for _ in range(50):
+            struct.pack_into("<I", ipu.config, REGISTERS["CMD_SYNC"].offset, 4)
+            if not any(s.signo == 46 for s in signals.wait_for(1, timeout=2)):
+                break
+            done += 1
+        print("mapped-sync-loop", "ok" if done == 50 else f"FAIL signal {done + 1} never came")
     signals.receive(0)
 
 

@@ -20,7 +20,7 @@ from tests.integration.harness import ROOT, RunningDaemon, running_daemon
 
 pytestmark = pytest.mark.mount
 
-CHECKS = {"reset-visible", "mailbox-pwrite", "mailbox-mapped", "mapped-command"}
+CHECKS = {"reset-visible", "mailbox-pwrite", "mailbox-mapped", "mapped-command", "mapped-sync-loop"}
 
 
 @pytest.fixture
