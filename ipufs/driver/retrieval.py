@@ -154,8 +154,8 @@ class MappedStores:
         if self._flight.get(batch.ipu) is batch:
             del self._flight[batch.ipu]
         waiting = self._next.pop(batch.ipu, None)
-        if waiting:
-            self._start(batch.ipu, waiting)
+        if waiting and not self._start(batch.ipu, waiting):
+            self._next[batch.ipu] = waiting  # no node open to name: the next start takes them
 
     def reply(self, unique: int, offset: int, data: memoryview) -> Finished | None:
         """A NOTIFY_REPLY: note the words clients changed in that page (stored
@@ -177,10 +177,8 @@ class MappedStores:
             # Nothing of it is stored: a doorbell seen in one page with the
             # request it rings for missing from another would be served
             # wrong. Its requests wait for the next batch, started now.
+            self._next[batch.ipu] = batch.waiters + self._next.get(batch.ipu, [])
             self._finish(batch)
-            self._next.setdefault(batch.ipu, [])[:0] = batch.waiters
-            if batch.ipu not in self._flight:
-                self._start(batch.ipu, self._next.pop(batch.ipu))
             return None
         memory = self.devices.ipus[batch.ipu].memory
         for region, where, values in batch.changes:

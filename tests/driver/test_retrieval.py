@@ -1,0 +1,110 @@
+# Clients' stores through page-cache mappings, fetched with retrieve
+# notifications (ipufs/driver/retrieval.py), with the kernel played by the
+# test: the words that differ from the copy taken when a batch is started
+# are stored when its end marker comes, and a batch with a page being
+# filled meanwhile is done again rather than half applied.
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+from ipufs.abi import icu
+from ipufs.abi.registers import REGISTERS
+from ipufs.driver.activity import RegisterUse
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.nodes import ROOT_INO, NodeTree
+from ipufs.driver.retrieval import PAGE, WATCHED_PAGES, MappedStores
+from ipufs.fuse import abi
+from ipufs.model.profile import PROFILES, Region
+
+
+class Kernel:
+    """Holds the page cache of the nodes as bytes, answers retrieves."""
+
+    def __init__(self) -> None:
+        self.sent: list[tuple[int, int, int, int]] = []  # (notify_unique, ino, offset, size)
+        self.lost: list[Callable[[], None]] = []
+
+    def notify(self, message: bytes, lost: Callable[[], None] | None = None) -> None:
+        _, code, _ = abi.OUT_HEADER.unpack_from(message)
+        assert code == abi.NotifyCode.RETRIEVE
+        unique, ino, offset, size, _ = abi.NOTIFY_RETRIEVE.unpack_from(message, abi.OUT_HEADER.size)
+        self.sent.append((unique, ino, offset, size))
+        if lost is not None:
+            self.lost.append(lost)
+
+
+def rig() -> tuple[DeviceSet, NodeTree, RegisterUse, Kernel, MappedStores]:
+    devices = DeviceSet(PROFILES["ipu1"], 1)
+    tree, use, kernel = NodeTree(1), RegisterUse(), Kernel()
+    for region in (Region.CONFIG, Region.MAILBOX):
+        use.opened(0, tree.node(0, region).ino)
+    return devices, tree, use, kernel, MappedStores(devices, tree, use, kernel.notify)
+
+
+def answer(stores: MappedStores, kernel: Kernel, cache: dict[tuple[int, int], bytes]):  # type: ignore[no-untyped-def]
+    """The kernel's NOTIFY_REPLYs, in the order asked; the last is the end marker's."""
+    result = None
+    sent, kernel.sent = kernel.sent, []  # what is asked while answering waits for the next call
+    for unique, ino, offset, size in sent:
+        data = cache.get((ino, offset), b"") if ino != ROOT_INO and size else b""
+        result = stores.reply(unique, offset, memoryview(data))
+    return result
+
+
+def page_of(devices: DeviceSet, region: Region, offset: int) -> bytearray:
+    return bytearray(devices.ipus[0].memory[region].read(offset, PAGE))
+
+
+def test_a_post_and_doorbell_stored_through_the_mapping_reach_the_mailbox_at_the_end_marker() -> None:
+    devices, tree, _, kernel, stores = rig()
+    mailbox = tree.node(0, Region.MAILBOX).ino
+    stores.wait_for(0, unique=100, ino=mailbox)
+    # Retrieved in order: the doorbells' pages first; the marker names the
+    # waiting request's node (its open file pins it in the kernel).
+    assert [(ino, off) for _, ino, off, _ in kernel.sent[:-1]] == \
+        [(tree.node(0, r).ino, o) for r, pages in WATCHED_PAGES.items() for o in pages]
+    assert kernel.sent[-1][1:] == (mailbox, 0, 0)
+    header, ring = page_of(devices, Region.MAILBOX, 0), page_of(devices, Region.MAILBOX, icu.REQUEST_RING)
+    icu.MESSAGE.pack_into(ring, 0, icu.op_word(icu.Op.READ_FIRMWARE_VERSION), 0, 0, 0, 0)
+    struct.pack_into("<I", header, icu.Header.REQUEST_HEAD, 1)
+    struct.pack_into("<I", header, icu.Header.DOORBELL, 1)
+    done = answer(stores, kernel, {(mailbox, 0): bytes(header), (mailbox, icu.REQUEST_RING): bytes(ring)})
+    assert done is not None and done.waiters == [100] and done.stored
+    memory = devices.ipus[0].memory[Region.MAILBOX]
+    assert memory.read(icu.Header.DOORBELL, 4) == struct.pack("<I", 1)
+    assert memory.read(icu.REQUEST_RING, 4) == struct.pack("<I", icu.op_word(icu.Op.READ_FIRMWARE_VERSION))
+
+
+def test_words_the_model_changed_after_the_copy_are_not_taken_for_stores() -> None:
+    devices, tree, _, kernel, stores = rig()
+    config = tree.node(0, Region.CONFIG).ino
+    stale = page_of(devices, Region.CONFIG, 0)  # the page cache, before the model's next store lands
+    assert stores.start(0)
+    scratch = REGISTERS["SCRATCH"].offset
+    devices.ipus[0].memory[Region.CONFIG].write(scratch, struct.pack("<I", 5))  # the model, after the copy
+    done = answer(stores, kernel, {(config, 0): bytes(stale)})
+    assert done is not None and not done.stored
+    assert devices.ipus[0].memory[Region.CONFIG].read(scratch, 4) == struct.pack("<I", 5)
+
+
+def test_a_batch_with_a_page_being_filled_is_done_again_and_requests_wait_for_the_next() -> None:
+    devices, tree, _, kernel, stores = rig()
+    mailbox = tree.node(0, Region.MAILBOX).ino
+    stores.wait_for(0, unique=7, ino=mailbox)
+    stores.wait_for(0, unique=8, ino=mailbox)  # in flight already: waits for the next batch
+    stores.filled(0, Region.MAILBOX, icu.REQUEST_RING, PAGE)  # a fault read that page meanwhile
+    garbage = b"\xff" * PAGE
+    assert answer(stores, kernel, {(mailbox, 0): garbage, (mailbox, icu.REQUEST_RING): garbage}) is None
+    assert devices.ipus[0].memory[Region.MAILBOX].read(0, 4) == struct.pack("<I", icu.MAGIC)  # nothing stored
+    assert kernel.sent  # started again at once, for both requests
+    done = answer(stores, kernel, {})
+    assert done is not None and sorted(done.waiters) == [7, 8]
+
+
+def test_a_lost_end_marker_frees_the_ipu_for_the_next_batch() -> None:
+    _, _, _, kernel, stores = rig()
+    assert stores.start(0)
+    assert not stores.start(0)  # one in flight
+    kernel.lost[-1]()  # the kernel refused the marker: that node was gone
+    assert stores.start(0)
