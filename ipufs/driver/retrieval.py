@@ -59,7 +59,7 @@ class Batch:
     """One retrieval of one IPU's watched pages."""
 
     ipu: int
-    marker: int  # notify_unique of the end marker
+    marker: int  # notify_unique of the last page asked for: its answer ends the batch
     #: notify_unique -> (region, offset, what the page cache holds there
     #: but for clients' stores)
     pieces: dict[int, tuple[Region, int, bytes]] = field(default_factory=dict)
@@ -70,6 +70,8 @@ class Batch:
     #: A page was being filled while it was retrieved: its answer may be
     #: garbage, so the batch is done again.
     untrusted: bool = False
+    #: Every watched page (else the doorbells' pages only: the watcher's poll).
+    whole: bool = True
 
 
 @dataclass
@@ -112,33 +114,44 @@ class MappedStores:
             self._start(ipu, [(unique, ino)])
 
     def start(self, ipu: int) -> bool:
-        """Start a batch for ``ipu`` (after the model's writes so far were
-        published); False when one is in flight or no node is open."""
+        """Start a light batch for ``ipu`` (the watcher's poll, after the
+        model's writes so far were published): only the doorbells' page of
+        each open node; a change there starts a whole batch. False when one
+        is in flight or no node is open."""
         self._forget_lost()
         if ipu in self._flight:
             return False
-        return self._start(ipu, [])
+        return self._start(ipu, [], whole=False)
 
-    def _start(self, ipu: int, waiters: list[tuple[int, int]]) -> bool:
+    def _start(self, ipu: int, waiters: list[tuple[int, int]], *, whole: bool = True) -> bool:
         open_nodes = self.use.open_nodes(ipu)
-        # The end marker names a node the kernel must hold: a waiting
-        # request's (its open file pins the inode), else one open now.
-        marker_ino = waiters[0][1] if waiters else (open_nodes[0] if open_nodes else 0)
-        if not marker_ino:
-            return False
+        # The last thing asked for ends the batch (the kernel answers in
+        # order). With requests waiting, it names the first one's node (its
+        # open file pins the inode, so the kernel answers): its last page,
+        # or an empty range of it when it holds no registers. Else a page
+        # of a node open now; should the kernel refuse that all the same
+        # (the node closed meanwhile), the batch is dropped.
+        ending = waiters[0][1] if waiters else 0
+        nodes = [(region, self.tree.node(ipu, region).ino) for region in WATCHED_PAGES]
+        nodes = [(r, ino) for r, ino in nodes if ino in open_nodes and ino != ending] + \
+            [(r, ino) for r, ino in nodes if ino == ending]
         memory = self.devices.ipus[ipu].memory
-        batch = Batch(ipu, next(self._uniques), waiters=list(waiters))
-        for region, pages in WATCHED_PAGES.items():
-            ino = self.tree.node(ipu, region).ino
-            if ino not in open_nodes:
-                continue  # no open file, so no mapping: nothing stored there
-            for offset in pages:
+        batch = Batch(ipu, 0, waiters=list(waiters), whole=whole)
+        asks: list[tuple[int, int, int, int]] = []  # (unique, ino, offset, size)
+        for region, ino in nodes:  # no open file, so no mapping: nothing stored there
+            for offset in WATCHED_PAGES[region] if whole else WATCHED_PAGES[region][:1]:
                 unique = next(self._uniques)
                 batch.pieces[unique] = (region, offset, memory[region].read(offset, PAGE))
-                self._by_unique[unique] = batch
-                self.notify(rp.notify_retrieve(unique, ino, offset, PAGE), None)
-        self._by_unique[batch.marker] = batch
-        self.notify(rp.notify_retrieve(batch.marker, marker_ino, 0, 0), lambda: self._lost.append(batch))
+                asks.append((unique, ino, offset, PAGE))
+        if ending and (not asks or asks[-1][1] != ending):
+            asks.append((next(self._uniques), ending, 0, 0))
+        if not asks:
+            return False
+        batch.marker = asks[-1][0]
+        for unique, ino, offset, size in asks:
+            self._by_unique[unique] = batch
+            lost = (lambda: self._lost.append(batch)) if unique == batch.marker else None
+            self.notify(rp.notify_retrieve(unique, ino, offset, size), lost)
         self._flight[ipu] = batch
         self.batches += 1
         return True
@@ -149,7 +162,7 @@ class MappedStores:
             self._finish(batch)
 
     def _finish(self, batch: Batch) -> None:
-        for left in [*batch.pieces, batch.marker]:  # pages of nodes the kernel does not hold
+        for left in [*batch.pieces, batch.marker]:  # what the kernel did not answer
             self._by_unique.pop(left, None)
         if self._flight.get(batch.ipu) is batch:
             del self._flight[batch.ipu]
@@ -164,21 +177,22 @@ class MappedStores:
         requests that came meanwhile, is started). Pages reply in the order
         asked: the doorbells' page before the pages a doorbell rings for,
         as a client stores them in the opposite order."""
-        batch = self._by_unique.get(unique)
+        batch = self._by_unique.pop(unique, None)
         if batch is None:
             return None
+        piece = batch.pieces.pop(unique, None)
+        if piece is not None:
+            self._compare(batch, piece, offset, data)
         if unique != batch.marker:
-            del self._by_unique[unique]
-            piece = batch.pieces.pop(unique, None)
-            if piece is not None:
-                self._compare(batch, piece, offset, data)
             return None
-        if batch.untrusted:
-            # Nothing of it is stored: a doorbell seen in one page with the
-            # request it rings for missing from another would be served
-            # wrong. Its requests wait for the next batch, started now.
-            self._next[batch.ipu] = batch.waiters + self._next.get(batch.ipu, [])
+        if batch.untrusted or (batch.changes and not batch.whole):
+            # A light batch that found a store, or one with a page being
+            # filled: nothing of it is stored, a whole batch follows at
+            # once (it sees the same stores: its copy is no newer than
+            # what they changed).
+            waiting = batch.waiters + self._next.pop(batch.ipu, [])
             self._finish(batch)
+            self._start(batch.ipu, waiting)
             return None
         memory = self.devices.ipus[batch.ipu].memory
         for region, where, values in batch.changes:

@@ -60,11 +60,11 @@ def test_a_post_and_doorbell_stored_through_the_mapping_reach_the_mailbox_at_the
     devices, tree, _, kernel, stores = rig()
     mailbox = tree.node(0, Region.MAILBOX).ino
     stores.wait_for(0, unique=100, ino=mailbox)
-    # Retrieved in order: the doorbells' pages first; the marker names the
-    # waiting request's node (its open file pins it in the kernel).
-    assert [(ino, off) for _, ino, off, _ in kernel.sent[:-1]] == \
-        [(tree.node(0, r).ino, o) for r, pages in WATCHED_PAGES.items() for o in pages]
-    assert kernel.sent[-1][1:] == (mailbox, 0, 0)
+    # Retrieved in order, each node's doorbell page first; the waiting
+    # request's node last (its open file pins it in the kernel), whose last
+    # answer ends the batch.
+    assert [(ino, off) for _, ino, off, _ in kernel.sent] == \
+        [(tree.node(0, r).ino, o) for r in (Region.CONFIG, Region.MAILBOX) for o in WATCHED_PAGES[r]]
     header, ring = page_of(devices, Region.MAILBOX, 0), page_of(devices, Region.MAILBOX, icu.REQUEST_RING)
     icu.MESSAGE.pack_into(ring, 0, icu.op_word(icu.Op.READ_FIRMWARE_VERSION), 0, 0, 0, 0)
     struct.pack_into("<I", header, icu.Header.REQUEST_HEAD, 1)
@@ -100,6 +100,33 @@ def test_a_batch_with_a_page_being_filled_is_done_again_and_requests_wait_for_th
     assert kernel.sent  # started again at once, for both requests
     done = answer(stores, kernel, {})
     assert done is not None and sorted(done.waiters) == [7, 8]
+
+
+def test_the_watchers_poll_asks_for_doorbell_pages_only_and_a_store_there_asks_for_all() -> None:
+    devices, tree, _, kernel, stores = rig()
+    config = tree.node(0, Region.CONFIG).ino
+    assert stores.start(0)
+    assert [(ino, off) for _, ino, off, _ in kernel.sent] == [(config, 0), (tree.node(0, Region.MAILBOX).ino, 0)]
+    quiet = answer(stores, kernel, {})
+    assert quiet is not None and not quiet.stored and not kernel.sent  # nothing stored: done
+    assert stores.start(0)
+    page = page_of(devices, Region.CONFIG, 0)
+    struct.pack_into("<I", page, REGISTERS["CMD_RESET"].offset, 1)
+    assert answer(stores, kernel, {(config, 0): bytes(page)}) is None  # a store: the whole batch follows
+    assert len(kernel.sent) == sum(len(p) for p in WATCHED_PAGES.values())
+    assert devices.ipus[0].memory[Region.CONFIG].read(REGISTERS["CMD_RESET"].offset, 4) == bytes(4)
+    done = answer(stores, kernel, {(config, 0): bytes(page)})
+    assert done is not None and done.stored
+    assert devices.ipus[0].memory[Region.CONFIG].read(REGISTERS["CMD_RESET"].offset, 4) == struct.pack("<I", 1)
+
+
+def test_a_request_on_a_node_without_registers_ends_the_batch_with_an_empty_range_of_it() -> None:
+    _, tree, _, kernel, stores = rig()
+    exchange = tree.node(0, Region.EXCHANGE).ino  # an ioctl may come on ipuN_ex
+    stores.wait_for(0, unique=5, ino=exchange)
+    assert kernel.sent[-1][1:] == (exchange, 0, 0)
+    done = answer(stores, kernel, {})
+    assert done is not None and done.waiters == [5]
 
 
 def test_a_lost_end_marker_frees_the_ipu_for_the_next_batch() -> None:
