@@ -3,6 +3,7 @@
 # Prints one line per check: "NAME ok" or "NAME FAIL detail".
 from __future__ import annotations
 
+import os
 import struct
 import sys
 import time
@@ -46,6 +47,10 @@ def main(root: str) -> None:
             time.sleep(0.0001)
         after = word(ipu.config, "RESET_COUNT")
         print("mapped-command", "ok" if after == before + 1 else f"FAIL {before} -> {after}")
+        # A register stored through the mapping reads back by pread.
+        struct.pack_into("<I", ipu.config, REGISTERS["SCRATCH"].offset, 0x5CA7C4)
+        back = struct.unpack("<I", os.pread(ipu.fd, 4, REGISTERS["SCRATCH"].offset))[0]
+        print("mapped-then-pread", "ok" if back == 0x5CA7C4 else f"FAIL {back:#x}")
         # A sync requested through the mapping, again as soon as the last
         # one's signal came (46: GS1 done): none may be lost.
         signals.receive(0)

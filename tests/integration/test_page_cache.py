@@ -20,7 +20,8 @@ from tests.integration.harness import ROOT, RunningDaemon, running_daemon
 
 pytestmark = pytest.mark.mount
 
-CHECKS = {"reset-visible", "mailbox-pwrite", "mailbox-mapped", "mapped-command", "mapped-sync-loop"}
+CHECKS = {"reset-visible", "mailbox-pwrite", "mailbox-mapped", "mapped-command", "mapped-sync-loop",
+          "mapped-then-pread"}
 
 
 @pytest.fixture
