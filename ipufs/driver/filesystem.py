@@ -18,19 +18,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn, Protocol
 
-from ipufs.driver import retrieval, sysfs, xattrs
+from ipufs.driver import sysfs, xattrs
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver, OpenFile
 from ipufs.driver.effects import ModelEffects
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree
+from ipufs.driver.page_cache_requests import MappedStoreRequests
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.view_files import ViewFiles
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
-from ipufs.fuse.errors import FUSEError, Postponed
+from ipufs.fuse.errors import FUSEError
 from ipufs.fuse.operations import Negotiated, Operations
 from ipufs.model.profile import Region
 
@@ -87,7 +88,7 @@ class Stats:
     lookups: dict[int, int] = field(default_factory=dict)  # nodeid -> lookups the kernel holds
 
 
-class IpuFilesystem(Operations):
+class IpuFilesystem(MappedStoreRequests, Operations):
     """The node tree of ``devices`` as FUSE operations; the sysfs view is
     added to ``tree`` here."""
 
@@ -127,8 +128,7 @@ class IpuFilesystem(Operations):
         self.view_files = ViewFiles(devices, tree)  # open files of the sysfs view
         self.stats = Stats()
         self._next_fh = 1
-        #: Postponed requests whose retrieval has come back (page-cache mode).
-        self._cleared: set[int] = set()
+        self._cleared = set()  # page_cache_requests.MappedStoreRequests
         now = clock()
         self._root = NodeState(stat.S_IFDIR | 0o755, 0, 0, now, now, now)
         # The view is root's and read-only, as sysfs is; its times are the mount's.
@@ -368,60 +368,15 @@ class IpuFilesystem(Operations):
             return rp.Data(data)
         return rp.Data(ipu.memory[node.region].read(req.offset, req.size))
 
-    def _see_mapped_stores(self, ipu: int, unique: int, ino: int) -> None:
-        """In page-cache mode, postpone a request to an IPU whose config
-        space or mailbox is open until what clients stored through their
-        mappings has been retrieved (retrieval.py), as passthrough would
-        have it in the device's memory already."""
-        stores = self.mapping.stores
-        if stores is None or not self.use.users.get(ipu):
-            return
-        if unique in self._cleared:
-            self._cleared.discard(unique)
-            return
-        stores.wait_for(ipu, unique, ino)
-        raise Postponed
-
-    def reply_may_wait(self, req: rq.Request) -> bool:
-        """Also a WRITE (not writeback) to config space or the mailbox: they
-        are opened FOPEN_DIRECT_IO, so the kernel holds no page lock for it,
-        and a command it ran must be in the caller's mapping on return."""
-        if isinstance(req, rq.Write):
-            f = self.files.get(req.fh)
-            return (f is not None and f.node.region in (Region.CONFIG, Region.MAILBOX)
-                    and not req.write_flags & abi.WRITE_CACHE)
-        return not isinstance(req, rq.Read)
-
-    def notify_reply(self, req: rq.NotifyReply) -> list[int]:
-        stores = self.mapping.stores
-        done = None if stores is None else stores.reply(req.unique, req.offset, req.data)
-        if done is None:
-            return []
-        if done.stored:
-            # Stores through a mapping: act on them as the register watcher
-            # would on shared memory (commands, read-only registers undone).
-            if self.devices.ipus[done.ipu].poll_registers():
-                self.use.touched(done.ipu)
-            self.effects.deliver(done.ipu)
-        self._cleared.update(done.waiters)
-        return done.waiters
-
     def write(self, req: rq.Write) -> rp.Written:
         node = self._file(req.fh).node
         if node.region in (Region.CONFIG, Region.MAILBOX):
             self._see_mapped_stores(node.ipu, req.unique, node.ino)
-            watched = retrieval.watched_end(node.region)
-            if (req.write_flags & abi.WRITE_CACHE and req.offset < watched and self.mapping.stores is not None
-                    and self.use.users.get(node.ipu)):
-                # Writeback of a mapping's pages: in the watched pages, the
-                # words clients stored were just retrieved and stored, and
-                # the rest is an old copy of the device's words, never to be
-                # stored; beyond them, the pages are stored as written.
-                skip = watched - req.offset
-                if skip < len(req.data):
+            rest = self._written_back(node, req)
+            if rest is not None:
+                if len(rest.data):
                     self._cleared.add(req.unique)  # retrieved already
-                    self.write(rq.Write(req.unique, req.nodeid, req.ctx, req.fh, watched, req.data[skip:],
-                                        0, req.flags))
+                    self.write(rest)
                 return rp.Written(len(req.data))
         ipu = self.devices.ipus[node.ipu]
         memory = ipu.memory[node.region]
