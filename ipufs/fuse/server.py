@@ -16,6 +16,9 @@
 # request; whoever else touches what the operations own (the daemon's trio
 # tasks) holds it too. The server connects its KernelLink (ipufs/fuse/
 # kernel.py: backing files, notifications) to the channel while mounted.
+# A reply that may wait (Operations.reply_may_wait) while notifications
+# are still queued is written after them, by the KernelLink's thread; so
+# are the replies of requests a handler postponed (session.outbox).
 from __future__ import annotations
 
 import errno
