@@ -4,6 +4,7 @@
 # with an ipufs service they may use gets its IPUs, with passthrough.
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -70,6 +71,10 @@ def test_a_user_gets_the_services_ipus_with_passthrough_and_own_ones_when_asked(
             status, err = run.finish()
             assert status == 0, err
             assert mode == "passthrough" and f"using the IPUs of the service at {mount}" in err
+            doctor = subprocess.run([*unprivileged_python(), "-m", "ipufs", "doctor", "--json", "--no-probe"],
+                                    capture_output=True, text=True, timeout=60, cwd="/")
+            said = {f["check"]: f["detail"] for f in json.loads(doctor.stdout)["run"]}
+            assert f"uses the IPUs of the service at {mount}, in passthrough mode" in said["ipufs run as a user"]
             own = Run(["--ipus", "1"], [python, "-c", MODE], user=True)
             mount, mode = own.line().split()
             assert own.finish()[0] == 0
