@@ -102,12 +102,12 @@ class FuseServer:
                 done: trio.Event) -> None:
         session, lock, send, kernel = self.session, self.lock, channel.send, self.kernel
 
-        def answer(reply: bytes, fd: int, may_wait: bool) -> None:
+        def answer(reply: bytes, fd: int, may_wait: bool | None) -> None:
             # Behind notifications still queued: what the request changed
             # reaches the page cache before the caller sees the reply
             # (unless the kernel holds page locks for it: see
             # Operations.reply_may_wait).
-            if may_wait and kernel.busy:
+            if kernel.busy and (session.may_wait() if may_wait is None else may_wait):
                 kernel.send_after(reply, fd)
             else:
                 send(reply, fd)
@@ -127,7 +127,7 @@ class FuseServer:
                     reply = session.handle(view[:n], fd)
                     later, session.outbox = session.outbox, []
                 if reply is not None:
-                    answer(reply, fd, session.may_wait)
+                    answer(reply, fd, None)  # None: ask the session, if it matters
                 for reply, tag, may_wait in later:
                     answer(reply, tag, may_wait)  # type: ignore[arg-type]
                 if not started and session.negotiated is not None:

@@ -79,9 +79,8 @@ class Session:
         self.destroyed = False
         self.requests = 0  # messages handled, for status and benchmarks
         self.outbox: list[tuple[bytes, object, bool]] = []
-        #: Whether the last reply ``handle`` returned may wait behind
-        #: queued notifications (Operations.reply_may_wait).
-        self.may_wait = False
+        #: The request ``handle`` decoded last (may_wait() asks about it).
+        self._last: rq.Request | None = None
         self._postponed: dict[int, tuple[bytes, object]] = {}  # unique -> (message, tag)
         # Request type -> handler. Until INIT is answered only the requests
         # that need no negotiation are served; INIT swaps in the full table,
@@ -112,11 +111,17 @@ class Session:
             log.warning("malformed request from the kernel: %s", exc)
             return rp.frame(exc.unique, error=exc.errno) if exc.unique else None
         try:
-            self.may_wait = self.operations.reply_may_wait(request)
+            self._last = request
             return self.dispatch(request)
         except Postponed:
             self._postponed[request.unique] = (bytes(message), tag)
             return None
+
+    def may_wait(self) -> bool:
+        """Whether the reply to the request ``handle`` took last may wait
+        behind queued notifications (Operations.reply_may_wait). Asked only
+        when some are queued, so that a request pays nothing for it else."""
+        return self._last is not None and self.operations.reply_may_wait(self._last)
 
     @property
     def postponed(self) -> int:
@@ -129,7 +134,7 @@ class Session:
             if kept is not None:
                 reply = self.handle(*kept)
                 if reply is not None:
-                    self.outbox.append((reply, kept[1], self.may_wait))
+                    self.outbox.append((reply, kept[1], self.may_wait()))
 
     def dispatch(self, request: rq.Request) -> bytes | None:
         """Serve one decoded request; its reply, or None. Raises Postponed
