@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -33,6 +34,8 @@ from ipufs.driver.devices import DeviceSet
 from ipufs.driver.nodes import ROOT_INO, NodeTree
 from ipufs.fuse import replies as rp
 from ipufs.model.profile import Region
+
+log = logging.getLogger(__name__)
 
 PAGE = 4096
 
@@ -159,6 +162,9 @@ class MappedStores:
     def _forget_lost(self) -> None:
         while self._lost:
             batch = self._lost.pop()
+            if batch.waiters:  # the kernel refused a node a request holds open: not expected
+                log.error("the kernel refused to retrieve ipu%d's pages; asking again", batch.ipu)
+                self._next[batch.ipu] = batch.waiters + self._next.get(batch.ipu, [])
             self._finish(batch)
 
     def _finish(self, batch: Batch) -> None:

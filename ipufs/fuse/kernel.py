@@ -49,8 +49,9 @@ class KernelLink:
 
     def notify(self, message: bytes, lost: Callable[[], None] | None = None) -> None:
         """Queue a notification for the kernel (from any thread); ``lost``
-        is called (from the writer's thread) when the kernel refuses it for
-        want of the node's inode, or because the connection has ended."""
+        is called (from the writer's thread) when the kernel refuses it: for
+        want of the node's inode, because the connection has ended, or
+        with any other error."""
         with self._pending_changed:
             self._pending += 1
         self._notes.put((message, None, lost))
@@ -119,6 +120,8 @@ class KernelLink:
                     channel.send(message, fd)
             except OSError as exc:
                 log.warning("%s refused by the kernel: %s", "notification" if fd is None else "reply", exc)
+                if fd is None and lost is not None:
+                    lost()
             except Exception:
                 log.exception("an action after notifications failed")
             finally:

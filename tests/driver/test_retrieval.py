@@ -135,3 +135,13 @@ def test_a_lost_end_marker_frees_the_ipu_for_the_next_batch() -> None:
     assert not stores.start(0)  # one in flight
     kernel.lost[-1]()  # the kernel refused the marker: that node was gone
     assert stores.start(0)
+
+
+def test_requests_of_a_batch_the_kernel_refused_are_asked_for_again() -> None:
+    _, tree, _, kernel, stores = rig()
+    stores.wait_for(0, unique=5, ino=tree.node(0, Region.MAILBOX).ino)
+    kernel.lost[-1]()  # refused (not expected while the request holds the node open)
+    kernel.sent.clear()
+    assert not stores.start(0)  # the watcher's next poll finds the request a new batch in flight
+    done = answer(stores, kernel, {})
+    assert done is not None and done.waiters == [5]
