@@ -212,16 +212,17 @@ def us(ns: float) -> str:
 
 
 @contextmanager
-def daemon(ipus: int, profile: str = "ipu2", checkout: Path = ROOT) -> Iterator[tuple[Path, int, float]]:
+def daemon(ipus: int, profile: str = "ipu2", checkout: Path = ROOT,
+           extra: tuple[str, ...] = ()) -> Iterator[tuple[Path, int, float]]:
     """A real `ipufs mount` process of ``checkout`` (run by its .venv's
-    Python, from its own directory: `python -m` imports from there);
-    yields (mountpoint, pid, seconds to serve)."""
+    Python, from its own directory: `python -m` imports from there), with
+    ``extra`` mount options; yields (mountpoint, pid, seconds to serve)."""
     python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     with tempfile.TemporaryDirectory(prefix="ipufs-bench-") as tmp:
         mnt = Path(tmp) / "mnt"
         start = time.monotonic()
         log = Path(tmp) / "daemon.log"
-        options = ["--no-link-dev"]
+        options = ["--no-link-dev", *extra]
         if "--no-cdi" in subprocess.run([python, "-m", "ipufs", "mount", "--help"], cwd=checkout,
                                         capture_output=True, text=True).stdout:
             options.append("--no-cdi")  # older checkouts write no CDI spec anyway
@@ -469,8 +470,11 @@ def in_process_us(smoke: bool) -> dict[str, float]:
         def backing_open(self, fd: int) -> int:
             return 1
 
-        def notify(self, message: bytes) -> None:
+        def notify(self, message: bytes, lost: object = None) -> None:
             pass
+
+        def call_after(self, action: object) -> bool:
+            return False
 
     affinity = os.sched_getaffinity(0)
     on_server_cpu()

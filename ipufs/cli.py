@@ -54,12 +54,12 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print(f"{'ok ' if f.ok else 'NO '} {f.check}: {f.detail}")
         possible = all(f.ok for f in findings)
         print(f"mode: {'passthrough' if possible else 'page-cache'} would be used by a new mount")
-        for f in doctor.run_modes(possible):
+        for f in doctor.run_modes(findings, mounts):
             print(f"{f.check}: {f.detail if f.ok else 'not possible: ' + f.detail}")
         if not mounts:
             print("mounts: none")
         for m in mounts:
-            state = "alive" if m.alive else "DEAD"
+            state = "alive" if m.alive else "unknown" if "unknown" in m.detail else "DEAD"
             print(f"mount: {m.mountpoint} [{m.source}] {state}, mode {m.mode}: {m.detail}")
     return 0 if all(f.ok for f in findings[:2]) else 1
 
@@ -292,7 +292,7 @@ def parser() -> argparse.ArgumentParser:
 
     def tool(name: str, help_: str) -> argparse.ArgumentParser:
         t = sub.add_parser(name, help=help_, description=help_)
-        t.add_argument("--dev", help="directory of the nodes (default /dev if /dev/ipu0 exists, else /run/ipufs)")
+        t.add_argument("--dev", help="directory of the nodes (default $IPUFS_MOUNT when set, else /dev if /dev/ipu0 exists, else /run/ipufs)")
         return t
 
     ls = tool("ls", "list the devices, like gc-info -l")

@@ -140,7 +140,10 @@ def mount_status() -> list[MountStatus]:
         if mode.startswith("!"):
             alive = False
             detail = {"!ENOTCONN": "daemon gone: dead mount, `ipufs umount` clears it",
-                      "!timeout": "daemon does not answer"}.get(mode, f"error {mode[1:]}")
+                      "!timeout": "daemon does not answer",
+                      # The kernel refused the path before asking the daemon.
+                      "!EACCES": "not readable by this user (a directory on its path is closed): "
+                                 "whether it is alive is unknown"}.get(mode, f"error {mode[1:]}")
             mode = "unknown"
         else:
             alive = True
@@ -159,13 +162,56 @@ def _sysctl(path: str) -> int | None:
         return None
 
 
-def run_modes(passthrough: bool) -> list[Finding]:
+def _root_mode(findings: list[Finding], mounts: list[MountStatus]) -> Finding:
+    """What `ipufs run` as root gets. Root's answer does not depend on who
+    asks: only a kernel without passthrough, or a probe that failed, makes
+    it page-cache. Unprobed (the probe needs CAP_SYS_ADMIN), it is what the
+    kernel offers, and a live mount in passthrough mode confirms it."""
+    by = {f.check: f for f in findings}
+    kernel, probe = by.get("kernel"), by.get("passthrough")
+    serving = [m.mountpoint for m in mounts if m.alive and m.mode == "passthrough"]
+    if kernel is not None and not kernel.ok:
+        detail = f"page-cache ({kernel.detail})"
+    elif probe is not None:
+        detail = "passthrough" if probe.ok else f"page-cache ({probe.detail})"
+    elif serving:
+        detail = f"passthrough (the mount at {serving[0]} serves in passthrough mode now)"
+    else:
+        detail = ("passthrough, as the kernel offers it to CAP_SYS_ADMIN (not probed: the probe needs "
+                  "root; `sudo ipufs doctor` checks it)")
+    return Finding("ipufs run as root", True, detail)
+
+
+def services(mounts: list[MountStatus]) -> tuple[list[str], list[str]]:
+    """Live passthrough mounts whose ipu0 this user may open (the one /dev's
+    links lead into first, then /run/ipufs), and those it may not."""
+    usable: list[str] = []
+    closed: list[str] = []
+    for m in mounts:
+        if m.alive and m.mode == "passthrough":
+            node = os.path.join(m.mountpoint, "ipu0")
+            (usable if os.access(node, os.R_OK | os.W_OK) else closed).append(m.mountpoint)
+    linked = os.path.dirname(os.path.realpath("/dev/ipu0"))
+    usable.sort(key=lambda m: (m != linked, m != "/run/ipufs"))
+    return usable, closed
+
+
+def usable_service() -> str | None:
+    """The mount point of a live passthrough mount (an ipufs service) whose
+    nodes this user may open, or None: what `ipufs run` uses by default
+    for a user (docs/compat.md)."""
+    usable, _ = services(mount_status())
+    return usable[0] if usable else None
+
+
+def run_modes(findings: list[Finding], mounts: list[MountStatus]) -> list[Finding]:
     """What `ipufs run` gives root and an unprivileged user on this machine,
     and why: root mounts in a mount namespace (passthrough where possible);
     a user needs /dev/fuse open to users and user namespaces, and gets the
-    page-cache mode (passthrough needs CAP_SYS_ADMIN of the host)."""
-    root = Finding("ipufs run as root", True, "passthrough" if passthrough else
-                   "page-cache (passthrough is not possible here: see above)")
+    page-cache mode (passthrough needs CAP_SYS_ADMIN of the host), or the
+    IPUs of a service already mounted, with passthrough, through
+    `ipufs run --dev`."""
+    root = _root_mode(findings, mounts)
     reasons = []
     try:
         mode = os.stat("/dev/fuse").st_mode
@@ -182,9 +228,19 @@ def run_modes(passthrough: bool) -> list[Finding]:
         reasons.append("AppArmor restricts unprivileged user namespaces")
     if _kernel_version() < (4, 18):
         reasons.append("FUSE in user namespaces needs Linux 4.18")
-    user = Finding("ipufs run as a user", not reasons,
-                   "; ".join(reasons) if reasons else
-                   "page-cache mode in a user and mount namespace (passthrough needs CAP_SYS_ADMIN)")
+    usable, closed = services(mounts)
+    if usable:
+        service = (f"; `ipufs run` (with no mount options) uses the IPUs of the service at {usable[0]}, "
+                   "in passthrough mode")
+    elif closed:
+        service = (f"; the service at {closed[0]} serves passthrough, but its nodes are not open to you "
+                   "(their group and mode decide: docs/systemd.md)")
+    else:
+        service = ""
+    user = Finding("ipufs run as a user", not reasons or bool(usable),
+                   "; ".join(reasons) + service if reasons else
+                   "page-cache mode in a user and mount namespace (passthrough needs CAP_SYS_ADMIN); "
+                   "page-cache mode gives the same answers (docs/filesystem.md)" + service)
     return [root, user]
 
 
@@ -200,6 +256,6 @@ def as_dict(findings: list[Finding], mounts: list[MountStatus]) -> dict[str, obj
     return {
         "passthrough_possible": passthrough,
         "checks": [asdict(f) for f in findings],
-        "run": [asdict(f) for f in run_modes(passthrough)],
+        "run": [asdict(f) for f in run_modes(findings, mounts)],
         "mounts": [asdict(m) for m in mounts],
     }

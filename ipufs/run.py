@@ -163,12 +163,27 @@ def _existing(dev: Path) -> tuple[Path, str, list[int]]:
     return mountpoint, control, found
 
 
+def _service() -> Path | None:
+    """For a user: the IPUs of an ipufs service they may open, served with
+    passthrough, rather than a mount of their own in page-cache mode."""
+    from ipufs.doctor import usable_service
+
+    found = usable_service()
+    if found is not None:
+        _say(f"using the IPUs of the service at {found} (passthrough); "
+             "give mount options, such as --ipus N, for IPUs of your own")
+    return Path(found) if found is not None else None
+
+
 def run(options: RunOptions) -> int:
     """Run the command; returns the status `ipufs run` exits with."""
     from ipufs.tools.devices import indices
 
     library = compat.library_path()
     user = os.geteuid() != 0
+    dev = options.dev
+    if dev is None and user and not options.mount_options:
+        dev = _service()  # looked for as the user, before entering namespaces
     try:
         run_dir = working.create()
     except working.RunDirError as exc:
@@ -182,9 +197,9 @@ def run(options: RunOptions) -> int:
         # Before the daemon mounts: the run directory may lie under /run,
         # and a mount there must be made where the command will see it.
         grafts.writable(namespace.UDEV_DATA)
-        if options.dev is not None:
-            mountpoint, control, found = _existing(options.dev)
-            nodes = namespace.node_files(options.dev, found)
+        if dev is not None:
+            mountpoint, control, found = _existing(dev)
+            nodes = namespace.node_files(dev, found)
         else:
             daemon = _start_daemon(run_dir, options.mount_options, user)
             mountpoint, control = run_dir / "mnt", str(run_dir / "control.sock")

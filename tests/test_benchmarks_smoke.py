@@ -20,3 +20,13 @@ def test_benchmark_smoke_run_produces_every_figure() -> None:
                    "ipu0_mem pwrite+pread", "mount 64 × ipu2", "through the compatibility library",
                    "a tmpfs file the library must check"):
         assert figure in out.stdout
+
+
+@pytest.mark.mount
+@pytest.mark.timeout(300)
+def test_page_cache_benchmark_smoke_run_produces_every_figure() -> None:
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "page_cache.py"), "--smoke"],
+                         capture_output=True, text=True, timeout=280)
+    assert out.returncode == 0, out.stderr
+    for figure in ("ioctl round trip", "pwrite CMD_SYNC", "mapped store CMD_SYNC", "daemon CPU"):
+        assert figure in out.stdout

@@ -5,5 +5,6 @@ from ipufs.client.control import Control, ControlError
 from ipufs.client.device import Device, IoctlError
 from ipufs.client.mailbox import Mailbox
 from ipufs.client.signals import SignalInfo, SignalReceiver
+from ipufs.client.where import default_root
 
-__all__ = ["Control", "ControlError", "Device", "IoctlError", "Mailbox", "SignalInfo", "SignalReceiver"]
+__all__ = ["Control", "ControlError", "Device", "IoctlError", "Mailbox", "SignalInfo", "SignalReceiver", "default_root"]

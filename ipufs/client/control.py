@@ -2,6 +2,7 @@
 # mount is named in its root's user.ipufs.control attribute.
 from __future__ import annotations
 
+import errno
 import json
 import os
 import select
@@ -9,13 +10,25 @@ import socket
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ipufs.client.where import default_control
+
 
 class ControlError(RuntimeError):
     """The daemon refused a request; the message is its explanation."""
 
 
 def control_path(mountpoint: str | os.PathLike[str]) -> str:
-    return os.getxattr(mountpoint, "user.ipufs.control").decode()
+    """The control socket of the mount at ``mountpoint`` (its root's
+    user.ipufs.control). A directory that is no ipufs mount (inside
+    `ipufs run`, /dev holds the nodes themselves) names the socket of
+    $IPUFS_CONTROL when that is set; else the OSError (ENODATA) stands."""
+    try:
+        return os.getxattr(mountpoint, "user.ipufs.control").decode()
+    except OSError as exc:
+        fallback = default_control()
+        if fallback is not None and exc.errno in (errno.ENODATA, errno.ENOTSUP):
+            return fallback
+        raise
 
 
 class Control:

@@ -13,6 +13,7 @@ from pathlib import Path
 from ipufs.abi import ioctls as abi
 from ipufs.abi import icu
 from ipufs.abi.nodes import node_name
+from ipufs.client.where import default_root
 from ipufs.abi.registers import REGISTERS, TdiCommand, TdiResult
 
 _U64 = struct.Struct("<Q")
@@ -36,11 +37,12 @@ def _ioctl(fd: int, name: str, arg: bytes | int = 0, encoding: int = 0) -> bytes
 
 
 class Device:
-    """Open ``root/ipuN`` and ``root/ipuN_ex`` and map the whole of each."""
+    """Open ``root/ipuN`` and ``root/ipuN_ex`` and map the whole of each
+    (``root``: default $IPUFS_MOUNT when set, else /dev)."""
 
-    def __init__(self, index: int = 0, root: str | os.PathLike[str] = "/dev") -> None:
+    def __init__(self, index: int = 0, root: str | os.PathLike[str] | None = None) -> None:
         self.index = index
-        base = Path(root)
+        base = Path(default_root() if root is None else root)
         self.fd = os.open(base / node_name(index), os.O_RDWR | os.O_CLOEXEC)
         try:
             self.ex_fd = os.open(base / node_name(index, "exchange"), os.O_RDWR | os.O_CLOEXEC)

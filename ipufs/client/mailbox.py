@@ -12,13 +12,16 @@ from pathlib import Path
 from ipufs.abi import icu
 from ipufs.abi.icu import Header
 from ipufs.abi.nodes import node_name
+from ipufs.client.where import default_root
 
 _U32 = struct.Struct("<I")
 
 
 class Mailbox:
-    def __init__(self, index: int = 0, root: str | os.PathLike[str] = "/dev") -> None:
-        self.fd = os.open(Path(root) / node_name(index, "mailbox"), os.O_RDWR | os.O_CLOEXEC)
+    def __init__(self, index: int = 0, root: str | os.PathLike[str] | None = None) -> None:
+        """``root``: the nodes' directory (default $IPUFS_MOUNT, else /dev)."""
+        base = Path(default_root() if root is None else root)
+        self.fd = os.open(base / node_name(index, "mailbox"), os.O_RDWR | os.O_CLOEXEC)
         self.map = mmap.mmap(self.fd, os.fstat(self.fd).st_size, mmap.MAP_SHARED)
         if self._get(Header.MAGIC) != icu.MAGIC:
             raise OSError(f"ipu{index}_mailbox has no ICU mailbox layout")

@@ -104,9 +104,9 @@ class Daemon:
         self.kernel = KernelLink()
         self.exits = PidfdWatcher(lock=lock)
         self.driver = IpuDriver(self.devices, exits=self.exits, events=self.tracer)
-        mapping = BarMapping(self.devices, tree, self.kernel, passthrough=config.passthrough)
-        self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel))
         use = RegisterUse()
+        mapping = BarMapping(self.devices, tree, self.kernel, passthrough=config.passthrough, use=use)
+        self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel), lock=lock)
         # The device side: faults, plans, timers.
         self.timers = Timers(lock=lock)
         self.injector = FaultInjector(self.devices, self.effects, self.timers.later, on_fire=self._traced_fault)

@@ -12,7 +12,9 @@
 #   (on native.Awake), for its wake-ups on the reader's CPU would delay
 #   requests: every 100 µs they once made one ioctl round trip in six
 #   take 13 µs longer.
-# Either acts at once under the daemon's lock. This is the latency bound
+# Either acts at once under the daemon's lock. In page-cache mode the stores
+# are in the kernel's page cache instead, and this thread asks the kernel
+# for the watched pages on the same schedule (ipufs/driver/retrieval.py). This is the latency bound
 # of a mapped command (docs/registers.md; benchmarks/).
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from ipufs import native
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.effects import ModelEffects
+from ipufs.driver.retrieval import MappedStores
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +99,9 @@ class RegisterWatcher:
             self._stop.wait(min(timeout, self.idle))
             return []
         period = self.fast if self.use.busy(watched, self.busy) else self.idle
+        stores = self.effects.mapping.stores
+        if stores is not None:
+            return self._retrieve(stores, watched, period)
         ready = watch.wait(period, timeout, self.awake)
         wanted = [watched[w] for w in ready]
         if wanted and len(self.act(wanted)) < len(wanted):
@@ -104,6 +110,16 @@ class RegisterWatcher:
             # word never turns the watcher into a loop starving the reader.
             self._stop.wait(period)
         return wanted
+
+    def _retrieve(self, stores: MappedStores, watched: tuple[int, ...], period: float) -> list[int]:
+        """Page-cache mode: clients' stores are in the kernel's page cache,
+        not in the memory the native watch compares; ask the kernel for the
+        watched pages of each IPU every ``period`` (retrieval.py: the reader
+        stores what changed and acts on it when the answers come)."""
+        with self.lock:
+            started = [index for index in watched if stores.start(index)]
+        self._stop.wait(period)
+        return started
 
     def _watch(self) -> None:
         try:

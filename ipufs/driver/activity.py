@@ -14,13 +14,27 @@ class RegisterUse:
     def __init__(self) -> None:
         self.users: dict[int, int] = {}  # ipu -> open config/mailbox files
         self.last: dict[int, float] = {}  # ipu -> monotonic time of its last request
+        self.nodes: dict[int, dict[int, int]] = {}  # ipu -> {inode of a node: its open files}
 
-    def opened(self, ipu: int) -> None:
+    def opened(self, ipu: int, ino: int = 0) -> None:
         self.users[ipu] = self.users.get(ipu, 0) + 1
         self.last[ipu] = time.monotonic()
+        if ino:
+            nodes = self.nodes.setdefault(ipu, {})
+            nodes[ino] = nodes.get(ino, 0) + 1
 
-    def closed(self, ipu: int) -> None:
+    def closed(self, ipu: int, ino: int = 0) -> None:
         self.users[ipu] -= 1
+        nodes = self.nodes.get(ipu)
+        if ino and nodes and ino in nodes:
+            nodes[ino] -= 1
+            if not nodes[ino]:
+                del nodes[ino]
+
+    def open_nodes(self, ipu: int) -> list[int]:
+        """Inodes of ``ipu``'s config space and mailbox that are open now
+        (the kernel holds them, so it can answer a retrieve of them)."""
+        return list(self.nodes.get(ipu, ()))
 
     def touched(self, ipu: int) -> None:
         self.last[ipu] = time.monotonic()

@@ -5,6 +5,8 @@
 # queued. One place, so that no path forgets a step.
 from __future__ import annotations
 
+import threading
+
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.pollers import PollWakeups
@@ -13,10 +15,12 @@ from ipufs.driver.pollers import PollWakeups
 class ModelEffects:
     """Carries the model's effects out to clients."""
 
-    def __init__(self, mapping: BarMapping, driver: IpuDriver, pollers: PollWakeups) -> None:
+    def __init__(self, mapping: BarMapping, driver: IpuDriver, pollers: PollWakeups,
+                 lock: threading.RLock | None = None) -> None:
         self.mapping = mapping
         self.driver = driver
         self.pollers = pollers
+        self.lock = lock if lock is not None else threading.RLock()  # the daemon's
 
     def deliver(self, ipu: int | None = None) -> None:
         """After the model acted (on IPU ``ipu``, or any): publish what it
@@ -28,6 +32,15 @@ class ModelEffects:
         # Every IPU with signals to send: an IPU's action can raise
         # interrupts across its sync group (a GS2 barrier completing).
         if self.driver.devices.deliverable:
-            self.driver.deliver()
+            # In page-cache mode a signal waits for the stores queued
+            # before it: a client that acts on it (stores a command again)
+            # must find the device's words in its mapping, and its store
+            # must not be overwritten by an older one.
+            if publisher is None or not self.mapping.kernel.call_after(self._deliver_later):
+                self.driver.deliver()
         if self.pollers.waiting:
             self.pollers.wake(ipu)
+
+    def _deliver_later(self) -> None:
+        with self.lock:
+            self.driver.deliver()

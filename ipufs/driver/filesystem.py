@@ -25,6 +25,7 @@ from ipufs.driver.driver import IpuDriver, OpenFile
 from ipufs.driver.effects import ModelEffects
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree
+from ipufs.driver.page_cache_requests import MappedStoreRequests
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.view_files import ViewFiles
 from ipufs.fuse import abi
@@ -87,7 +88,7 @@ class Stats:
     lookups: dict[int, int] = field(default_factory=dict)  # nodeid -> lookups the kernel holds
 
 
-class IpuFilesystem(Operations):
+class IpuFilesystem(MappedStoreRequests, Operations):
     """The node tree of ``devices`` as FUSE operations; the sysfs view is
     added to ``tree`` here."""
 
@@ -127,6 +128,7 @@ class IpuFilesystem(Operations):
         self.view_files = ViewFiles(devices, tree)  # open files of the sysfs view
         self.stats = Stats()
         self._next_fh = 1
+        self._cleared = set()  # page_cache_requests.MappedStoreRequests
         now = clock()
         self._root = NodeState(stat.S_IFDIR | 0o755, 0, 0, now, now, now)
         # The view is root's and read-only, as sysfs is; its times are the mount's.
@@ -143,7 +145,7 @@ class IpuFilesystem(Operations):
     @property
     def mode(self) -> str:
         """How BARs are served: mapping.PASSTHROUGH or mapping.PAGE_CACHE."""
-        return self.mapping.mode
+        return self.mapping.settle()
 
     @property
     def mode_reason(self) -> str:
@@ -340,7 +342,7 @@ class IpuFilesystem(Operations):
         if self.accesses.counting:
             self.accesses.count(node.ipu)
         if node.region in (Region.CONFIG, Region.MAILBOX):
-            self.use.opened(node.ipu)
+            self.use.opened(node.ipu, node.ino)
         return rp.Opened(fh, flags, backing_id)
 
     def _file(self, fh: int) -> OpenFile:
@@ -357,6 +359,9 @@ class IpuFilesystem(Operations):
         ipu = self.devices.ipus[node.ipu]
         if self.accesses.counting:
             self.accesses.count(node.ipu)
+        stores = self.mapping.stores
+        if stores is not None and node.region in (Region.CONFIG, Region.MAILBOX):
+            stores.filled(node.ipu, node.region, req.offset, req.size)
         if node.region is Region.CONFIG:
             data = ipu.read_config(req.offset, req.size)
             if self.tracer.enabled:
@@ -366,6 +371,14 @@ class IpuFilesystem(Operations):
 
     def write(self, req: rq.Write) -> rp.Written:
         node = self._file(req.fh).node
+        if node.region in (Region.CONFIG, Region.MAILBOX):
+            self._see_mapped_stores(node.ipu, req.unique, node.ino)
+            rest = self._written_back(node, req)
+            if rest is not None:
+                if len(rest.data):
+                    self._cleared.add(req.unique)  # retrieved already
+                    self.write(rest)
+                return rp.Written(len(req.data))
         ipu = self.devices.ipus[node.ipu]
         memory = ipu.memory[node.region]
         if req.offset >= memory.size and len(req.data):
@@ -411,7 +424,7 @@ class IpuFilesystem(Operations):
                 self.tracer.emit("close", f.node.ipu, node=f.node.name, fh=req.fh)
             self.driver.released(req.fh)
             if f.node.region in (Region.CONFIG, Region.MAILBOX):
-                self.use.closed(f.node.ipu)
+                self.use.closed(f.node.ipu, f.node.ino)
         return rp.Empty()
 
     def lseek(self, req: rq.Lseek) -> rp.LseekReply:
@@ -440,6 +453,7 @@ class IpuFilesystem(Operations):
             self.accesses.count(node.ipu)
         if node.region is not Region.MAILBOX:
             return rp.PollReply(req.events & _POLL_READY)
+        self._see_mapped_stores(node.ipu, req.unique, node.ino)  # the host's RESPONSE_TAIL
         ready = select.POLLOUT | select.POLLWRNORM
         if self.devices.ipus[node.ipu].icu.responses_waiting:
             ready |= select.POLLIN | select.POLLRDNORM
@@ -454,6 +468,7 @@ class IpuFilesystem(Operations):
                 raise FUSEError(errno.ENOTTY, "only the device nodes take ioctls")
             raise FUSEError(errno.EBADF)
         ipu = f.node.ipu
+        self._see_mapped_stores(ipu, req.unique, f.node.ino)
         if self.accesses.counting:
             self.accesses.count(ipu)
         if self.tracer.enabled:

@@ -1,17 +1,21 @@
 # How BARs reach clients' mappings: FUSE passthrough where the kernel and
 # our privileges allow it (an open hands the kernel a backing file, so mmap
 # maps the daemon's own pages), else the page cache, where model-side
-# writes are pushed to clients (ipufs/driver/coherence.py). The switch
+# writes are pushed to clients (ipufs/driver/coherence.py) and clients'
+# stores through mappings are retrieved (ipufs/driver/retrieval.py). The switch
 # happens once, to the page cache, with a reason `ipufs doctor` and the
 # root's user.ipufs.mode_reason attribute show (docs/filesystem.md).
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Protocol
 
+from ipufs.driver.activity import RegisterUse
 from ipufs.driver.coherence import PageCachePublisher
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.nodes import Node, NodeTree
+from ipufs.driver.retrieval import MappedStores
 from ipufs.fuse import abi
 from ipufs.fuse.operations import Negotiated
 from ipufs.model.profile import Region
@@ -28,20 +32,25 @@ class Kernel(Protocol):
 
     def backing_open(self, fd: int) -> int: ...
 
-    def notify(self, message: bytes) -> None: ...
+    def notify(self, message: bytes, lost: Callable[[], None] | None = None) -> None: ...
+
+    def call_after(self, action: Callable[[], None]) -> bool: ...
 
 
 class BarMapping:
     """The mode BARs are served in, and what serving them so needs."""
 
-    def __init__(self, devices: DeviceSet, tree: NodeTree, kernel: Kernel, *, passthrough: bool) -> None:
+    def __init__(self, devices: DeviceSet, tree: NodeTree, kernel: Kernel, *, passthrough: bool,
+                 use: RegisterUse | None = None) -> None:
         self.devices = devices
+        self.use = use if use is not None else RegisterUse()
         self.tree = tree
         self.kernel = kernel
         self.wanted = passthrough
         self.mode = PASSTHROUGH if passthrough else PAGE_CACHE
         self.reason = "" if passthrough else "passthrough switched off (--no-passthrough)"
         self.publisher: PageCachePublisher | None = None
+        self.stores: MappedStores | None = None
         self._backing_ids: dict[int, int] = {}
 
     def init(self, negotiated: Negotiated) -> None:
@@ -52,12 +61,25 @@ class BarMapping:
         elif self.mode == PAGE_CACHE:
             self.fall_back(self.reason)
 
+
+    def settle(self) -> str:
+        """The mode, settled: while no open has registered a backing file
+        yet, register the first one now (the kernel accepts it once INIT is
+        answered), so that the mode a mount reports before its first open
+        (user.ipufs.mode, status) is the one opens will get; a daemon
+        without CAP_SYS_ADMIN falls back here."""
+        if self.mode == PASSTHROUGH and not self._backing_ids and len(self.devices):
+            self._backing_id(self.tree.node(0, Region.CONFIG))
+        return self.mode
+
     def fall_back(self, reason: str) -> None:
         self.mode = PAGE_CACHE
         self.reason = reason
         log.warning("serving BARs through the page cache: %s", reason)
         self.devices.track_dirty(True)
         self.publisher = PageCachePublisher(self.devices, self.tree, self.kernel.notify)
+        if self.stores is None:
+            self.stores = MappedStores(self.devices, self.tree, self.use, self.kernel.notify)
 
     def publish(self) -> None:
         """Make model-side writes visible to clients (page-cache mode)."""

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import os
 
 #: errnos that say the daemon lacks a resource, not that a process is gone.
 STARVED = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
@@ -51,3 +52,19 @@ def command_of(pid: int) -> str:
             return f.read().strip()
     except OSError:
         return ""
+
+
+def pid_namespace(pid: int) -> tuple[int, int] | None:
+    """Where process ``pid`` lives: the inode of its PID namespace and its
+    pid there (the last of /proc/PID/status's NSpid), or None when that
+    cannot be read. A tool in the same namespace (a command of `ipufs
+    run`, which has a PID namespace of its own) shows that pid."""
+    try:
+        namespace = os.stat(f"/proc/{pid}/ns/pid").st_ino
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("NSpid:"):
+                    return namespace, int(line.split()[-1])
+    except (OSError, ValueError):
+        return None
+    return None

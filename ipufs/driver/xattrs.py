@@ -20,7 +20,7 @@ from ipufs.fuse.errors import FUSEError
 def of_root(devices: DeviceSet, mapping: BarMapping, control_path: str) -> dict[bytes, bytes]:
     return {
         b"user.ipufs.version": __version__.encode(),
-        b"user.ipufs.mode": mapping.mode.encode(),
+        b"user.ipufs.mode": mapping.settle().encode(),
         b"user.ipufs.mode_reason": mapping.reason.encode(),
         b"user.ipufs.profile": devices.profile.name.encode(),
         b"user.ipufs.ipus": str(len(devices)).encode(),

@@ -165,6 +165,9 @@ class IoctlFlag(enum.IntFlag):
 
 
 POLL_SCHEDULE_NOTIFY = 1 << 0
+#: write_flags of a WRITE: the kernel is writing back cached pages (a
+#: mapping's dirty pages), not serving a write(2).
+WRITE_CACHE = 1 << 0
 GETATTR_FH = 1 << 0
 UNIQUE_RESEND = 1 << 63
 
@@ -222,6 +225,8 @@ NOTIFY_POLL_WAKEUP = struct.Struct("<Q")
 NOTIFY_INVAL_INODE = struct.Struct("<Qqq")
 NOTIFY_INVAL_ENTRY = struct.Struct("<QII")
 NOTIFY_STORE = struct.Struct("<QQII")
+NOTIFY_RETRIEVE = struct.Struct("<QQQII")  # notify_unique nodeid offset size padding
+NOTIFY_RETRIEVE_IN = struct.Struct("<QQIIQQ")  # dummy offset size dummy dummy dummy; the data follows
 BACKING_MAP = struct.Struct("<iIQ")
 
 # --- /dev/fuse ioctls ----------------------------------------------------

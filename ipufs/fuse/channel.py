@@ -36,14 +36,18 @@ class FuseChannel:
             if exc.errno not in (errno.ENOENT, errno.ENODEV):
                 raise
 
-    def notify(self, message: bytes) -> None:
+    def notify(self, message: bytes) -> bool:
         """Write one notification (blocking semantics are the caller's
-        concern: run it in a thread where it may wait on page locks)."""
+        concern: run it in a thread where it may wait on page locks).
+        False when the kernel holds no inode of that node (ENOENT) or the
+        connection has ended (ENODEV)."""
         try:
             os.write(self.fd, message)
         except OSError as exc:
             if exc.errno not in (errno.ENOENT, errno.ENODEV):
                 raise
+            return False
+        return True
 
     def clone(self) -> int:
         """A second, non-blocking file description on the same connection

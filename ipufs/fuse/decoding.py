@@ -13,7 +13,7 @@ from ipufs.fuse.errors import ProtocolError
 from ipufs.fuse.requests import (
     Access, BatchForget, Bmap, Context, CopyFileRange, Create, Destroy, Fallocate, Flush, Forget, Fsync,
     Fsyncdir, Getattr, Getxattr, Init, Interrupt, Ioctl, Link, Listxattr, Lock, Lookup, Lseek, Mkdir, Mknod,
-    Open, Opendir, Poll, Read, Readdir, Readlink, Release, Releasedir, Removexattr, Rename, Request, Rmdir,
+    NotifyReply, Open, Opendir, Poll, Read, Readdir, Readlink, Release, Releasedir, Removexattr, Rename, Request, Rmdir,
     Setattr, Setxattr, Statfs, Symlink, Unlink, Unsupported, Write,
 )
 
@@ -218,6 +218,14 @@ def _interrupt(u: int, n: int, c: Context, b: memoryview) -> Request:
     return Interrupt(u, n, c, _unpack(abi.INTERRUPT_IN, b, u)[0])
 
 
+def _notify_reply(u: int, n: int, c: Context, b: memoryview) -> Request:
+    _, offset, size, _, _, _ = _unpack(abi.NOTIFY_RETRIEVE_IN, b, u)
+    data = b[abi.NOTIFY_RETRIEVE_IN.size :]
+    if len(data) != size:
+        raise ProtocolError(f"NOTIFY_REPLY of {size} bytes but {len(data)} follow")  # no reply: unique 0
+    return NotifyReply(u, n, c, offset, data)
+
+
 def _bmap(u: int, n: int, c: Context, b: memoryview) -> Request:
     block, blocksize, _ = _unpack(abi.BMAP_IN, b, u)
     return Bmap(u, n, c, block, blocksize)
@@ -302,6 +310,7 @@ DECODERS: dict[int, Decoder] = {
     O.ACCESS: _access,
     O.INTERRUPT: _interrupt,
     O.BMAP: _bmap,
+    O.NOTIFY_REPLY: _notify_reply,
     O.IOCTL: _ioctl,
     O.POLL: _poll,
     O.FALLOCATE: _fallocate,

@@ -25,3 +25,10 @@ class FUSEError(Exception):
     def __init__(self, errno: int, message: str = "") -> None:
         super().__init__(message or os.strerror(errno))
         self.errno = errno
+
+
+class Postponed(Exception):
+    """Raised by an operation handler whose request must wait for something
+    the kernel is yet to send (the answer to a retrieve notification). The
+    session keeps the request, sends no reply, and handles it again once
+    ``Operations.notify_reply`` names it."""

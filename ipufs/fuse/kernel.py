@@ -7,13 +7,18 @@
 #
 # Notifications that may wait on page locks (NOTIFY_STORE,
 # NOTIFY_INVAL_INODE) are written from their own thread, so they can never
-# block the reader that must answer the READ holding those locks.
+# block the reader that must answer the READ holding those locks. A reply
+# that must not overtake notifications already queued (a store of what the
+# request changed, in page-cache mode) is queued behind them on the same
+# thread (``send_after``), so the kernel has the new page contents before
+# the caller's system call returns.
 from __future__ import annotations
 
 import errno
 import logging
 import queue
 import threading
+from collections.abc import Callable
 
 import trio
 
@@ -27,7 +32,10 @@ class KernelLink:
 
     def __init__(self) -> None:
         self.channel: FuseChannel | None = None
-        self._notes: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+        # (message, fd): a notification when fd is None, else a reply to
+        # write on fd; None stops the writer.
+        self._notes: queue.SimpleQueue[tuple[bytes, int | None, Callable[[], None] | None] | None] = \
+            queue.SimpleQueue()
         self._pending = 0
         self._pending_changed = threading.Condition()
         self._writer: threading.Thread | None = None
@@ -39,11 +47,38 @@ class KernelLink:
             raise OSError(errno.EBADF, "not connected")
         return self.channel.backing_open(fd)
 
-    def notify(self, message: bytes) -> None:
-        """Queue a notification for the kernel (from any thread)."""
+    def notify(self, message: bytes, lost: Callable[[], None] | None = None) -> None:
+        """Queue a notification for the kernel (from any thread); ``lost``
+        is called (from the writer's thread) when the kernel refuses it: for
+        want of the node's inode, because the connection has ended, or
+        with any other error."""
         with self._pending_changed:
             self._pending += 1
-        self._notes.put(message)
+        self._notes.put((message, None, lost))
+
+    @property
+    def busy(self) -> bool:
+        """Whether notifications queued so far are still to be written."""
+        return self._pending > 0
+
+    def send_after(self, reply: bytes, fd: int) -> None:
+        """Write ``reply`` on ``fd`` once every notification queued before
+        it has been written (from any thread)."""
+        with self._pending_changed:
+            self._pending += 1
+        self._notes.put((reply, fd, None))
+
+    def call_after(self, action: Callable[[], None]) -> bool:
+        """Run ``action`` on the writer's thread once every notification
+        queued before it has been written (a signal that must not overtake
+        the store of what raised it). False, and nothing queued, when
+        nothing waits to be written: then the caller acts itself."""
+        if self._writer is None or not self.busy:
+            return False
+        with self._pending_changed:
+            self._pending += 1
+        self._notes.put((b"", -1, action))
+        return True
 
     def _wait_drained(self) -> None:
         with self._pending_changed:
@@ -71,13 +106,24 @@ class KernelLink:
 
     def _write_notes(self, channel: FuseChannel) -> None:
         while True:
-            message = self._notes.get()
-            if message is None:
+            note = self._notes.get()
+            if note is None:
                 return
+            message, fd, lost = note
             try:
-                channel.notify(message)
+                if fd == -1 and lost is not None:
+                    lost()  # an action queued by call_after
+                elif fd is None:
+                    if not channel.notify(message) and lost is not None:
+                        lost()
+                else:
+                    channel.send(message, fd)
             except OSError as exc:
-                log.warning("notification refused by the kernel: %s", exc)
+                log.warning("%s refused by the kernel: %s", "notification" if fd is None else "reply", exc)
+                if fd is None and lost is not None:
+                    lost()
+            except Exception:
+                log.exception("an action after notifications failed")
             finally:
                 with self._pending_changed:
                     self._pending -= 1

@@ -83,6 +83,25 @@ class Operations:
         """The caller of request ``target`` was interrupted by a signal. No
         reply is sent; a handler still running may fail with EINTR."""
 
+    def reply_may_wait(self, req: rq.Request) -> bool:
+        """Whether the reply to ``req`` may be held back until notifications
+        queued before it are written (so that the caller sees the page
+        cache they update). Never while the kernel holds page locks for
+        the request: a READ filling pages, a WRITE of cached pages (a
+        buffered write, writeback), for a store notification of those pages
+        waits on the very locks. Default: every request but READ and WRITE;
+        a filesystem that knows a file is opened FOPEN_DIRECT_IO may say
+        yes for its WRITEs."""
+        return not isinstance(req, (rq.Read, rq.Write))
+
+    def notify_reply(self, req: rq.NotifyReply) -> list[int]:
+        """The kernel answered a FUSE_NOTIFY_RETRIEVE this filesystem sent
+        (``req.unique`` is its notify_unique; ``req.data`` the cached bytes
+        from ``req.offset``, up to the first page not cached). No reply is
+        sent. Returns the uniques of postponed requests that may now be
+        handled again (errors.Postponed)."""
+        return []
+
     def _enosys(self) -> NoReturn:
         raise FUSEError(errno.ENOSYS)
 

@@ -299,3 +299,12 @@ def notify_store(ino: int, offset: int, data: bytes | memoryview) -> bytes:
     return notification(
         abi.NotifyCode.STORE, abi.NOTIFY_STORE.pack(ino, offset, len(data), 0) + bytes(data)
     )
+
+
+def notify_retrieve(notify_unique: int, ino: int, offset: int, size: int) -> bytes:
+    """Ask the kernel for what its page cache of ``ino`` holds in
+    [offset, offset+size): it answers with a NOTIFY_REPLY request carrying
+    ``notify_unique`` and the bytes of the cached pages from ``offset`` up
+    to the first page it does not hold (none, when the first is missing).
+    The kernel takes no page lock for it, so any thread may send it."""
+    return notification(abi.NotifyCode.RETRIEVE, abi.NOTIFY_RETRIEVE.pack(notify_unique, ino, offset, size, 0))

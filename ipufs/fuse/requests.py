@@ -253,6 +253,16 @@ class Interrupt(Request):
 
 
 @record
+class NotifyReply(Request):
+    """The kernel's answer to a FUSE_NOTIFY_RETRIEVE (``unique`` is the
+    notification's notify_unique): the cached bytes of ``nodeid`` from
+    ``offset``. Takes no reply."""
+
+    offset: int
+    data: memoryview
+
+
+@record
 class Bmap(Request):
     block: int
     blocksize: int
@@ -312,7 +322,7 @@ class Unsupported(Request):
 
 #: Requests the session answers itself: negotiation, teardown, and those
 #: that take no reply.
-SESSION_REQUESTS: tuple[type[Request], ...] = (Init, Destroy, Forget, BatchForget, Interrupt)
+SESSION_REQUESTS: tuple[type[Request], ...] = (Init, Destroy, Forget, BatchForget, Interrupt, NotifyReply)
 
 
 def _operation_name(cls: type[Request]) -> str:

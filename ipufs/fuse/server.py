@@ -16,6 +16,9 @@
 # request; whoever else touches what the operations own (the daemon's trio
 # tasks) holds it too. The server connects its KernelLink (ipufs/fuse/
 # kernel.py: backing files, notifications) to the channel while mounted.
+# A reply that may wait (Operations.reply_may_wait) while notifications
+# are still queued is written after them, by the KernelLink's thread; so
+# are the replies of requests a handler postponed (session.outbox).
 from __future__ import annotations
 
 import errno
@@ -97,7 +100,18 @@ class FuseServer:
 
     def _reader(self, channel: FuseChannel, clone_fd: int, token: trio.lowlevel.TrioToken, ready: trio.Event,
                 done: trio.Event) -> None:
-        session, lock, send = self.session, self.lock, channel.send
+        session, lock, send, kernel = self.session, self.lock, channel.send, self.kernel
+
+        def answer(reply: bytes, fd: int, may_wait: bool | None) -> None:
+            # Behind notifications still queued: what the request changed
+            # reaches the page cache before the caller sees the reply
+            # (unless the kernel holds page locks for it: see
+            # Operations.reply_may_wait).
+            if kernel.busy and (session.may_wait() if may_wait is None else may_wait):
+                kernel.send_after(reply, fd)
+            else:
+                send(reply, fd)
+
         buffer = bytearray(session.buffer_size)
         view = memoryview(buffer)
         awake = self.scanner.awake if self.scanner is not None else native.Awake()
@@ -110,9 +124,12 @@ class FuseServer:
                     return
                 n, fd = got
                 with lock:
-                    reply = session.handle(view[:n])
+                    reply = session.handle(view[:n], fd)
+                    later, session.outbox = session.outbox, []
                 if reply is not None:
-                    send(reply, fd)
+                    answer(reply, fd, None)  # None: ask the session, if it matters
+                for reply, tag, may_wait in later:
+                    answer(reply, tag, may_wait)  # type: ignore[arg-type]
                 if not started and session.negotiated is not None:
                     started = True
                     token.run_sync_soon(ready.set)

@@ -1,7 +1,10 @@
 # The FUSE session, sans-IO: one message from the kernel in, at most one
 # reply message out. It negotiates INIT, dispatches every other request to
 # the Operations method named after it, and turns failures into errno
-# replies so that no request can stop the session.
+# replies so that no request can stop the session. A handler may postpone
+# its request (errors.Postponed) until the kernel has answered a retrieve
+# notification: the session keeps the message and handles it again when
+# the operations say so; its reply then waits in ``outbox``.
 from __future__ import annotations
 
 import errno
@@ -12,7 +15,7 @@ from typing import Any
 from ipufs.fuse import abi, decoding
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
-from ipufs.fuse.errors import FUSEError, ProtocolError
+from ipufs.fuse.errors import FUSEError, Postponed, ProtocolError
 from ipufs.fuse.operations import Negotiated, Operations
 
 log = logging.getLogger(__name__)
@@ -49,9 +52,11 @@ _check_operations()
 class Session:
     """Serves one FUSE connection for ``operations``.
 
-    ``handle(message)`` takes the bytes of one read from /dev/fuse and
+    ``handle(message, tag)`` takes the bytes of one read from /dev/fuse and
     returns the reply to write back, or None when the request takes none
-    (FORGET, BATCH_FORGET, INTERRUPT).
+    (FORGET, BATCH_FORGET, INTERRUPT, NOTIFY_REPLY) or was postponed. The
+    replies of postponed requests handled since appear in ``outbox`` as
+    (reply, tag, may_wait): ``tag`` is the caller's (the fd to answer on).
     """
 
     def __init__(
@@ -67,6 +72,10 @@ class Session:
         self.negotiated: Negotiated | None = None
         self.destroyed = False
         self.requests = 0  # messages handled, for status and benchmarks
+        self.outbox: list[tuple[bytes, object, bool]] = []
+        #: The request ``handle`` decoded last (may_wait() asks about it).
+        self._last: rq.Request | None = None
+        self._postponed: dict[int, tuple[bytes, object]] = {}  # unique -> (message, tag)
         # Request type -> handler. Until INIT is answered only the requests
         # that need no negotiation are served; INIT swaps in the full table,
         # so the state is the table and no request pays for a check.
@@ -76,6 +85,7 @@ class Session:
             rq.BatchForget: self._batch_forget,
             rq.Interrupt: self._interrupt,
             rq.Destroy: self._destroy,
+            rq.NotifyReply: self._notify_reply,
         }
         self._handlers = self._control
         self._served: dict[type[rq.Request], Callable[[Any], rp.Reply | None]] = {
@@ -87,16 +97,42 @@ class Session:
         """How large a buffer each read from /dev/fuse needs."""
         return self.max_write + PAGE_SIZE
 
-    def handle(self, message: bytes | bytearray | memoryview) -> bytes | None:
+    def handle(self, message: bytes | bytearray | memoryview, tag: object = None) -> bytes | None:
         self.requests += 1
         try:
             request = decoding.decode(message)
         except ProtocolError as exc:
             log.warning("malformed request from the kernel: %s", exc)
             return rp.frame(exc.unique, error=exc.errno) if exc.unique else None
-        return self.dispatch(request)
+        try:
+            self._last = request
+            return self.dispatch(request)
+        except Postponed:
+            self._postponed[request.unique] = (bytes(message), tag)
+            return None
+
+    def may_wait(self) -> bool:
+        """Whether the reply to the request ``handle`` took last may wait
+        behind queued notifications (Operations.reply_may_wait). Asked only
+        when some are queued, so that a request pays nothing for it else."""
+        return self._last is not None and self.operations.reply_may_wait(self._last)
+
+    @property
+    def postponed(self) -> int:
+        """How many requests wait for the kernel's answer to a retrieve."""
+        return len(self._postponed)
+
+    def _notify_reply(self, req: rq.NotifyReply) -> None:
+        for unique in self.operations.notify_reply(req):
+            kept = self._postponed.pop(unique, None)
+            if kept is not None:
+                reply = self.handle(*kept)
+                if reply is not None:
+                    self.outbox.append((reply, kept[1], self.may_wait()))
 
     def dispatch(self, request: rq.Request) -> bytes | None:
+        """Serve one decoded request; its reply, or None. Raises Postponed
+        when the handler postponed it (``handle`` keeps it)."""
         unique = request.unique
         try:
             handler = self._handlers.get(type(request))
@@ -108,6 +144,8 @@ class Session:
             return None if reply is None else rp.frame(unique, reply.encode())
         except FUSEError as exc:
             return rp.frame(unique, error=exc.errno)
+        except Postponed:
+            raise
         except Exception:
             log.exception("handler failed on %r", request)
             return rp.frame(unique, error=errno.EIO)

@@ -10,13 +10,18 @@ from pathlib import Path
 from typing import Any
 
 from ipufs.client import Control, ControlError, Device, IoctlError
+from ipufs.client.where import MOUNT_ENV
 from ipufs.abi.icu import ERROR_MARKER, op_word
 from ipufs.abi.registers import REGISTERS
 from ipufs.tools.problems import Problem
 
 
 def default_root() -> Path:
-    """Where the nodes are: /dev when /dev/ipu0 exists, else /run/ipufs."""
+    """Where the nodes are: $IPUFS_MOUNT when set (inside `ipufs run`),
+    else /dev when /dev/ipu0 exists, else /run/ipufs."""
+    mount = os.environ.get(MOUNT_ENV)
+    if mount:
+        return Path(mount)
     return Path("/dev") if os.path.exists("/dev/ipu0") else Path("/run/ipufs")
 
 
@@ -83,9 +88,24 @@ def icu(root: Path, index: int, op: int, *args: int) -> tuple[int, ...] | None:
 
 
 def daemon_view(root: Path, index: int) -> dict[str, Any] | None:
-    """The control channel's view of one IPU, or None when unreachable."""
+    """The control channel's view of one IPU, or None when unreachable. The
+    attached process's pid is as this process sees it: the daemon's, or
+    its pid in this PID namespace when it lives here (inside `ipufs run`)."""
     try:
         with Control.of_mount(mountpoint_of(root, index), timeout=2) as control:
-            return control.request("ipu", ipu=index)
+            view = control.request("ipu", ipu=index)
     except (OSError, ControlError, ValueError):
+        return None
+    attached = view.get("attached")
+    if isinstance(attached, dict):
+        where = attached.get("namespace")
+        if isinstance(where, dict) and where.get("pid_ns") == _own_pid_namespace():
+            attached["pid"] = where["pid"]
+    return view
+
+
+def _own_pid_namespace() -> int | None:
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
         return None

@@ -42,8 +42,11 @@ class StubKernel:
         self.registered.append(fd)
         return len(self.registered)
 
-    def notify(self, message: bytes) -> None:
+    def notify(self, message: bytes, lost: object = None) -> None:
         self.notes.append(message)
+
+    def call_after(self, action: object) -> bool:
+        return False  # notifications are "written" at once: act now
 
 
 @dataclass

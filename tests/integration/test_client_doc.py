@@ -18,7 +18,7 @@ def test_the_client_example_runs(tmp_path: Path) -> None:
     the installed ipufs must win over)."""
     text = (ROOT / "docs" / "client.md").read_text()
     example = re.search(r"```python\n(.*?)```", text, re.S)
-    command = re.search(r"```console\n\$ python3 ((?:-\S+ )*)example\.py /run/ipufs\n", text)
+    command = re.search(r"```console\n\$ \.venv/bin/python ((?:-\S+ )*)example\.py /run/ipufs\n", text)
     assert example is not None and command is not None
     script = tmp_path / "example.py"
     script.write_text(example.group(1))

@@ -38,6 +38,11 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
+def _namespace(pid: int) -> dict[str, int] | None:
+    where = procs.pid_namespace(pid)
+    return None if where is None else {"pid_ns": where[0], "pid": where[1]}
+
+
 class StatusQueries:
     """The control operations that report: the daemon and its IPUs."""
 
@@ -57,7 +62,9 @@ class StatusQueries:
             uid = procs.uid_of(att.pid)
             attached = {"pid": att.pid, "command": procs.command_of(att.pid), "uid": uid,
                         "user": _user(uid), "ipu_id": att.ipu_id, "buffers": len(att.buffers),
-                        "buffer_bytes": sum(b.length for b in att.buffers.values())}
+                        "buffer_bytes": sum(b.length for b in att.buffers.values()),
+                        # Its pid in its own PID namespace, for tools that run there.
+                        "namespace": _namespace(att.pid)}
         use, session_use = driver.attachments.use(index)
         names = SIGNAL_NAMES
         board = model.icu.board
