@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ipufs import __version__, cli_faults, cli_mount
+from ipufs import __version__, cli_faults, cli_isa, cli_mount
 from ipufs.tools.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
@@ -343,6 +343,7 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_reset)
 
     cli_faults.add_commands(sub, tool)
+    cli_isa.add_commands(sub)
 
     c = sub.add_parser("completion", help="print a shell completion script",
                        description="Print a completion script generated from these options. In bash: "

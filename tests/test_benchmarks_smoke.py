@@ -17,5 +17,6 @@ def test_benchmark_smoke_run_produces_every_figure() -> None:
                          capture_output=True, text=True, timeout=280)
     assert out.returncode == 0, out.stderr
     for figure in ("ioctl round trip", "against the bare Python loop", "mapped store CMD_SYNC", "memcpy into the ipu0_ex mapping",
-                   "ipu0_mem pwrite+pread", "mount 64 × ipu2", "through the compatibility library"):
+                   "ipu0_mem pwrite+pread", "mount 64 × ipu2", "through the compatibility library",
+                   "ISA: word decoder", "ISA: `ipufs disasm --raw`"):
         assert figure in out.stdout

@@ -130,7 +130,10 @@ class Operand:
             what = "register number" if kind.is_register else f"{width}-bit unsigned immediate"
             raise EncodingError(f"{value} does not fit a {what}")
         if self.value(value) is None:
-            raise EncodingError(f"{register_name(kind, value)} is not a valid {kind.name.lower().replace('_', ' ')}")
+            rule = {Kind.ARF_PAIR: "an $a pair starts at an even register",
+                    Kind.ARF_QUAD: "an $a quad starts at a multiple of 4",
+                    Kind.MRF_PAIR: "an $m pair starts at an even register below 12"}[kind]
+            raise EncodingError(f"{register_name(kind, value)} is not a valid register: {rule}")
         return value
 
 

@@ -107,7 +107,7 @@ def test_odd_pairs_are_not_instructions() -> None:
     assert IPU1.decode(good) is not None
     assert IPU1.decode(good | (1 << 4)) is None  # destination $a3:4
     assert IPU1.decode(good | (1 << 12)) is None  # source $a5:6
-    with pytest.raises(EncodingError, match="not a valid"):
+    with pytest.raises(EncodingError, match="not a valid register"):
         encode_row(row, (3, 1, 4))  # type: ignore[arg-type]
 
 

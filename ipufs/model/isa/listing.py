@@ -1,0 +1,220 @@
+# Disassembly listings of tile code, as text lines: llvm-objdump -d's form
+# (address, the four bytes as they lie in memory, the instruction; labels
+# from the symbol table; co-issued pairs in braces) or assembler source
+# that `ipufs asm` turns back into the same bytes. A word that is not an
+# instruction, or a pair that may not be co-issued, is shown as `.word`.
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from ipufs.model.isa.decoder import Decoder, pairing_problem
+from ipufs.model.isa.syntax import Syntax
+from ipufs.model.isa.table import COISSUE_BIT
+
+
+#: Words listed per block (4 KiB).
+_BLOCK = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """Bytes at an address: a section, a segment, or a raw file."""
+
+    name: str
+    address: int
+    data: bytes
+    code: bool = True
+    writable: bool = False
+
+
+@dataclass(slots=True)
+class Lister:
+    """Lists chunks for one decoder and syntax; ``symbols`` maps addresses
+    to names (labels and branch targets), ``globals`` the names to declare
+    global in source form."""
+
+    decoder: Decoder
+    syntax: Syntax
+    symbols: Mapping[int, str] = field(default_factory=dict)
+    globals: frozenset[str] = frozenset()
+    #: Words of code chunks listed as .word so far (not instructions, or
+    #: co-issued words that make no valid pair).
+    undecodable: int = 0
+    resume: int = 0
+    _lines: dict[int, str] = field(default_factory=dict)
+    _bad: set[int] = field(default_factory=set)
+    _texts: dict[int, str] = field(default_factory=dict)
+
+    def _word_text(self, word: int) -> str | None:
+        text = self._texts.get(word)
+        if text is None:
+            inst = self.decoder.decode(word)
+            if inst is None:
+                return None
+            text = self.syntax.text(inst)
+            if inst.row.operands and any(o.kind.name == "TARGET" for o in inst.row.operands):
+                target = inst.operands[[o.kind.name for o in inst.row.operands].index("TARGET")]
+                if target in self.symbols:
+                    text += f" <{self.symbols[target]}>"
+            self._texts[word] = text
+        return text
+
+    def items(self, chunk: Chunk, start: int = 0, stop: int | None = None) -> Iterator[tuple[int, int, str, str | None]]:
+        """(address, word, kind, text) per word from word ``start`` to
+        ``stop`` (a pair that begins before ``stop`` is finished; ``resume``
+        then says where the next word is): kind is "one", "first",
+        "second" or "data"; text None when not an instruction."""
+        data, base = chunk.data, chunk.address
+        n = len(data) // 4
+        words = memoryview(data)[: n * 4].cast("I") if n else memoryview(b"").cast("I")
+        end = n if stop is None else min(stop, n)
+        i = start
+        while i < end:
+            address, word = base + 4 * i, words[i]
+            if chunk.code and word & COISSUE_BIT and i + 1 < n:
+                pair = self._pair(address, word, words[i + 1])
+                if isinstance(pair, tuple):
+                    yield address, word, "first", pair[0]
+                    yield address + 4, words[i + 1], "second", pair[1]
+                    i += 2
+                    continue
+                self.undecodable += 1
+                yield address, word, "data", f"not a bundle: {pair}"
+                i += 1
+                continue
+            if not chunk.code:
+                yield address, word, "data", None
+            else:
+                text = self._word_text(word)
+                if text is None or word & COISSUE_BIT:
+                    why = "not an instruction" if text is None else "co-issued word without a partner"
+                    self.undecodable += 1
+                    yield address, word, "data", why
+                else:
+                    yield address, word, "one", text
+            i += 1
+        self.resume = i
+
+    def _pair(self, address: int, first: int, second: int) -> tuple[str, str] | str:
+        if address % 8:
+            return "a co-issued pair must start 8-byte aligned"
+        a, b = self.decoder.decode(first), self.decoder.decode(second)
+        if a is None or b is None:
+            return f"{(first if a is None else second):#010x} is not an instruction"
+        problem = pairing_problem(a, b)
+        if problem:
+            return problem
+        return self._word_text(first) or "", self._word_text(second) or ""
+
+    def objdump(self, chunks: list[Chunk]) -> Iterator[str]:
+        """llvm-objdump -d style lines of the code chunks."""
+        for block in self.objdump_blocks(chunks):
+            yield from block
+
+    def objdump_blocks(self, chunks: list[Chunk]) -> Iterator[list[str]]:
+        """The same lines in blocks: a block of words with no co-issue
+        flag and no label is listed from a per-word cache of line bodies
+        (most of a memory image repeats a few words), the rest word by word."""
+        import numpy as np
+
+        labels = sorted(self.symbols)
+        for chunk in chunks:
+            if not chunk.code:
+                continue
+            yield ["", f"Disassembly of section {chunk.name}:"]
+            n = len(chunk.data) // 4
+            words = np.frombuffer(chunk.data, dtype="<u4", count=n)
+            flagged = np.flatnonzero(words >> np.uint32(31))
+            i = 0
+            while i < n:
+                stop = min(n, i + _BLOCK)
+                start_address, stop_address = chunk.address + 4 * i, chunk.address + 4 * stop
+                in_block = bisect.bisect_left(labels, start_address) != bisect.bisect_left(labels, stop_address)
+                bundles = int(np.searchsorted(flagged, i)) != int(np.searchsorted(flagged, stop))
+                if in_block or bundles:
+                    yield list(self._lines_of(chunk, i, stop))
+                    i = self.resume
+                else:
+                    yield self._fast_block(words[i:stop].tolist(), start_address)
+                    i = stop
+            tail = len(chunk.data) % 4
+            if tail:
+                at = chunk.address + len(chunk.data) - tail
+                raw = " ".join(f"{b:02x}" for b in chunk.data[-tail:])
+                yield [f"{at:8x}: {raw}  \t.byte {', '.join(f'{b:#04x}' for b in chunk.data[-tail:])}"]
+
+    def _fast_block(self, words: list[int], address: int) -> list[str]:
+        cache, bad = self._lines, self._bad
+        out = []
+        for word in words:
+            body = cache.get(word)
+            if body is None:
+                text = self._word_text(word)
+                if text is None:
+                    bad.add(word)
+                raw = " ".join(f"{b:02x}" for b in word.to_bytes(4, "little"))
+                body = cache[word] = f"{raw}  \t{text if text is not None else f'.word {word:#010x}'}"
+            out.append(f"{address:8x}: {body}")
+            address += 4
+        self.undecodable += sum(1 for w in words if w in bad) if bad else 0
+        return out
+
+    def _lines_of(self, chunk: Chunk, start: int, stop: int) -> Iterator[str]:
+        for address, word, kind, text in self.items(chunk, start, stop):
+            if address in self.symbols:
+                yield ""
+                yield f"{address:08x} <{self.symbols[address]}>:"
+            raw = " ".join(f"{b:02x}" for b in word.to_bytes(4, "little"))
+            if kind == "first":
+                body = f"{{ {text}"
+            elif kind == "second":
+                body = f"  {text} }}"
+            elif kind == "data":
+                body = f".word {word:#010x}"
+            else:
+                body = text or ""
+            yield f"{address:8x}: {raw}  \t{body}"
+
+    def source(self, chunks: list[Chunk]) -> Iterator[str]:
+        """Assembler source giving the same bytes at the same addresses."""
+        names = dict(self.symbols)
+        for chunk in chunks:
+            flags = "ax" if chunk.code else ("aw" if chunk.writable else "a")
+            yield f'\t.section {chunk.name}, "{flags}", {chunk.address:#x}'
+            pending = ""
+            for address, word, kind, text in self.items(chunk):
+                if address in names:
+                    if names[address] in self.globals:
+                        yield f"\t.globl {names[address]}"
+                    yield f"{names[address]}:"
+                inst = self.decoder.decode(word) if kind != "data" else None
+                exact = self.syntax.exact_text(inst, names) if inst is not None else None
+                if kind == "first":
+                    pending = exact or ""
+                    if not exact:
+                        yield f"\t.word {word:#010x}"
+                    continue
+                if kind == "second":
+                    if pending and exact:
+                        yield f"\t{{ {pending} ; {exact} }}"
+                    else:
+                        if pending:
+                            yield f"\t.word {self._word(address - 4, chunk):#010x}"
+                        yield f"\t.word {word:#010x}"
+                    pending = ""
+                    continue
+                if exact is None:
+                    note = f"  # {text}" if kind == "data" and text else ""
+                    yield f"\t.word {word:#010x}{note}"
+                else:
+                    yield f"\t{exact}"
+            tail = len(chunk.data) % 4
+            if tail:
+                yield f"\t.byte {', '.join(f'{b:#04x}' for b in chunk.data[-tail:])}"
+
+    @staticmethod
+    def _word(address: int, chunk: Chunk) -> int:
+        at = address - chunk.address
+        return int.from_bytes(chunk.data[at:at + 4], "little")

@@ -1,0 +1,88 @@
+# `ipufs asm` and `ipufs disasm` as a user runs them: files in, listings
+# and ELF files out, one-line errors with exit status 1.
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ipufs import cli
+from ipufs.abi import elf
+
+SOURCE = """\
+    .text 0x40000
+    .globl _start
+_start:
+    get $m0, $TILE_ID
+loop: brnzdec $m0, loop
+    .align 8
+    { ld32step $a0, $m15, $m1+=, 1 ; f32v2add $a2:3, $a1:B, $a4:5 }
+    br $m10
+    .data 0x50000
+    .word 0xdeadbeef
+"""
+
+
+def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    status = cli.main(argv)
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_asm_writes_an_elf_that_disasm_lists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "p.s").write_text(SOURCE)
+    assert _run(["asm", str(tmp_path / "p.s"), "-o", str(tmp_path / "p.elf")], capsys) == (0, "", "")
+    status, out, err = _run(["disasm", str(tmp_path / "p.elf")], capsys)
+    assert (status, err) == (0, "")
+    lines = out.splitlines()
+    assert "p.elf:\tfile format elf32-colossus" in lines
+    assert "00040000 <_start>:" in lines
+    assert "   40000: 03 00 00 41  \tget $m0, $TILE_ID" in lines
+    assert "   40004: 01 00 09 13  \tbrnzdec $m0, 0x40004 <loop>" in lines
+    assert any(line.endswith("{ ld32step $a0, $m15, $m1+=, 1") for line in lines)
+    assert elf.read_elf((tmp_path / "p.elf").read_bytes()).arch == "ipu1"
+
+
+def test_disasm_source_assembles_back_to_the_same_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "p.s").write_text(SOURCE)
+    cli.main(["asm", str(tmp_path / "p.s"), "-o", str(tmp_path / "p.elf")])
+    status, out, _ = _run(["disasm", "--source", str(tmp_path / "p.elf")], capsys)
+    assert status == 0
+    (tmp_path / "back.s").write_text(out)
+    assert cli.main(["asm", str(tmp_path / "back.s"), "-o", str(tmp_path / "back.elf")]) == 0
+    assert (tmp_path / "back.elf").read_bytes() == (tmp_path / "p.elf").read_bytes()
+
+
+def test_raw_bytes_at_a_base(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "code.bin").write_bytes((0x41800002).to_bytes(4, "little") + (0x4081003F).to_bytes(4, "little"))
+    status, out, err = _run(["disasm", "--raw", "--base", "0x400f4", str(tmp_path / "code.bin")], capsys)
+    assert (status, err) == (0, "")
+    assert out.splitlines()[-2:] == ["   400f4: 02 00 80 41  \tsync 2", "   400f8: 3f 00 81 40  \tbri 0x400fc"]
+
+
+@pytest.mark.parametrize("content,problem", [
+    (b"\x00\x00\x00\x00\x02\x00\x80\x41", "1 word is not an instruction (shown as .word)"),
+    (b"\x02\x00\x80\x41\x00", "truncated: 1 byte after the last whole word"),
+])
+def test_bad_raw_input_is_listed_then_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                content: bytes, problem: str) -> None:
+    (tmp_path / "x.bin").write_bytes(content)
+    status, out, err = _run(["disasm", "--raw", str(tmp_path / "x.bin")], capsys)
+    assert status == 1 and "sync 2" in out
+    assert err.splitlines() == [f"ipufs disasm: {tmp_path / 'x.bin'}: {problem}"]
+
+
+def test_files_that_are_no_colossus_elf_get_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "t.elf").write_bytes(elf.write_elf("ipu1", 0, [elf.Section(".text", 0, bytes(64), 6)], [])[:90])
+    for path, problem in [("/bin/sh", "an ELF for"), (str(tmp_path / "t.elf"), "truncated"),
+                          (str(tmp_path / "missing"), "does not exist")]:
+        status, _, err = _run(["disasm", path], capsys)
+        assert status == 1 and len(err.splitlines()) == 1 and problem in err, err
+
+
+def test_asm_errors_are_file_line_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.s").write_text("nop\nfoo $m1\nbri nowhere\n")
+    status, out, err = _run(["asm", str(tmp_path / "bad.s")], capsys)
+    assert status == 1 and not (tmp_path / "bad.elf").exists()
+    assert err.splitlines() == [f"{tmp_path / 'bad.s'}:2: unknown instruction 'foo'",
+                                f"{tmp_path / 'bad.s'}:3: undefined symbol nowhere"]
