@@ -37,7 +37,10 @@ class Token:
 
 _MARK = re.compile(r"(.*?)(\+=|\+\+|@|>>)$")
 _SYMBOL = re.compile(r"([A-Za-z_.][\w.$]*)\s*(?:([+-])\s*(\w+))?")
-_IMMEDIATE_ORDER = {Kind.ZEXT: 0, Kind.CSR: 0, Kind.UPPER_CSR: 0, Kind.TARGET: 0, Kind.SEXT: 1, Kind.TOP12: 2}
+#: Which form wins when an immediate fits several: the sign-extended one
+#: (as LLVM picks: the boot loader's `sub $m9, 18, $m1` and `min $m7, $m1,
+#: 263` are si16 forms), then zero-extended, then the top-12-bits form.
+_IMMEDIATE_ORDER = {Kind.SEXT: 0, Kind.ZEXT: 1, Kind.CSR: 1, Kind.UPPER_CSR: 1, Kind.TARGET: 1, Kind.TOP12: 2}
 #: LLVM's aliases that force the sign- or zero-extended form.
 FORCED_FORMS = {f"{m}{s}": (m, kind) for m in ("add", "cmpeq", "max", "min", "sub")
                 for s, kind in (("s", Kind.SEXT), ("z", Kind.ZEXT))}
@@ -112,7 +115,12 @@ class Syntax:
         return str(value)
 
     def text(self, inst: Instruction, symbols: Mapping[int, str] | None = None) -> str:
-        """``add $m1, $m2, $m3``; targets named by ``symbols`` when given."""
+        """``add $m1, $m2, $m3``; targets named by ``symbols`` when given.
+        As llvm-objdump does, ``or`` of the zero register with itself
+        prints as ``zero`` and ``or`` with 0 as ``mov``."""
+        alias = _alias(inst)
+        if alias:
+            return alias
         ops = ", ".join(self.operand_text(o, v, symbols) for o, v in zip(inst.row.operands, inst.operands))
         return f"{inst.mnemonic} {ops}" if ops else inst.mnemonic
 
@@ -153,18 +161,22 @@ class Syntax:
                 raise SyntaxProblem(f"{mnemonic} needs {other.since.name.lower()} or later")
             raise SyntaxProblem(f"unknown instruction {mnemonic!r}")
         problems = []
-        for row in rows:
-            if forced and not any(o.kind is forced for o in row.operands):
-                continue
-            try:
-                values = self._match(row, tokens, resolve)
-            except SyntaxProblem as exc:
-                problems.append(str(exc))
-                continue
-            self._check_context(row)
-            return row, values
-        raise SyntaxProblem(problems[0] if len(problems) == 1 else
-                            f"no form of {mnemonic} takes these operands ({'; '.join(sorted(set(problems)))})")
+        # First a form where every immediate is in its natural range, then
+        # one taking a sign-extended field's unsigned spelling (0xff for -1).
+        for natural in (True, False):
+            for row in rows:
+                if forced and not any(o.kind is forced for o in row.operands):
+                    continue
+                try:
+                    values = self._match(row, tokens, resolve, natural)
+                except SyntaxProblem as exc:
+                    problems.append(str(exc))
+                    continue
+                self._check_context(row)
+                return row, values
+        unique = list(dict.fromkeys(problems))
+        raise SyntaxProblem(unique[0] if len(unique) == 1 else
+                            f"no form of {mnemonic} takes these operands ({'; '.join(unique)})")
 
     def _check_context(self, row: Row) -> None:
         if not self.strict:
@@ -196,7 +208,7 @@ class Syntax:
             return "or", [tokens[0], tokens[1], parse_token("0")], None
         return mnemonic, tokens, None
 
-    def _match(self, row: Row, tokens: list[Token], resolve: Callable[[str], int]) -> list[int]:
+    def _match(self, row: Row, tokens: list[Token], resolve: Callable[[str], int], natural: bool) -> list[int]:
         if len(tokens) != len(row.operands):
             raise SyntaxProblem(f"{row.mnemonic} takes {len(row.operands)} operands, not {len(tokens)}")
         values = []
@@ -212,6 +224,8 @@ class Syntax:
                 raise SyntaxProblem(f"operand {i} ({tok.text}) is not {_describe(op)}")
             else:
                 value = self._value(op, tok, resolve, i)
+                if natural and op.kind is Kind.SEXT and value >= 1 << (op.width - 1):
+                    raise SyntaxProblem(f"operand {i}: {value} does not fit a {op.width}-bit signed immediate")
             try:
                 op.raw(value)
             except EncodingError as exc:
@@ -240,6 +254,20 @@ class Syntax:
                 raise SyntaxProblem(f"cannot read operand {tok.text!r}")
             addend = n if m.group(2) == "+" else -n
         return resolve(m.group(1)) + addend
+
+
+def _alias(inst: Instruction) -> str | None:
+    """``zero``/``mov`` for the ``or`` forms they stand for, else None."""
+    if inst.mnemonic not in ("or", "or64"):
+        return None
+    kinds = [o.kind for o in inst.row.operands]
+    ops = inst.operands
+    zero = {Kind.MRF: 15, Kind.ARF: 15, Kind.ARF_PAIR: 14}
+    if len(set(kinds)) == 1 and kinds[0] in zero and ops[1] == ops[2] == zero[kinds[0]]:
+        return f"zero {register_name(kinds[0], ops[0])}"
+    if kinds[2] is Kind.ZEXT and ops[2] == 0 and inst.mnemonic == "or":
+        return f"mov {register_name(kinds[0], ops[0])}, {register_name(kinds[1], ops[1])}"
+    return None
 
 
 def _describe(op: Operand) -> str:

@@ -130,7 +130,7 @@ def test_words_that_are_not_instructions_are_listed_as_data() -> None:
 
 @pytest.mark.parametrize("source,problem", [
     ("foo $m1", "t.s:1: unknown instruction 'foo'"),
-    ("add $m1, $m2", "t.s:1: no form of add takes these operands"),
+    ("add $m1, $m2", "t.s:1: add takes 3 operands, not 2"),
     ("\n  ld32step $a0, $m15, $m1, 1", "operand 3 ($m1) must be written +="),
     ("bri nowhere", "t.s:1: undefined symbol nowhere"),
     ("{ add $m1, $m2, $m3 ; add $m4, $m5, $m6 }", "a bundle ends with an aux-lane one"),

@@ -59,6 +59,45 @@ PUBLISHED = [
     (0x1AD00000, "setzi", (13, 0)),
 ]
 
+# More of the IPU1 tile boot loader's words with the text its published
+# llvm-objdump listing gives them (Saghetti0/graphcore-ipu-research,
+# research/ipu1/tile_bootloader_ipu1_disassembly.txt); ipufs prints CSRs
+# by name where the listing has numbers. All 236 words of that listing
+# decode to its text (aliases and CSR names aside).
+BOOT_LOADER = [
+    (0x39190012, "sub $m9, 18, $m1"),
+    (0x78200033, "send 1, 6, 3"),
+    (0x40A00028, "delay 40"),
+    (0x4EFF8001, "st32step $m15, $m15, $m8+=, 1"),
+    (0x4D09F080, "ld32 $m8, $m0, $m15, $m9"),
+    (0x4CB89000, "stm32 $m8, $m11, $m9"),
+    (0x4410F533, "sort4x16lo $m3, $m1, $m15"),
+    (0x4244C00F, "or $m4, $m4, 0xf00000"),
+    (0x2A600011, "cmpult $m0, $m6, 17"),
+    (0x41801001, "trap 1"),
+    (0x43F04000, "exitz $m15"),
+    (0x430080A9, "put $EXCHANGE_CTL, $m0"),
+    (0x33170107, "min $m7, $m1, 263"),
+    (0x22A1FFFC, "add $m1, $m10, -4"),
+    (0x44F0F381, "zero $m8"),
+    (0x58F0FE70, "zero $a7"),
+    (0x42079000, "mov $m7, $m0"),
+    (0x18A100B7, "call $m10, 0x402dc"),
+]
+
+
+@pytest.mark.parametrize("word,text", BOOT_LOADER, ids=[f"{w:#010x}" for w, _ in BOOT_LOADER])
+def test_boot_loader_words_print_as_the_published_listing(word: int, text: str) -> None:
+    from ipufs.model.isa.syntax import Syntax
+
+    inst = IPU1.decode(word)
+    assert inst is not None
+    syntax = Syntax(Arch.IPU1, supervisor=True)
+    assert syntax.text(inst) == text
+    row, values = syntax.read(text, lambda name: 0)
+    assert encode_row(row, values) == word
+
+
 # Assembled by hand from the table: row's value | operand fields.
 HAND = [
     ("sub", "sub_mmmn_si", (1, 18, 2)),  # sub $m1, 18, $m2
