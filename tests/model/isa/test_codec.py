@@ -205,3 +205,24 @@ def test_the_array_decoder_agrees_with_the_word_decoder(words: list[int], arch: 
     for w, i in zip(words, rows.tolist()):
         inst = d.decode(w)
         assert (inst.row if inst else None) is (d.rows[i] if i >= 0 else None), hex(w)
+
+
+@pytest.mark.parametrize("pair", range(8))
+def test_llvm_register_pair_vectors(pair: int) -> None:
+    # Graphcore's MC test Disassembler/Colossus/reg-pairs.txt: st64 with
+    # $a2N:2N+1 decodes, the odd field next to it is an invalid encoding.
+    from ipufs.model.isa.syntax import Syntax
+
+    good = 0x5F20F000 | (2 * pair) << 4
+    inst = IPU1.decode(good)
+    assert inst is not None
+    assert Syntax().text(inst) == f"st64 $a{2 * pair}:{2 * pair + 1}, $m2, $m15, 0"
+    assert IPU1.decode(good | 1 << 4) is None
+
+
+def test_two_main_lane_instructions_are_no_bundle() -> None:
+    # LLVM's disassembler prints these words (Disassembler/Colossus/
+    # bundle-disassemble.txt) as a bundle of two adds; its assembler refuses
+    # such a bundle (assemble-invalid-bundles.s), and so does ipufs's decoder.
+    assert IPU1.decode_pair(0xC4203011, 0xC4506041) == \
+        "add is a main-lane instruction: a bundle ends with an aux-lane one"
