@@ -343,7 +343,7 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(func=cmd_reset)
 
     cli_faults.add_commands(sub, tool)
-    cli_isa.add_commands(sub)
+    cli_isa.add_commands(sub, tool)
 
     c = sub.add_parser("completion", help="print a shell completion script",
                        description="Print a completion script generated from these options. In bash: "

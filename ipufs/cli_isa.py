@@ -135,6 +135,25 @@ def cmd_asm(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_load(args: argparse.Namespace) -> int:
+    from ipufs.client import Device
+    from ipufs.client.loader import parse_tiles
+    from ipufs.tools import devices
+
+    data = Path(args.file).read_bytes()
+    root = Path(args.dev) if args.dev else devices.default_root()
+    with Device(args.ipu, root) as device:
+        count = device.read_register("TILE_COUNT")
+        tiles = parse_tiles(args.tiles, count) if args.tiles else list(range(count))
+        try:
+            written = device.load_elf(data, tiles)
+        except elf.ElfError as exc:
+            raise elf.ElfError(f"{args.file}: {exc}") from None
+    print(f"loaded {written:,} bytes into each of {len(tiles)} tile{'s' if len(tiles) != 1 else ''} "
+          f"of ipu{args.ipu}")
+    return 0
+
+
 def _number(text: str) -> int:
     try:
         return int(text, 0)
@@ -142,8 +161,9 @@ def _number(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number (decimal, or 0x hex)") from None
 
 
-def add_commands(sub: Any) -> None:
-    """Add `disasm` and `asm` to the subcommands ``sub``."""
+def add_commands(sub: Any, tool: Any) -> None:
+    """Add `disasm`, `asm` and `load` to the subcommands ``sub``; ``tool(name,
+    help)`` makes a subcommand with the tools' common --dev."""
     d = sub.add_parser("disasm", help="disassemble tile code: an elf32-colossus file, or raw bytes with --raw",
                        description="Print tile code as llvm-objdump -d does (address, the four bytes as they "
                                    "lie in memory, the instruction; co-issued pairs in braces), or as assembler "
@@ -170,3 +190,9 @@ def add_commands(sub: Any) -> None:
     a.add_argument("-o", "--output", metavar="FILE.elf", help="the output (default FILE.elf)")
     a.add_argument("--arch", choices=["ipu1", "ipu2", "ipu21"], help="the tile architecture (default ipu1)")
     a.set_defaults(func=cmd_asm)
+
+    ld = tool("load", "load an elf32-colossus file into tiles' memory through the exchange BAR")
+    ld.add_argument("file", metavar="FILE.elf")
+    ld.add_argument("--ipu", type=int, default=0, help="the IPU (default 0)")
+    ld.add_argument("--tiles", help="which tiles: 0-1215, 3 or 0,2,5-9 (default every tile)")
+    ld.set_defaults(func=cmd_load)

@@ -3,7 +3,9 @@ real driver. Open an IPU's nodes, map its BARs, attach, receive signals."""
 
 from ipufs.client.control import Control, ControlError
 from ipufs.client.device import Device, IoctlError
+from ipufs.client.loader import LoadError
 from ipufs.client.mailbox import Mailbox
 from ipufs.client.signals import SignalInfo, SignalReceiver
 
-__all__ = ["Control", "ControlError", "Device", "IoctlError", "Mailbox", "SignalInfo", "SignalReceiver"]
+__all__ = ["Control", "ControlError", "Device", "IoctlError", "LoadError", "Mailbox", "SignalInfo",
+           "SignalReceiver"]
