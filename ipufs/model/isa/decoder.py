@@ -100,6 +100,11 @@ class Decoder:
         problem = pairing_problem(a, b)
         return problem if problem else Bundle(a, b)
 
+    def decode_bundle(self, value: int) -> Bundle | str:
+        """A bundle from a 64-bit little-endian pair (the first word in the
+        low half, as it lies at the lower address), or why it is none."""
+        return self.decode_pair(value & 0xFFFFFFFF, value >> 32 & 0xFFFFFFFF)
+
     def classify(self, words: npt.NDArray[np.uint32]) -> npt.NDArray[np.int16]:
         """For each word, the index in ``self.rows`` of the row it decodes
         as, or -1: the decoder over a whole array at numpy speed (a stable

@@ -45,6 +45,7 @@ class Lister:
     resume: int = 0
     _lines: dict[int, str] = field(default_factory=dict)
     _bad: set[int] = field(default_factory=set)
+    _exact_texts: dict[int, str | None] = field(default_factory=dict)
     _texts: dict[int, str] = field(default_factory=dict)
 
     def _word_text(self, word: int) -> str | None:
@@ -189,8 +190,7 @@ class Lister:
                     if names[address] in self.globals:
                         yield f"\t.globl {names[address]}"
                     yield f"{names[address]}:"
-                inst = self.decoder.decode(word) if kind != "data" else None
-                exact = self.syntax.exact_text(inst, names) if inst is not None else None
+                exact = self._exact(word, names) if kind != "data" else None
                 if kind == "first":
                     pending = exact or ""
                     if not exact:
@@ -213,6 +213,16 @@ class Lister:
             tail = len(chunk.data) % 4
             if tail:
                 yield f"\t.byte {', '.join(f'{b:#04x}' for b in chunk.data[-tail:])}"
+
+    def _exact(self, word: int, names: Mapping[int, str]) -> str | None:
+        """The text that assembles back to ``word`` (cached: reading it
+        back is the slow part), or None."""
+        if word in self._exact_texts:
+            return self._exact_texts[word]
+        inst = self.decoder.decode(word)
+        text = self.syntax.exact_text(inst, names) if inst is not None else None
+        self._exact_texts[word] = text
+        return text
 
     @staticmethod
     def _word(address: int, chunk: Chunk) -> int:

@@ -186,6 +186,7 @@ def test_bundles_pair_a_main_then_an_aux_instruction() -> None:
     words = encode_bundle(Bundle(main, aux))
     assert all(w >> 31 for w in words)
     assert IPU1.decode_pair(*words) == Bundle(main, aux)
+    assert IPU1.decode_bundle(words[0] | words[1] << 32) == Bundle(main, aux)
     # Reversed, without the flag, or with a context no one has: refused.
     assert "aux-lane" in str(IPU1.decode_pair(words[1], words[0]))
     assert "co-issue bit" in str(IPU1.decode_pair(words[0], words[1] & 0x7FFFFFFF))
