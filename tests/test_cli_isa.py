@@ -86,3 +86,26 @@ def test_asm_errors_are_file_line_problem(tmp_path: Path, capsys: pytest.Capture
     assert status == 1 and not (tmp_path / "bad.elf").exists()
     assert err.splitlines() == [f"{tmp_path / 'bad.s'}:2: unknown instruction 'foo'",
                                 f"{tmp_path / 'bad.s'}:3: undefined symbol nowhere"]
+
+
+def test_an_elf_without_section_headers_is_listed_by_its_segments(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = bytearray(elf.write_elf("ipu1", 0x40000, [elf.Section(".text", 0x40000, (0x41800002).to_bytes(4, "little"),
+                                                                  elf.SHF_ALLOC | elf.SHF_EXECINSTR)], []))
+    data[48:50] = (0).to_bytes(2, "little")  # e_shnum: no section headers
+    (tmp_path / "s.elf").write_bytes(bytes(data))
+    status, out, err = _run(["disasm", str(tmp_path / "s.elf")], capsys)
+    assert (status, err) == (0, "")
+    assert "Disassembly of section segment0:" in out and "   40000: 02 00 80 41  \tsync 2" in out
+
+
+def test_the_elf_architecture_and_the_context_choose_what_is_printed(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "w.s").write_text(".worker\nget $m0, $WSR\nuget $a0, $FP_CTL\nldb8 $a1, $m0, $m1, 0\n")
+    assert cli.main(["asm", "--arch", "ipu21", str(tmp_path / "w.s"), "-o", str(tmp_path / "w.elf")]) == 0
+    status, out, _ = _run(["disasm", "--context", "worker", str(tmp_path / "w.elf")], capsys)
+    assert status == 0
+    assert [line.split("\t")[-1] for line in out.splitlines()[-3:]] == [
+        "get $m0, $WSR", "uget $a0, $FP_CTL", "ldb8 $a1, $m0, $m1, 0"]
+    status, out, _ = _run(["disasm", "--arch", "ipu1", str(tmp_path / "w.elf")], capsys)
+    assert status == 1 and ".word" in out.splitlines()[-1]  # ldb8 is no ipu1 instruction
