@@ -154,11 +154,14 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 0
 
 
-def _number(text: str) -> int:
+def _address(text: str) -> int:
     try:
-        return int(text, 0)
+        value = int(text, 0)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number (decimal, or 0x hex)") from None
+    if not 0 <= value < 1 << 32 or value % 4:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a 4-byte aligned 32-bit address")
+    return value
 
 
 def add_commands(sub: Any, tool: Any) -> None:
@@ -171,7 +174,7 @@ def add_commands(sub: Any, tool: Any) -> None:
                                    "instructions (listed as .word), is truncated, or is no Colossus ELF.")
     d.add_argument("file", metavar="FILE")
     d.add_argument("--raw", action="store_true", help="FILE is raw little-endian words, not an ELF")
-    d.add_argument("--base", type=_number, help="with --raw: the address of the first byte "
+    d.add_argument("--base", type=_address, help="with --raw: the address of the first byte "
                                                 "(default: the first populated tile address, 0x40000 on ipu1)")
     d.add_argument("--data", action="store_true", help="with --raw: list the bytes as data (.word)")
     d.add_argument("--arch", choices=["ipu1", "ipu2", "ipu21"],

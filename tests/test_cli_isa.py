@@ -109,3 +109,20 @@ def test_the_elf_architecture_and_the_context_choose_what_is_printed(
         "get $m0, $WSR", "uget $a0, $FP_CTL", "ldb8 $a1, $m0, $m1, 0"]
     status, out, _ = _run(["disasm", "--arch", "ipu1", str(tmp_path / "w.elf")], capsys)
     assert status == 1 and ".word" in out.splitlines()[-1]  # ldb8 is no ipu1 instruction
+
+
+@pytest.mark.parametrize("base", ["-4", "0x40002", "zz"])
+def test_a_bad_base_is_a_usage_error(base: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "x.bin").write_bytes(bytes(4))
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["disasm", "--raw", "--base", base, str(tmp_path / "x.bin")])
+    assert exit_.value.code == 2 and len(capsys.readouterr().err.splitlines()) == 1
+
+
+def test_odd_inputs_get_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "empty.bin").write_bytes(b"")
+    assert _run(["disasm", "--raw", str(tmp_path / "empty.bin")], capsys)[0] == 0
+    (tmp_path / "bin.s").write_bytes(b"\xff\xfe\x00nop")
+    for argv in (["asm", str(tmp_path / "bin.s")], ["asm", str(tmp_path)], ["disasm", str(tmp_path)]):
+        status, _, err = _run(argv, capsys)
+        assert status == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, (argv, err)
