@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ipufs.model.isa.decoder import Instruction, pairing_problem
 from ipufs.model.isa.encoder import encode_row
 from ipufs.model.isa.syntax import Syntax, SyntaxProblem, parse_number
-from ipufs.model.isa.table import Arch
+from ipufs.model.isa.table import Arch, Group, Row
 from ipufs.model.profile import PROFILES
 
 #: What .align pads code with: LLVM's nop, setzi $m14, 0 (MCAsmBackend writeNopData).
@@ -191,11 +191,14 @@ class Assembler:
         symbols = {n: (s, (sections[s].address or 0) + off) for n, (s, off, _) in labels.items()}
         for name in sorted(globals_ - set(labels)):
             problems.append(f"{self.filename}: .globl {name}: no such label")
+        encoded: list[list[tuple[Row, list[int]]]] = []
         for st in statements:
             try:
-                self._encode(st, sections[st.section], symbols)
+                encoded.append(self._encode(st, sections[st.section], symbols))
             except SyntaxProblem as exc:
                 fail(st.line, str(exc))
+                encoded.append([])
+        problems += [f"{self.filename}:{line}: {p}" for line, p in _repeat_body_problems(statements, encoded)]
         if problems or overlaps:
             raise AssemblyError(sorted(problems, key=_line_of) + overlaps)
         text_sections = [s for s in sections.values() if s.code and s.data]
@@ -220,7 +223,9 @@ class Assembler:
         return [f"{self.filename}: sections {n0} ({a0:#x}-{a1:#x}) and {n1} (from {b0:#x}) overlap"
                 for (a0, a1, n0), (b0, _b1, n1) in zip(spans, spans[1:]) if b0 < a1]
 
-    def _encode(self, st: _Statement, section: AsmSection, symbols: dict[str, tuple[str, int]]) -> None:
+    def _encode(self, st: _Statement, section: AsmSection,
+                symbols: dict[str, tuple[str, int]]) -> list[tuple[Row, list[int]]]:
+        """Write one statement's bytes; the instructions it held."""
         def resolve(name: str) -> int:
             if name not in symbols:
                 raise SyntaxProblem(f"undefined symbol {name}")
@@ -230,11 +235,13 @@ class Assembler:
         address = section.address + st.offset
         syntax = self._syntax[st.mode]
         out: list[int] = []
+        held: list[tuple[Row, list[int]]] = []
         if st.kind == "inst":
             if address % 4:
                 raise SyntaxProblem(f"instruction at {address:#x} is not 4-byte aligned")
             row, values = syntax.read(st.body[0], resolve)
             out.append(encode_row(row, values))
+            held = [(row, values)]
         elif st.kind == "bundle":
             if address % 8:
                 raise SyntaxProblem(f"bundle at {address:#x} is not 8-byte aligned (put .align 8 before it)")
@@ -244,6 +251,7 @@ class Assembler:
             if problem:
                 raise SyntaxProblem(problem)
             out += [encode_row(first[0], first[1], True), encode_row(second[0], second[1], True)]
+            held = [first, second]
         elif st.kind == "words":
             for v in st.body:
                 value = _data_value(v, resolve, 32)
@@ -251,14 +259,43 @@ class Assembler:
         elif st.kind == "bytes":
             section.data[st.offset:st.offset + len(st.body)] = bytes(_data_value(v, resolve, 8) & 0xFF
                                                                        for v in st.body)
-            return
+            return []
         else:  # fill: nops in code when whole words, else the zeros already there
             pad = int(st.body[0])
             if not (section.code and pad % 4 == 0 and address % 4 == 0):
-                return
+                return []
             out = [NOP] * (pad // 4)
         blob = b"".join(w.to_bytes(4, "little") for w in out)
         section.data[st.offset:st.offset + len(blob)] = blob
+        return held
+
+
+def _repeat_body_problems(statements: list[_Statement],
+                          encoded: list[list[tuple[Row, list[int]]]]) -> list[tuple[int, str]]:
+    """LLVM's rule for `rpt COUNT, SIZE` (MCAsmBackend validateRptBody; G
+    rpt_valid_sequences.s): the SIZE + 1 statements after it are bundles
+    (8-byte aligned, as every bundle) holding no control or system
+    instruction. (line, problem) for each break of it."""
+    out: list[tuple[int, str]] = []
+    open_bodies: dict[str, tuple[int, int]] = {}  # section -> (bundles still due, line of the rpt)
+    for st, held in zip(statements, encoded):
+        due = open_bodies.get(st.section)
+        if due is not None and not (st.kind == "fill" and st.body == ("0",)):
+            left, line = due
+            if st.kind != "bundle":
+                out.append((st.line, f"the body of the rpt on line {line} holds bundles only"))
+            elif any(row.group in (Group.CONTROL, Group.SYSTEM) for row, _ in held):
+                out.append((st.line, f"no control or system instruction in the body of the rpt on line {line}"))
+            if left > 1:
+                open_bodies[st.section] = (left - 1, line)
+            else:
+                del open_bodies[st.section]
+        for row, values in held:
+            if row.mnemonic == "rpt":
+                open_bodies[st.section] = (values[1] + 1, st.line)
+    out += [(line, f"the rpt's body ({left} more bundle{'s' if left > 1 else ''}) runs past the end of its section")
+            for left, line in open_bodies.values()]
+    return out
 
 
 def _line_of(problem: str) -> int:

@@ -6,16 +6,28 @@
 from __future__ import annotations
 
 import bisect
+from collections import deque
 from collections.abc import Iterator, Mapping
+from itertools import islice
 from dataclasses import dataclass, field
 
 from ipufs.model.isa.decoder import Decoder, pairing_problem
 from ipufs.model.isa.syntax import Syntax
-from ipufs.model.isa.table import COISSUE_BIT
+from ipufs.model.isa.table import COISSUE_BIT, Group
 
 
 #: Words listed per block (4 KiB).
 _BLOCK = 1024
+
+
+@dataclass(frozen=True, slots=True)
+class _Statement:
+    """What one line of source says: one word or a bundle's two."""
+
+    address: int
+    words: tuple[int, ...]
+    text: str | None
+    note: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,35 +196,61 @@ class Lister:
         for chunk in chunks:
             flags = "ax" if chunk.code else ("aw" if chunk.writable else "a")
             yield f'\t.section {chunk.name}, "{flags}", {chunk.address:#x}'
-            pending = ""
-            for address, word, kind, text in self.items(chunk):
-                if address in names:
-                    if names[address] in self.globals:
-                        yield f"\t.globl {names[address]}"
-                    yield f"{names[address]}:"
-                exact = self._exact(word, names) if kind != "data" else None
-                if kind == "first":
-                    pending = exact or ""
-                    if not exact:
-                        yield f"\t.word {word:#010x}"
-                    continue
-                if kind == "second":
-                    if pending and exact:
-                        yield f"\t{{ {pending} ; {exact} }}"
-                    else:
-                        if pending:
-                            yield f"\t.word {self._word(address - 4, chunk):#010x}"
-                        yield f"\t.word {word:#010x}"
-                    pending = ""
-                    continue
-                if exact is None:
-                    note = f"  # {text}" if kind == "data" and text else ""
-                    yield f"\t.word {word:#010x}{note}"
-                else:
-                    yield f"\t{exact}"
+            ahead: deque[_Statement] = deque()
+            statements = self._statements(chunk, names)
+            while True:
+                if not ahead:
+                    ahead.extend(islice(statements, 1))
+                    if not ahead:
+                        break
+                st = ahead.popleft()
+                size = self._repeat_size(st)
+                if size is not None:  # its body must be whole bundles, or the assembler refuses it
+                    ahead.extend(islice(statements, size - len(ahead)))
+                    body = list(islice(ahead, size))
+                    if len(body) < size or not all(b.text is not None and len(b.words) == 2
+                                                   and not self._controls(b) for b in body):
+                        st = _Statement(st.address, st.words, None, "an rpt whose body would not assemble")
+                for i, word in enumerate(st.words):
+                    at = st.address + 4 * i
+                    if at in names:
+                        if names[at] in self.globals:
+                            yield f"\t.globl {names[at]}"
+                        yield f"{names[at]}:"
+                    if st.text is None:
+                        yield f"\t.word {word:#010x}" + (f"  # {st.note}" if st.note else "")
+                if st.text is not None:
+                    yield f"\t{st.text}"
             tail = len(chunk.data) % 4
             if tail:
                 yield f"\t.byte {', '.join(f'{b:#04x}' for b in chunk.data[-tail:])}"
+
+    def _statements(self, chunk: Chunk, names: Mapping[int, str]) -> Iterator[_Statement]:
+        """Each instruction or bundle with the text that assembles back to
+        it (None: list it as .word), and each other word."""
+        first: tuple[int, int, str | None] | None = None
+        for address, word, kind, text in self.items(chunk):
+            exact = self._exact(word, names) if kind != "data" else None
+            if kind == "first":
+                first = (address, word, exact)
+            elif kind == "second" and first is not None:
+                both = f"{{ {first[2]} ; {exact} }}" if first[2] and exact else None
+                yield _Statement(first[0], (first[1], word), both)
+                first = None
+            else:
+                yield _Statement(address, (word,), exact, text if kind == "data" else None)
+
+    def _repeat_size(self, st: _Statement) -> int | None:
+        """The number of bundles in the body of an rpt this statement holds."""
+        for word in st.words if st.text is not None else ():
+            inst = self.decoder.decode(word)
+            if inst is not None and inst.mnemonic == "rpt":
+                return inst.operands[1] + 1
+        return None
+
+    def _controls(self, st: _Statement) -> bool:
+        rows = [self.decoder.decode(w) for w in st.words]
+        return any(i is None or i.row.group in (Group.CONTROL, Group.SYSTEM) for i in rows)
 
     def _exact(self, word: int, names: Mapping[int, str]) -> str | None:
         """The text that assembles back to ``word`` (cached: reading it

@@ -165,3 +165,47 @@ def test_sections_without_an_address_follow_those_with_one() -> None:
     assert placed == {".text": 0x40000, ".data": 0x40008}
     assert _assemble("nop").sections[0].address == 0x40000  # ipu1's first populated address
     assert _assemble("nop", Arch.IPU2).sections[0].address == 0x100000
+
+
+RPT = """\
+    .worker
+    .align 8
+    {{ rpt $m0, 1 ; fnop }}
+    {body}
+    exitz $m15
+"""
+GOOD_BODY = "{ ld32step $a0, $m15, $m1+=, 1 ; f32add $a1, $a1, $a0 }\n    { nop ; fnop }"
+
+
+def test_a_repeat_body_of_bundles_assembles() -> None:
+    words = _words(bytes(_assemble(RPT.format(body=GOOD_BODY)).sections[0].data))
+    assert len(words) == 7 and words[0] == 0xC300A001  # rpt $m0, 1 with the co-issue flag
+
+
+@pytest.mark.parametrize("body,problem", [
+    ("{ nop ; fnop }\n    nop", "t.s:5: the body of the rpt on line 3 holds bundles only"),
+    ("{ nop ; fnop }\n    { bri 0x40000 ; fnop }", "t.s:5: no control or system instruction in the body"),
+    ("{ nop ; fnop }", "t.s:3: the rpt's body (1 more bundle) runs past the end of its section"),
+])
+def test_repeat_bodies_follow_llvms_rules(body: str, problem: str) -> None:
+    text = RPT.format(body=body)
+    if "runs past" in problem:
+        text = text.replace("    exitz $m15\n", "")
+    with pytest.raises(AssemblyError) as caught:
+        _assemble(text)
+    assert any(problem in p for p in caught.value.problems), caught.value.problems
+
+
+def test_an_rpt_whose_body_would_not_assemble_is_listed_as_words() -> None:
+    # { rpt $m0, 1 ; fnop } then one bundle and a solo word: the body (2
+    # bundles) is short, so the source form keeps the rpt's words as data.
+    words = [0xC300A001, 0x9AD00000, 0x99E00000, 0x9AD00000, 0x19E00000, 0x19E00000]
+    data = b"".join(w.to_bytes(4, "little") for w in words)
+    lines = list(Lister(Decoder(), Syntax()).source([Chunk(".text", 0x40000, data)]))
+    assert lines[1:3] == ["\t.word 0xc300a001  # an rpt whose body would not assemble",
+                          "\t.word 0x9ad00000  # an rpt whose body would not assemble"]
+    _round_trip([Chunk(".text", 0x40000, data)])
+    good = data[:16] + data[8:16] + data[16:]  # now two bundles follow
+    assert "\t{ rpt $m0, 1 ; setzi $a13, 0 }" in list(Lister(Decoder(), Syntax()).source(
+        [Chunk(".text", 0x40000, good)]))
+    _round_trip([Chunk(".text", 0x40000, good)])
