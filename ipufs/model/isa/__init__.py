@@ -1,6 +1,6 @@
 # The tile instruction set as data: the table (rows.py, shaped by table.py
 # and operands.py), the decoder and encoder it drives, the assembly syntax
-# (syntax.py), listings (listing.py) and the assembler (assembler.py).
+# (syntax.py), listings (listing.py) and the assembler (layout.py, assembler.py).
 # docs/isa.md describes all of it and cites the facts.
 from __future__ import annotations
 
