@@ -88,9 +88,11 @@ class Syntax:
         self.strict = strict
         self._lower = csr_names(supervisor is not False, False, arch)
         self._upper = csr_names(False, True, arch)
-        self._lower_numbers = {n: i for i, n in {**csr_names(False, False, arch), **self._lower}.items()}
-        if supervisor is None:
-            self._lower_numbers.update({n: i for i, n in csr_names(True, False, arch).items()})
+        # Names read: the context's own, or (context not said) both contexts'
+        # (their names differ where their numbers do; $PC and the debug
+        # registers are the same in both).
+        readable = self._lower if supervisor is not None else {**csr_names(False, False, arch), **self._lower}
+        self._lower_numbers = {n: i for i, n in readable.items()}
         self._upper_numbers = {n: i for i, n in self._upper.items()}
         self._rows: dict[str, list[Row]] = {}
         for row in ROWS:

@@ -138,6 +138,8 @@ def test_words_that_are_not_instructions_are_listed_as_data() -> None:
     (".worker\nsync 1", "t.s:2: sync is a supervisor instruction (this is .worker code)"),
     (".supervisor\nf32add $a0, $a1, $a2", "t.s:2: f32add is a worker instruction"),
     ("get $m0, $NOPE", "t.s:1: unknown CSR $NOPE"),
+    (".supervisor\nget $m0, $WSR", "t.s:2: unknown CSR $WSR"),
+    (".worker\nget $m0, $SSR", "t.s:2: unknown CSR $SSR"),
     ("ldb8 $a0, $m0, $m1, 0", "t.s:1: ldb8 needs ipu21 or later"),
     ("add $m1, $m2, 70000", "does not fit"),
     ("f32v2add $a3:4, $a1:B, $a4:5", "an $a pair starts at an even register"),
