@@ -126,3 +126,13 @@ def test_odd_inputs_get_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for argv in (["asm", str(tmp_path / "bin.s")], ["asm", str(tmp_path)], ["disasm", str(tmp_path)]):
         status, _, err = _run(argv, capsys)
         assert status == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_worker_code_round_trips_with_worker_csr_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "w.s").write_text(".worker\nget $m0, $WSR\nget $m1, $REPEAT_COUNT\nuget $a0, $FP_CTL\n")
+    assert cli.main(["asm", str(tmp_path / "w.s"), "-o", str(tmp_path / "w.elf")]) == 0
+    status, out, _ = _run(["disasm", "--source", "--context", "worker", str(tmp_path / "w.elf")], capsys)
+    assert status == 0 and "get $m0, $WSR" in out
+    (tmp_path / "back.s").write_text(out)
+    assert cli.main(["asm", str(tmp_path / "back.s"), "-o", str(tmp_path / "back.elf")]) == 0
+    assert (tmp_path / "back.elf").read_bytes() == (tmp_path / "w.elf").read_bytes()

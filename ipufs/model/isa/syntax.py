@@ -91,8 +91,9 @@ class Syntax:
         # Names read: the context's own, or (context not said) both contexts'
         # (their names differ where their numbers do; $PC and the debug
         # registers are the same in both).
-        readable = self._lower if supervisor is not None else {**csr_names(False, False, arch), **self._lower}
-        self._lower_numbers = {n: i for i, n in readable.items()}
+        self._lower_numbers = {n: i for i, n in self._lower.items()}
+        if supervisor is None:
+            self._lower_numbers.update({n: i for i, n in csr_names(False, False, arch).items()})
         self._upper_numbers = {n: i for i, n in self._upper.items()}
         self._rows: dict[str, list[Row]] = {}
         for row in ROWS:

@@ -140,6 +140,7 @@ def test_words_that_are_not_instructions_are_listed_as_data() -> None:
     ("get $m0, $NOPE", "t.s:1: unknown CSR $NOPE"),
     (".supervisor\nget $m0, $WSR", "t.s:2: unknown CSR $WSR"),
     (".worker\nget $m0, $SSR", "t.s:2: unknown CSR $SSR"),
+    (".supervisor\nget $m0, $REPEAT_COUNT", "t.s:2: unknown CSR $REPEAT_COUNT"),
     ("ldb8 $a0, $m0, $m1, 0", "t.s:1: ldb8 needs ipu21 or later"),
     ("add $m1, $m2, 70000", "does not fit"),
     ("f32v2add $a3:4, $a1:B, $a4:5", "an $a pair starts at an even register"),
@@ -211,3 +212,8 @@ def test_an_rpt_whose_body_would_not_assemble_is_listed_as_words() -> None:
     assert "\t{ rpt $m0, 1 ; setzi $a13, 0 }" in list(Lister(Decoder(), Syntax()).source(
         [Chunk(".text", 0x40000, good)]))
     _round_trip([Chunk(".text", 0x40000, good)])
+
+
+def test_without_a_context_both_contexts_csr_names_are_read() -> None:
+    words = _words(bytes(_assemble("get $m0, $SSR\nget $m1, $WSR\nget $m2, $REPEAT_COUNT").sections[0].data))
+    assert [w & 0xFF for w in words] == [1, 1, 4]
