@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 from collections import deque
 from collections.abc import Iterator, Mapping
 from itertools import islice
@@ -18,6 +19,8 @@ from ipufs.model.isa.table import COISSUE_BIT, Group
 
 #: Words listed per block (4 KiB).
 _BLOCK = 1024
+#: The names the assembler reads as labels.
+_LABEL_NAME = re.compile(r"[A-Za-z_.][\w.$]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +194,9 @@ class Lister:
             yield f"{address:8x}: {raw}  \t{body}"
 
     def source(self, chunks: list[Chunk]) -> Iterator[str]:
-        """Assembler source giving the same bytes at the same addresses."""
-        names = dict(self.symbols)
+        """Assembler source giving the same bytes at the same addresses
+        (labels whose names the assembler could not read are left out)."""
+        names = {a: n for a, n in self.symbols.items() if _LABEL_NAME.fullmatch(n)}
         for chunk in chunks:
             flags = "ax" if chunk.code else ("aw" if chunk.writable else "a")
             yield f'\t.section {chunk.name}, "{flags}", {chunk.address:#x}'

@@ -131,14 +131,15 @@ class Syntax:
         """The text that assembles back to this very encoding, or None if
         none does (a form the assembler would never pick, without an alias
         that forces it)."""
-        text = self.text(inst, symbols)
-        if self._reads_back(text, inst, symbols):
-            return text
-        for alias, (mnemonic, kind) in FORCED_FORMS.items():
-            if mnemonic == inst.mnemonic and any(o.kind is kind for o in inst.row.operands):
-                forced = alias + text[len(mnemonic):]
-                if self._reads_back(forced, inst, symbols):
-                    return forced
+        for names in (symbols, None) if symbols else (None,):  # a target's label, else its address
+            text = self.text(inst, names)
+            if self._reads_back(text, inst, names):
+                return text
+            for alias, (mnemonic, kind) in FORCED_FORMS.items():
+                if mnemonic == inst.mnemonic and any(o.kind is kind for o in inst.row.operands):
+                    forced = alias + text[len(mnemonic):]
+                    if self._reads_back(forced, inst, names):
+                        return forced
         return None
 
     def _reads_back(self, text: str, inst: Instruction, symbols: Mapping[int, str] | None) -> bool:

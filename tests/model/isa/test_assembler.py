@@ -217,3 +217,12 @@ def test_an_rpt_whose_body_would_not_assemble_is_listed_as_words() -> None:
 def test_without_a_context_both_contexts_csr_names_are_read() -> None:
     words = _words(bytes(_assemble("get $m0, $SSR\nget $m1, $WSR\nget $m2, $REPEAT_COUNT").sections[0].data))
     assert [w & 0xFF for w in words] == [1, 1, 4]
+
+
+def test_labels_the_assembler_cannot_read_are_left_out_of_source() -> None:
+    # bri to a symbol named "odd name@1": listed with its address instead.
+    data = (0x40810000 | 0x40004 >> 2).to_bytes(4, "little") + (0x41800002).to_bytes(4, "little")
+    symbols = {0x40004: "odd name@1", 0x40000: "start"}
+    lines = list(Lister(Decoder(), Syntax(), symbols).source([Chunk(".text", 0x40000, data)]))
+    assert lines[1:] == ["start:", "\tbri 0x40004", "\tsync 2"]
+    _round_trip([Chunk(".text", 0x40000, data)], symbols=symbols)
