@@ -273,8 +273,3 @@ class Lister:
         text = self.syntax.exact_text(inst, names) if inst is not None else None
         self._exact_texts[word] = text
         return text
-
-    @staticmethod
-    def _word(address: int, chunk: Chunk) -> int:
-        at = address - chunk.address
-        return int.from_bytes(chunk.data[at:at + 4], "little")
