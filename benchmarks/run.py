@@ -406,6 +406,9 @@ def measure(smoke: bool) -> list[Row]:
                             f"{seconds:.2f} s / {rss_mib(pid):.0f} MiB", "—", "—",
                             "1024 IPUs: < 3 s and < 200 MB" if count == 1024 else "—"))
     rows += compat_rows(smoke)
+    import isa_decode  # benchmarks/isa_decode.py, beside this script
+
+    rows += [Row(*r) for r in isa_decode.rows(smoke)]
     return rows
 
 

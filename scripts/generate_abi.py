@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ipufs.abi import icu, registers
+from ipufs.abi import elf, icu, registers
 from ipufs.abi import ioctls as abi
 from ipufs.abi.interrupts import ALL_SOURCES, SIGNAL_NAMES, Interrupt
 from ipufs.model import sync, tdi
@@ -99,11 +99,21 @@ def render_header() -> str:
             f"#define IPU_MAILBOX_REQUEST_RING 0x{icu.REQUEST_RING:X}",
             f"#define IPU_MAILBOX_RESPONSE_RING 0x{icu.RESPONSE_RING:X}",
             f"#define IPU_MAILBOX_MAGIC 0x{icu.MAGIC:08X}u"]
-    out += [
-        "",
-        "#endif /* IPUFS_IPU_H */",
-        "",
-    ]
+    out += ["", render_loader(), "#endif /* IPUFS_IPU_H */", ""]
+    return "\n".join(out)
+
+
+def render_loader() -> str:
+    """The constants ipufs_load_elf() needs (native/include/ipufs/load.h,
+    written by hand, is included after them)."""
+    out = ["/* elf32-colossus files (docs/isa.md): e_machine and the architecture in e_flags,",
+           " * and the ARCH register's codes. */",
+           f"#define IPUFS_EM_GRAPHCORE_IPU {elf.EM_GRAPHCORE_IPU}",
+           f"#define IPUFS_EF_GRAPHCORE_ARCH_MASK 0x{elf.EF_GRAPHCORE_ARCH_MASK:x}u"]
+    out += [f"#define IPUFS_EF_GRAPHCORE_ARCH_{name.upper()} 0x{flag:x}u" for name, flag in elf.ARCH_FLAGS.items()]
+    out += [f"#define IPU_ARCH_{name.upper()} {code}" for name, code in registers.ARCH_CODES.items()]
+    out += ["", "/* ipufs_load_elf(): tile code into tiles' memory (docs/isa.md, \"Loading\"). */",
+            '#include "load.h"', ""]
     return "\n".join(out)
 
 

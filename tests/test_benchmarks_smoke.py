@@ -18,7 +18,8 @@ def test_benchmark_smoke_run_produces_every_figure() -> None:
     assert out.returncode == 0, out.stderr
     for figure in ("ioctl round trip", "against the bare Python loop", "mapped store CMD_SYNC", "memcpy into the ipu0_ex mapping",
                    "ipu0_mem pwrite+pread", "mount 64 × ipu2", "through the compatibility library",
-                   "a tmpfs file the library must check"):
+                   "a tmpfs file the library must check",
+                   "ISA: word decoder", "ISA: `ipufs disasm --raw`"):
         assert figure in out.stdout
 
 

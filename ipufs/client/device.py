@@ -8,6 +8,7 @@ import fcntl
 import mmap
 import os
 import struct
+from collections.abc import Iterable
 from pathlib import Path
 
 from ipufs.abi import ioctls as abi
@@ -95,6 +96,15 @@ class Device:
     def write_register(self, name: str, value: int) -> None:
         """Store a register; a command has run when this returns."""
         os.pwrite(self.fd, (value & 0xFFFFFFFF).to_bytes(4, "little"), REGISTERS[name].offset)
+
+    def load_elf(self, data: bytes, tiles: Iterable[int] | None = None) -> int:
+        """Load an elf32-colossus file's segments into ``tiles`` (default
+        all) through their exchange BAR windows; returns the bytes written
+        per tile. LoadError or ElfError, with nothing written, when a
+        segment breaks the tile memory rules (docs/isa.md, "Loading")."""
+        from ipufs.client.loader import load_elf
+
+        return sum(len(p.data) for p in load_elf(self, data, tiles))
 
     def sync(self, zone: int) -> None:
         """Request a sync on ``zone`` (CMD_SYNC); completion is a signal."""

@@ -225,4 +225,18 @@ struct ipufs_buffer {
 #define IPU_MAILBOX_RESPONSE_RING 0x2000
 #define IPU_MAILBOX_MAGIC 0x30554349u
 
+/* elf32-colossus files (docs/isa.md): e_machine and the architecture in e_flags,
+ * and the ARCH register's codes. */
+#define IPUFS_EM_GRAPHCORE_IPU 248
+#define IPUFS_EF_GRAPHCORE_ARCH_MASK 0xffu
+#define IPUFS_EF_GRAPHCORE_ARCH_IPU1 0x1u
+#define IPUFS_EF_GRAPHCORE_ARCH_IPU2 0x2u
+#define IPUFS_EF_GRAPHCORE_ARCH_IPU21 0x21u
+#define IPU_ARCH_IPU1 1
+#define IPU_ARCH_IPU2 2
+#define IPU_ARCH_IPU21 21
+
+/* ipufs_load_elf(): tile code into tiles' memory (docs/isa.md, "Loading"). */
+#include "load.h"
+
 #endif /* IPUFS_IPU_H */

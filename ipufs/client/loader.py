@@ -1,0 +1,132 @@
+# Loading tile code: the PT_LOAD segments of an elf32-colossus file into
+# the memory of chosen tiles, through each tile's window of the exchange
+# BAR (ipuN_ex: tile T's SRAM at T * TILE_WINDOW, tile address
+# TILE_MEM_BASE at its start). The checks are the model's tile memory
+# rules (ipufs/model/tiles.py) read from the config space registers: the
+# populated addresses are TILE_MEM_BASE .. + SRAM_PER_TILE, region 0 their
+# first half, and code is fetched from region 0 only. Every segment and
+# tile is checked before the first byte is written.
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from ipufs.abi import elf
+from ipufs.abi.registers import ARCH_CODES
+
+
+class Device(Protocol):
+    """What loading needs of an opened IPU (ipufs.client.Device is one):
+    its config space registers by name, and its exchange BAR's descriptor."""
+
+    @property
+    def ex_fd(self) -> int: ...
+
+    def read_register(self, name: str) -> int: ...
+
+
+class LoadError(ValueError):
+    """An ELF that cannot be loaded as asked (one line saying why);
+    nothing was written."""
+
+
+@dataclass(frozen=True, slots=True)
+class TileMemoryMap:
+    """Where tile memory is, as the config space registers describe it."""
+
+    arch: str
+    tiles: int
+    sram: int  # bytes per tile
+    base: int  # first populated tile address
+    window: int  # stride of a tile's window in ipuN_ex
+
+    @property
+    def end(self) -> int:
+        return self.base + self.sram
+
+    @property
+    def region0_end(self) -> int:
+        return self.base + self.sram // 2
+
+    @classmethod
+    def of(cls, device: Device) -> TileMemoryMap:
+        code = device.read_register("ARCH")
+        arch = next((name for name, c in ARCH_CODES.items() if c == code), f"arch {code}")
+        return cls(arch, device.read_register("TILE_COUNT"), device.read_register("SRAM_PER_TILE"),
+                   device.read_register("TILE_MEM_BASE"), device.read_register("TILE_WINDOW"))
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """One segment's bytes (zero-filled to its size in memory) and their
+    offset in every tile's window."""
+
+    offset: int
+    data: bytes
+
+
+def plan(image: elf.ElfImage, memory: TileMemoryMap, tiles: Sequence[int]) -> list[Placement]:
+    """What to write where, or LoadError if any segment or tile breaks a rule."""
+    if image.arch is not None and image.arch != memory.arch:
+        raise LoadError(f"the file is {image.arch} code and this IPU is {memory.arch}")
+    if not image.segments:
+        raise LoadError("the file has no loadable segment")
+    bad = [t for t in tiles if not 0 <= t < memory.tiles]
+    if bad:
+        raise LoadError(f"tile {bad[0]} does not exist (this IPU has tiles 0-{memory.tiles - 1})")
+    out: list[Placement] = []
+    for i, seg in enumerate(image.segments):
+        start, end = seg.address, seg.address + seg.size
+        where = f"segment {i} ({start:#x}-{end:#x})"
+        if start < memory.base or end > memory.end:
+            raise LoadError(f"{where} lies outside populated tile memory {memory.base:#x}-{memory.end:#x}")
+        if seg.executable:
+            if end > memory.region0_end:
+                raise LoadError(f"{where} is code, and code must lie in region 0 "
+                                f"({memory.base:#x}-{memory.region0_end:#x})")
+            if start % 4:
+                raise LoadError(f"{where} is code and does not start on a 4-byte boundary")
+        for other in out:
+            if other.offset < end - memory.base and start - memory.base < other.offset + len(other.data):
+                raise LoadError(f"{where} overlaps another segment")
+        out.append(Placement(start - memory.base, seg.data + bytes(seg.size - len(seg.data))))
+    return out
+
+
+def parse_tiles(text: str, count: int | None = None) -> list[int]:
+    """``0-1215``, ``3``, ``0,2,5-9`` → tile numbers; ValueError otherwise."""
+    tiles: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        try:
+            lo, hi = int(first, 0), int(last, 0) if dash else int(first, 0)
+        except ValueError:
+            raise ValueError(f"tiles {text!r}: write them as 0-1215, 3 or 0,2,5-9") from None
+        if lo > hi or lo < 0:
+            raise ValueError(f"tiles {text!r}: {part.strip()} is not a range of tiles")
+        tiles.extend(range(lo, hi + 1))
+    if count is not None and tiles and max(tiles) >= count:
+        raise ValueError(f"tile {max(tiles)} does not exist (tiles 0-{count - 1})")
+    return tiles
+
+
+def load_elf(device: Device, data: bytes, tiles: Iterable[int] | None = None) -> list[Placement]:
+    """Load an elf32-colossus file into ``tiles`` (default: every tile) of
+    ``device``; returns what was written to each tile. Raises LoadError
+    (or elf.ElfError for a file that is no such ELF) before writing
+    anything."""
+    memory = TileMemoryMap.of(device)
+    chosen = list(range(memory.tiles)) if tiles is None else list(tiles)
+    placements = plan(elf.read_elf(data), memory, chosen)
+    for tile in chosen:
+        at = tile * memory.window
+        for p in placements:
+            # pwrite, not the mapping: a store the daemon sees at once in
+            # either serving mode (passthrough or page cache).
+            written = os.pwrite(device.ex_fd, p.data, at + p.offset)
+            if written != len(p.data):
+                raise OSError(errno.EIO, f"short write to tile {tile}: {written} of {len(p.data)} bytes")
+    return placements
