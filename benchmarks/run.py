@@ -453,6 +453,7 @@ def in_process_us(smoke: bool) -> dict[str, float]:
     from ipufs.driver.devices import DeviceSet
     from ipufs.driver.driver import IpuDriver
     from ipufs.driver.effects import ModelEffects
+    from ipufs.driver.work import DeviceWork
     from ipufs.driver.events import NoEvents
     from ipufs.driver.filesystem import IpuFilesystem, NoCounting, Ownership
     from ipufs.driver.mapping import BarMapping
@@ -488,8 +489,10 @@ def in_process_us(smoke: bool) -> dict[str, float]:
         driver = IpuDriver(devices, exits=PidfdWatcher(lock=threading.RLock()), events=NoEvents())
         mapping = BarMapping(devices, tree, kernel, passthrough=True)
         effects = ModelEffects(mapping, driver, PollWakeups(devices, kernel))
+        use = RegisterUse()
+        work = DeviceWork(effects, use, lock=threading.RLock())
         filesystem = IpuFilesystem(devices, tree, driver=driver, mapping=mapping, pollers=effects.pollers,
-                                   effects=effects, use=RegisterUse(), accesses=NoCounting(),
+                                   work=work, use=use, accesses=NoCounting(),
                                    ownership=Ownership(), control_path="")
         session = Session(filesystem, passthrough=True)
         pid, unique = os.getpid(), 0

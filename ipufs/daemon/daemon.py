@@ -38,6 +38,7 @@ from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import NodeTree
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.watch import PidfdWatcher
+from ipufs.driver.work import DeviceWork
 from ipufs.model.profile import Profile
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.kernel import KernelLink
@@ -109,15 +110,16 @@ class Daemon:
         self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel), lock=lock)
         # The device side: faults, plans, timers.
         self.timers = Timers(lock=lock)
-        self.injector = FaultInjector(self.devices, self.effects, self.timers.later, on_fire=self._traced_fault)
+        self.work = DeviceWork(self.effects, use, lock=lock)
+        self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
         # The filesystem and its server.
         self.filesystem = IpuFilesystem(
             self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
-            effects=self.effects, use=use, accesses=self.plans, ownership=config.ownership,
+            work=self.work, use=use, accesses=self.plans, ownership=config.ownership,
             control_path=config.control_path,
         )
-        self.registers = RegisterWatcher(self.devices, use, self.effects, lock=lock)
+        self.registers = RegisterWatcher(self.devices, use, self.work)
         self.server = FuseServer(
             self.filesystem, self.kernel, config.mountpoint,
             passthrough=config.passthrough,
@@ -209,10 +211,7 @@ class Daemon:
     def call(self, action: Callable[[], T]) -> T:
         """Run a model-side action in the daemon's loop (called from within
         it), then carry out its effects (signals, page-cache copies)."""
-        with self.lock:
-            result = action()
-            self.effects.deliver()
-        return result
+        return self.work.act(None, action)
 
     async def call_and_wait(self, action: Callable[[], T]) -> T:
         """call(action), then wait until clients can see what it wrote."""

@@ -22,12 +22,12 @@ from ipufs.driver import sysfs, sysfs_tree, xattrs
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver, OpenFile
-from ipufs.driver.effects import ModelEffects
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree
 from ipufs.driver.page_cache_requests import MappedStoreRequests
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.view_files import ViewFiles
+from ipufs.driver.work import DeviceWork
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
@@ -100,7 +100,7 @@ class IpuFilesystem(MappedStoreRequests, Operations):
         driver: IpuDriver,
         mapping: BarMapping,
         pollers: PollWakeups,
-        effects: ModelEffects,
+        work: DeviceWork,
         use: RegisterUse,
         accesses: AccessCounter,
         ownership: Ownership,
@@ -114,10 +114,8 @@ class IpuFilesystem(MappedStoreRequests, Operations):
         self.tracer = driver.tracer
         self.mapping = mapping
         self.pollers = pollers
-        self.effects = effects
+        self.work = work
         self.use = use
-        #: use.last at hand: the time of each IPU's last request, set on every one.
-        self._last_request = use.last
         self.accesses = accesses
         self.ownership = ownership
         #: The control socket, named in the root's user.ipufs.control.
@@ -339,11 +337,17 @@ class IpuFilesystem(MappedStoreRequests, Operations):
         if self.tracer.enabled:
             self.tracer.emit("open", node.ipu, node=node.name, pid=req.ctx.pid, fh=fh,
                              mode=self.mode, flags=oct(req.flags))
-        if self.accesses.counting:
-            self.accesses.count(node.ipu)
+        self._count_access(node.ipu)
         if node.region in (Region.CONFIG, Region.MAILBOX):
             self.use.opened(node.ipu, node.ino)
         return rp.Opened(fh, flags, backing_id)
+
+    def _count_access(self, ipu: int) -> None:
+        """A request reached IPU ``ipu``: fault plans count them (a plan may
+        fire here; its fault is a unit of work of its own)."""
+        accesses = self.accesses
+        if accesses.counting:
+            accesses.count(ipu)
 
     def _file(self, fh: int) -> OpenFile:
         f = self.files.get(fh)
@@ -357,8 +361,7 @@ class IpuFilesystem(MappedStoreRequests, Operations):
             return self.view_files.read(req)
         node = f.node
         ipu = self.devices.ipus[node.ipu]
-        if self.accesses.counting:
-            self.accesses.count(node.ipu)
+        self._count_access(node.ipu)
         stores = self.mapping.stores
         if stores is not None and node.region in (Region.CONFIG, Region.MAILBOX):
             stores.filled(node.ipu, node.region, req.offset, req.size)
@@ -384,8 +387,7 @@ class IpuFilesystem(MappedStoreRequests, Operations):
         if req.offset >= memory.size and len(req.data):
             # The same answer a sealed memfd gives: the BAR cannot grow.
             raise FUSEError(errno.EPERM, "write past the end of a BAR")
-        if self.accesses.counting:
-            self.accesses.count(node.ipu)
+        self._count_access(node.ipu)
         if node.region is Region.CONFIG:
             if self.tracer.enabled:
                 self.tracer.emit("register-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
@@ -395,16 +397,14 @@ class IpuFilesystem(MappedStoreRequests, Operations):
                 # MASK/UNMASK_INTERRUPT: nothing of the write is stored.
                 self.driver.check_attached(node.ipu, req.ctx.pid)
             n = ipu.write_config(req.offset, req.data)
-            self._last_request[node.ipu] = time.monotonic()
         elif node.region is Region.MAILBOX:
             if self.tracer.enabled:
                 self.tracer.emit("mailbox-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
                                  data=bytes(req.data[:64]))
             n = ipu.write_mailbox(req.offset, req.data)
-            self._last_request[node.ipu] = time.monotonic()
         else:
             n = memory.write(req.offset, req.data)
-        self.effects.deliver(node.ipu)
+        self.work.done(node.ipu, touched=node.region in (Region.CONFIG, Region.MAILBOX))
         return rp.Written(n)
 
     def fsync(self, req: rq.Fsync) -> rp.Empty:
@@ -449,8 +449,7 @@ class IpuFilesystem(MappedStoreRequests, Operations):
         if req.fh in self.view_files:
             return rp.PollReply(req.events & _POLL_READY)
         node = self._file(req.fh).node
-        if self.accesses.counting:
-            self.accesses.count(node.ipu)
+        self._count_access(node.ipu)
         if node.region is not Region.MAILBOX:
             return rp.PollReply(req.events & _POLL_READY)
         self._see_mapped_stores(node.ipu, req.unique, node.ino)  # the host's RESPONSE_TAIL
@@ -469,14 +468,12 @@ class IpuFilesystem(MappedStoreRequests, Operations):
             raise FUSEError(errno.EBADF)
         ipu = f.node.ipu
         self._see_mapped_stores(ipu, req.unique, f.node.ino)
-        if self.accesses.counting:
-            self.accesses.count(ipu)
+        self._count_access(ipu)
         if self.tracer.enabled:
             result, data = self._traced_ioctl(ipu, req)
         else:
             result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
-        self._last_request[ipu] = time.monotonic()
-        self.effects.deliver(ipu)
+        self.work.done(ipu, True)  # touched: a client asked
         return rp.IoctlReply(result, data[: req.out_size])
 
     def _traced_ioctl(self, ipu: int, req: rq.Ioctl) -> tuple[int, bytes]:

@@ -39,7 +39,7 @@ class Board:
         self.later: list[tuple[float, Callable[[], None]]] = []
         self.plans: PlanRunner | None = None
         self.rig = Rig(devices, accesses=self)
-        self.injector = FaultInjector(devices, self.rig.effects, lambda s, a: self.later.append((s, a)),
+        self.injector = FaultInjector(devices, self.rig.work, lambda s, a: self.later.append((s, a)),
                                       on_fire=self.fired.append)
         self.plans = PlanRunner(self.injector, self.timers)
         self.rig.processes.spawn(APP)

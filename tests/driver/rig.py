@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -22,6 +23,7 @@ from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import NodeTree
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.system import SystemCalls
+from ipufs.driver.work import DeviceWork
 from ipufs.fuse import requests as rq
 from ipufs.fuse.session import Session
 from tests.fuse import fakekernel as fk
@@ -190,8 +192,9 @@ class Rig:
         mapping = BarMapping(devices, tree, self.stub, passthrough=passthrough)
         self.effects = ModelEffects(mapping, self.driver, PollWakeups(devices, self.stub))
         self.use = RegisterUse()
+        self.work = DeviceWork(self.effects, self.use, lock=threading.RLock())
         self.fs = IpuFilesystem(devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
-                                effects=self.effects, use=self.use, accesses=accesses or NoCounting(),
+                                work=self.work, use=self.use, accesses=accesses or NoCounting(),
                                 ownership=ownership or Ownership(), control_path="/run/test.ctl",
                                 clock=lambda: 5 * 10**9)
         self.kernel = fk.FakeKernel(Session(self.fs, passthrough=passthrough))
