@@ -199,6 +199,16 @@ class IpuDriver:
             raise FUSEError(errno.EPERM, "only the attached process may do this")
         return att
 
+    def write_config(self, ipu: int, pid: int, offset: int, data: bytes | memoryview) -> int:
+        """A host write of config space (pwrite on ipuN) by thread ``pid``.
+        The interrupt mask is the attached process's, as with
+        MASK/UNMASK_INTERRUPT: a write that would change it is refused
+        (EPERM, nothing of it stored) unless that process makes it."""
+        model = self.devices.ipus[ipu]
+        if model.changes_mask(offset, data):
+            self.check_attached(ipu, pid)
+        return model.write_config(offset, data)
+
     def check_attached(self, ipu: int, pid: int) -> None:
         """Refuse (EPERM) unless thread ``pid`` belongs to the process
         attached to IPU ``ipu``: the rule of MASK/UNMASK_INTERRUPT, which a

@@ -49,7 +49,8 @@ class Board:
         assert reply.error == 0
         self.tracer = Tracer()
         self.side = DeviceSide(devices, self.tracer, self.injector, self.plans, lock=threading.RLock())
-        self.status = StatusQueries(self.rig.fs, lambda: 42)
+        self.status = StatusQueries(devices, self.rig.driver, lambda: self.rig.fs.mode, lambda: 42,
+                                    self.rig.processes.calls())
         self.limits = limits_of(devices)
 
     # The filesystem's access counter, handed on to the plan runner.
