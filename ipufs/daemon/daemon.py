@@ -31,6 +31,7 @@ from ipufs.daemon.timers import Timers
 from ipufs.daemon.trace import Tracer
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver.events import FaultFired
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.effects import ModelEffects
 from ipufs.driver import sysfs_tree
@@ -155,7 +156,7 @@ class Daemon:
 
     def _traced_fault(self, fault: Fault) -> None:
         if self.tracer.enabled:
-            self.tracer.emit("fault", fault.ipu, fault=fault.describe())
+            self.tracer.emit(FaultFired(fault.ipu, fault.describe()))
 
     @staticmethod
     def prepare_mountpoint(mountpoint: str) -> None:

@@ -12,6 +12,7 @@ import os
 import select
 from typing import Protocol
 
+from ipufs.driver import events
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver, OpenFile
@@ -101,8 +102,7 @@ class DeviceNodes(MappedStoreRequests):
         flags, backing_id = self.mapping.open_flags(node)
         self.driver.opened(fh, node, req.ctx.pid, req.flags)
         if self.tracer.enabled:
-            self.tracer.emit("open", node.ipu, node=node.name, pid=req.ctx.pid, fh=fh,
-                             mode=self.mapping.settle(), flags=oct(req.flags))
+            self.tracer.emit(events.Opened(node.ipu, node.name, req.ctx.pid, fh, self.mapping.settle(), req.flags))
         self._count_access(node.ipu)
         if node.region in REGISTERS:
             self.use.opened(node.ipu, node.ino)
@@ -118,7 +118,7 @@ class DeviceNodes(MappedStoreRequests):
         if node.region is Region.CONFIG:
             data = ipu.read_config(req.offset, req.size)
             if self.tracer.enabled:
-                self.tracer.emit("register-read", node.ipu, pid=req.ctx.pid, offset=req.offset, data=data)
+                self.tracer.emit(events.RegisterRead(node.ipu, req.ctx.pid, req.offset, data))
             return rp.Data(data)
         return rp.Data(ipu.memory[node.region].read(req.offset, req.size))
 
@@ -140,13 +140,11 @@ class DeviceNodes(MappedStoreRequests):
         self._count_access(node.ipu)
         if node.region is Region.CONFIG:
             if self.tracer.enabled:
-                self.tracer.emit("register-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
-                                 data=bytes(req.data))
+                self.tracer.emit(events.RegisterWrite(node.ipu, req.ctx.pid, req.offset, bytes(req.data)))
             n = self.driver.write_config(node.ipu, req.ctx.pid, req.offset, req.data)
         elif node.region is Region.MAILBOX:
             if self.tracer.enabled:
-                self.tracer.emit("mailbox-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
-                                 data=bytes(req.data[:64]))
+                self.tracer.emit(events.MailboxWrite(node.ipu, req.ctx.pid, req.offset, bytes(req.data[:64])))
             n = ipu.write_mailbox(req.offset, req.data)
         else:
             n = memory.write(req.offset, req.data)
@@ -155,7 +153,7 @@ class DeviceNodes(MappedStoreRequests):
 
     def release(self, f: OpenFile, fh: int) -> None:
         if self.tracer.enabled:
-            self.tracer.emit("close", f.node.ipu, node=f.node.name, fh=fh)
+            self.tracer.emit(events.Closed(f.node.ipu, f.node.name, fh))
         self.driver.released(fh)
         if f.node.region in REGISTERS:
             self.use.closed(f.node.ipu, f.node.ino)
@@ -199,11 +197,11 @@ class DeviceNodes(MappedStoreRequests):
         return rp.IoctlReply(result, data[: req.out_size])
 
     def _traced_ioctl(self, ipu: int, req: rq.Ioctl) -> tuple[int, bytes]:
-        request = {"pid": req.ctx.pid, "cmd": req.cmd, "arg": req.arg, "data": bytes(req.in_data)}
+        given = bytes(req.in_data)
         try:
             result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
         except FUSEError as exc:
-            self.tracer.emit("ioctl", ipu, **request, error=exc.errno)
+            self.tracer.emit(events.IoctlDone(ipu, req.ctx.pid, req.cmd, req.arg, given, error=exc.errno))
             raise
-        self.tracer.emit("ioctl", ipu, **request, result=result, out=data[:32])
+        self.tracer.emit(events.IoctlDone(ipu, req.ctx.pid, req.cmd, req.arg, given, result, bytes(data[:32])))
         return result, data

@@ -21,6 +21,7 @@ from ipufs.driver import procs
 from ipufs.driver.arguments import U64, Arg, Arguments, Command, Sizes
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver import events
 from ipufs.driver.events import EventSink
 from ipufs.driver.nodes import Node
 from ipufs.driver.system import REAL, SystemCalls
@@ -239,7 +240,7 @@ class IpuDriver:
         self.exits.watch(pidfd, lambda: self.detach(ipu, "its process exited", pidfd))
         log.info("IPU %d attached to process %d", ipu, tgid)
         if self.tracer.enabled:
-            self.tracer.emit("attach", ipu, pid=tgid, command=self.system.command_of(tgid))
+            self.tracer.emit(events.Attached(ipu, tgid, self.system.command_of(tgid)))
         return 0, b""
 
     def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
@@ -357,7 +358,7 @@ class IpuDriver:
         self.devices.ipus[ipu].clear_interrupts()
         log.info("IPU %d detached from process %d: %s", ipu, att.pid, reason)
         if self.tracer.enabled:
-            self.tracer.emit("detach", ipu, pid=att.pid, reason=reason)
+            self.tracer.emit(events.Detached(ipu, att.pid, reason))
 
     def deliver(self) -> None:
         """Send the signals of every interrupt the model made deliverable,
@@ -382,8 +383,8 @@ class IpuDriver:
                     continue
                 self.signals_sent[index][source] += 1
                 if self.tracer.enabled:
-                    self.tracer.emit("signal", index, pid=att.pid, signo=source.signal,
-                                     name=SIGNAL_NAMES[source], si_int=att.ipu_id)
+                    self.tracer.emit(events.SignalSent(index, att.pid, source.signal, SIGNAL_NAMES[source],
+                                                       att.ipu_id))
 
     # --- device side -----------------------------------------------------------
     def raise_interrupt(self, ipu: int, source: Interrupt) -> None:

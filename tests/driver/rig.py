@@ -17,7 +17,7 @@ from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.effects import ModelEffects
-from ipufs.driver.events import EventSink
+from ipufs.driver.events import Event, EventSink
 from ipufs.driver import sysfs_tree
 from ipufs.driver.device_nodes import AccessCounter, DeviceNodes, NoCounting
 from ipufs.driver.filesystem import IpuFilesystem
@@ -170,13 +170,13 @@ class Events:
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.seen: list[tuple[str, int | None, dict[str, object]]] = []
+        self.seen: list[Event] = []
 
-    def emit(self, kind: str, ipu: int | None, **fields: object) -> None:
-        self.seen.append((kind, ipu, fields))
+    def emit(self, event: Event) -> None:
+        self.seen.append(event)
 
     def kinds(self) -> list[str]:
-        return [k for k, _, _ in self.seen]
+        return [e.kind for e in self.seen]
 
 
 class Rig:
