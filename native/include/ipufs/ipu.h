@@ -140,6 +140,8 @@ struct ipufs_buffer {
 #define IPU_TDI_RESULT_BAD_COMMAND 6
 #define IPU_TDI_RESULT_BAD_VALUE 7
 #define IPU_TDI_RESULT_BAD_WIDTH 8
+#define IPU_TDI_RESULT_NOT_QUIESCENT 9
+#define IPU_TDI_RESULT_TDI_ERROR 10
 
 /* Tile debug registers (IPU_REG_TDI_REG) and TDI_STS bits. */
 #define IPU_TDI_REG_CTXT_STS 0x00
@@ -169,6 +171,10 @@ struct ipufs_buffer {
 #define IPU_EXC_LINK 6
 #define IPU_EXC_ICU 7
 #define IPU_EXC_INJECTED 8
+#define IPU_EXC_BREAKPOINT 9
+#define IPU_EXC_INVALID_OPERATION 10
+#define IPU_EXC_NOT_EXECUTABLE 11
+#define IPU_EXC_INVALID_PC 12
 
 /* Sync zones for IPU_REG_CMD_SYNC. */
 #define IPU_SYNC_ZONE_RECV 0
