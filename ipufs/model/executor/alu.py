@@ -95,6 +95,27 @@ def _imm_cmp(op: Callable[[int, int], int]) -> Callable[[int, int], int]:
     return lambda x, imm: op(x, u32(imm))
 
 
+def _a_reg3(op: Callable[[int, int], int]) -> Handler:
+    """$a d, x, y (the aux pipeline's bitwise forms)."""
+    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        c.set_a(o[0], op(c.a[o[1]], c.a[o[2]]))
+    return run
+
+
+def _a_imm(op: Callable[[int, int], int]) -> Handler:
+    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        c.set_a(o[0], op(c.a[o[1]], o[2]))
+    return run
+
+
+def _a_not(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    c.set_a(o[0], ~c.a[o[1]] & MASK)
+
+
+def _a_setzi(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    c.set_a(o[0], o[1])
+
+
 def _setzi(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_m(o[0], o[1])
 
@@ -149,4 +170,15 @@ RULES: dict[str, Rule] = {
     "bitrev8_mmmn": Rule(_unary(_bitrev8), A.format("bitrev8") + " (bits reversed in each byte)"),
     "setzi_mmmn_zi": Rule(_setzi, A.format("setzi") + " (20-bit zero-extended)"),
     "atom_mamn": Rule(_atom, A.format("atom") + " ($a -> $m copy)"),
+    "setzi_aaan_zi": Rule(_a_setzi, A.format("setzi") + " ($a; `fnop` is setzi $a13, 0: J)"),
+    "and_aaan": Rule(_a_reg3(_and), A.format("and")),
+    "and_aaan_zi": Rule(_a_imm(_and), A.format("and")),
+    "and_aaan_iz": Rule(_a_imm(_and), A.format("and")),
+    "andc_aaan": Rule(_a_reg3(_andc), A.format("andc")),
+    "andc_aaan_zi": Rule(_a_imm(_andc), A.format("andc")),
+    "andc_aaan_iz": Rule(_a_imm(_andc), A.format("andc")),
+    "or_aaan": Rule(_a_reg3(_or), A.format("or")),
+    "or_aaan_zi": Rule(_a_imm(_or), A.format("or")),
+    "or_aaan_iz": Rule(_a_imm(_or), A.format("or")),
+    "not_aaan": Rule(_a_not, A.format("not")),
 }
