@@ -20,6 +20,7 @@ from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
 from ipufs.daemon.devlinks import DevLinks
+from ipufs.daemon.execution import ExecutionRunner
 from ipufs.daemon.faults import Fault, FaultError, FaultInjector, limits_of
 from ipufs.daemon.plan import FaultPlan
 from ipufs.daemon.plan_runner import PlanRunner
@@ -94,6 +95,7 @@ class Daemon:
         self.timers = Timers(lock=lock)
         self.injector = FaultInjector(self.devices, self.effects, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
+        self.execution = ExecutionRunner(self.devices, self.effects, self.tracer, lock=lock)
         # The filesystem and its server.
         self.filesystem = IpuFilesystem(
             self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
@@ -154,6 +156,7 @@ class Daemon:
                 await nursery.start(self.tracer.run)
                 await nursery.start(self.exits.run)
                 await nursery.start(self.timers.run)
+                await nursery.start(self.execution.run)
 
                 async def serve(task_status: trio.TaskStatus[Negotiated]) -> None:
                     await self.server.run(task_status=task_status)

@@ -29,7 +29,7 @@ from ipufs.abi.registers import BY_OFFSET
 log = logging.getLogger(__name__)
 
 KINDS = ("open", "close", "register-read", "register-write", "mailbox-write", "ioctl", "icu", "signal",
-         "attach", "detach", "fault")
+         "attach", "detach", "fault", "program")
 
 
 @dataclass

@@ -56,6 +56,7 @@ class Execution:
         #: called when tiles start running (the daemon wakes its runner)
         self.wake: Callable[[], None] | None = None
         self._external: int | None = None  # the zone requested of the host sync machinery
+        self._cursor = 0  # the tile run() serves first next time
         self._cache: dict[int, _Decoded] = {}
         self._words = ipu.tiles.exchange.words
         self._window = ipu.tiles.window
@@ -152,8 +153,14 @@ class Execution:
         done = 0
         while done < budget and self.running:
             taken = 0
-            for tile in sorted(self.running):
-                taken += self._run_tile(self.states[tile], min(slice_turns, budget - done - taken))
+            order = sorted(self.running)
+            # Fair across calls: start after the tile served last, and give
+            # each tile a share of the budget.
+            first = next((i for i, tile in enumerate(order) if tile >= self._cursor), 0)
+            share = max(16, min(slice_turns, (budget - done) // len(order)))
+            for tile in order[first:] + order[:first]:
+                taken += self._run_tile(self.states[tile], min(share, budget - done - taken))
+                self._cursor = tile + 1
                 if done + taken >= budget:
                     break
             done += taken
@@ -343,6 +350,8 @@ class Execution:
             s = self.states[tile].supervisor
             if s.wait is Wait.EXTERNAL and s.wait_zone == zone:
                 s.wait = Wait.NONE
+        if self.wake is not None:  # a GS2 barrier may complete from another IPU's request
+            self.wake()
 
     # --- injection through the TDI -------------------------------------------------------------
     def inject(self, tile: int, context: int, word: int) -> TdiResult:

@@ -259,3 +259,22 @@ _start:
     ipu.reset()
     assert not ipu.execution.running and tdi_read(ipu, 0, TdiRegister.CTXT_STS) == 0
     assert tdi_write(ipu, 0, TdiRegister.DBG_IEXEC, word("sync_mmmn_zi", 3)) == TdiResult.UNSUPPORTED
+
+
+def test_every_running_tile_gets_turns_whatever_the_budget() -> None:
+    # Tiles 0-3 spin; tile 5 must still reach its trap in small budgets.
+    source = """
+.text
+.supervisor
+_start:
+  get $m1, $TILE_ID
+  cmpeq $m1, $m1, 5
+  brz $m1, spin
+  trap 0
+spin:
+  bri spin
+"""
+    ipu = run(source, tiles=(0, 1, 2, 3, 5), budget=100)
+    for _ in range(10):
+        ipu.execution.run(100)
+    assert reg(ipu, "EXC_TILE") == 5 and reg(ipu, "EXC_CAUSE") == ExceptionCause.BREAKPOINT

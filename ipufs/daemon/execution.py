@@ -1,0 +1,84 @@
+# The daemon's executor task: runs the tiles of every IPU in bounded
+# slices in the trio loop, never on the FUSE request loop. Each slice
+# holds the daemon lock (the model is not thread-safe), then delivers the
+# slice's effects (signals, page-cache copies) as the fault injector and
+# timers do, emits program events to the trace, and lets go of the lock
+# so that requests are served between slices. Idle (no context can take a
+# turn) it sleeps until an IPU wakes it: a program started through the
+# TDI, a host sync completing. docs/execution.md.
+from __future__ import annotations
+
+import threading
+
+import trio
+
+from ipufs.daemon.trace import Tracer
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.effects import ModelEffects
+
+#: turns per IPU per slice: a slice costs about a millisecond (docs/performance.md)
+SLICE_TURNS = 2000
+#: the pause between slices, in which the FUSE reader takes the lock
+BREATHE_S = 0.0002
+
+
+class ExecutionRunner:
+    """Steps the running tiles of ``devices`` while any can run."""
+
+    def __init__(self, devices: DeviceSet, effects: ModelEffects, tracer: Tracer, *,
+                 lock: threading.RLock, slice_turns: int = SLICE_TURNS) -> None:
+        self.devices = devices
+        self.effects = effects
+        self.tracer = tracer
+        self.lock = lock
+        self.slice_turns = slice_turns
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._wanted = trio.Event()
+
+    def _wake(self) -> None:
+        """May be called from any thread holding the lock (a TDI command in
+        the FUSE reader): the loop picks it up."""
+        token = self._token
+        if token is not None:
+            try:
+                token.run_sync_soon(self._wanted.set)
+            except trio.RunFinishedError:
+                pass
+
+    def _slice(self) -> bool:
+        """One slice over every IPU; returns whether any context can still run."""
+        busy = False
+        with self.lock:
+            for index, ipu in enumerate(self.devices.ipus):
+                execution = ipu.execution
+                if not execution.running:
+                    continue
+                execution.run(self.slice_turns)
+                if execution.events:
+                    if self.tracer.enabled:
+                        for e in execution.events:
+                            self.tracer.emit("program", index, event=e.kind, tile=e.tile, context=e.context,
+                                             pc=e.pc, detail=e.detail)
+                    execution.events.clear()
+                self.effects.deliver(index)
+                busy = busy or execution.busy()
+        return busy
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run tiles until cancelled."""
+        self._token = trio.lowlevel.current_trio_token()
+        with self.lock:
+            for ipu in self.devices.ipus:
+                ipu.execution.wake = self._wake
+        task_status.started()
+        try:
+            while True:
+                await self._wanted.wait()
+                self._wanted = trio.Event()
+                while self._slice():
+                    await trio.sleep(BREATHE_S)
+        finally:
+            self._token = None
+            with self.lock:
+                for ipu in self.devices.ipus:
+                    ipu.execution.wake = None

@@ -1,0 +1,108 @@
+# Tiles run code through a real mount: a host writes each tile's data
+# through the exchange BAR, `ipufs exec` (its own process, attached to the
+# IPU) loads a kernel, starts every chosen tile through the TDI and gets
+# signal 46 when all have synced with the host; each tile's sum of its own
+# slice comes back through DBG_DATA and tile memory. A misaligned store
+# arrives as signal 44 with the right tile, context and address.
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ipufs import cli
+from ipufs.client import Device
+from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon
+
+pytestmark = pytest.mark.mount
+
+SUM = """\
+    .text 0x40000
+    .supervisor
+_start:
+    setzi $m2, 0x60000
+    ld32 $m3, $m2, $m15, 0
+    add $m3, $m3, -1
+    setzi $m4, 0
+    setzi $m5, 4
+loop:
+    ld32step $m6, $m2, $m5+=, 1
+    add $m4, $m4, $m6
+    brnzdec $m3, loop
+    put $DBG_DATA, $m4
+    st32 $m4, $m2, $m15, 100
+    sync 4
+done:
+    bri done
+"""
+
+MISALIGNED = """\
+    .text 0x40000
+    .supervisor
+_start:
+    get $m1, $TILE_ID
+    cmpeq $m1, $m1, 5
+    brz $m1, done
+    setzi $m2, 0x60002
+    st32 $m1, $m2, $m15, 0
+done:
+    bri done
+"""
+
+
+@pytest.fixture
+def ipu1(tmp_path: Path) -> object:
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1") as d:
+        yield d
+
+
+def _elf(tmp_path: Path, source: str) -> Path:
+    (tmp_path / "k.s").write_text(source)
+    assert cli.main(["asm", str(tmp_path / "k.s"), "-o", str(tmp_path / "k.elf")]) == 0
+    return tmp_path / "k.elf"
+
+
+def _exec(board: RunningDaemon, elf: Path, tiles: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(ipufs_command("exec", str(elf), "--dev", str(board.mountpoint), "--tiles", tiles,
+                                     "--timeout", "20", "--data"),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_each_tile_sums_its_slice_and_syncs_with_the_host(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    tiles = range(16)
+    slices = {t: [(t * 1000 + 17 * i) & 0xFFFFFFFF for i in range(10 + t)] for t in tiles}
+    with Device(0, ipu1.mountpoint) as device:
+        window = device.read_register("TILE_WINDOW")
+        base = device.read_register("TILE_MEM_BASE")
+        for t, values in slices.items():
+            words = [len(values), *values]
+            os.pwrite(device.ex_fd, b"".join(v.to_bytes(4, "little") for v in words),
+                      t * window + 0x60000 - base)
+    done = _exec(ipu1, _elf(tmp_path, SUM), "0-15")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "started 16 tiles of ipu0 at 0x40000"
+    assert lines[1] == "synced with the host: GS1_E0 (zone 4)"
+    assert lines[2:] == [f"tile {t}: DBG_DATA 0x{sum(slices[t]) & 0xFFFFFFFF:08x}" for t in tiles]
+    ipu = ipu1.daemon.devices.ipus[0]
+    assert ipu1.call(lambda: [int.from_bytes(ipu.tiles.read(t, 0x60000 + 400, 4), "little") for t in tiles]) == [
+        sum(slices[t]) & 0xFFFFFFFF for t in tiles]
+
+
+def test_a_misaligned_store_arrives_as_signal_44_with_tile_and_address(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    done = _exec(ipu1, _elf(tmp_path, MISALIGNED), "0-7")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[1] == "exception: tile 5 context 0 address 0x60002 cause MISALIGNED"
+
+
+def test_reset_stops_every_context(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    with Device(0, ipu1.mountpoint) as device:
+        device.load_elf(_elf(tmp_path, SUM.replace("sync 4", "bri _start")).read_bytes(), [0, 1])
+        device.start(0x40000, [0, 1])
+        ipu = ipu1.daemon.devices.ipus[0]
+        assert ipu1.call(lambda: sorted(ipu.execution.running)) == [0, 1]
+        device.reset()
+        assert ipu1.call(lambda: (sorted(ipu.execution.running), ipu.execution.busy())) == ([], False)
+
