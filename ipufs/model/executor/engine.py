@@ -37,7 +37,15 @@ class Event:
     detail: str
 
 
-_Decoded = tuple[Instruction, Rule | None] | tuple[Bundle, Rule | None, Rule | None] | str
+#: a decoded word (or pair): the instruction or bundle, its rule(s), and
+#: which contexts may run it (bit 0 the supervisor, bit 1 workers); or why not
+_Decoded = tuple[Instruction, Rule | None, int] | tuple[Bundle, Rule | None, Rule | None, int] | str
+_SUPERVISOR_BIT, _WORKER_BIT = 1, 2
+
+
+def _who(inst: Instruction) -> int:
+    ctx = inst.row.context
+    return (_SUPERVISOR_BIT if ctx & Contexts.SUPERVISOR else 0) | (_WORKER_BIT if ctx & Contexts.WORKER else 0)
 
 
 class Execution:
@@ -60,6 +68,7 @@ class Execution:
         self._cache: dict[int, _Decoded] = {}
         self._words = ipu.tiles.exchange.words
         self._window = ipu.tiles.window
+        self._sram = ipu.tiles.sram
 
     # --- state -----------------------------------------------------------------
     def state(self, tile: int) -> TileState:
@@ -113,14 +122,15 @@ class Execution:
         self.ipu.tiles.write(t.tile, address, (value & ((1 << 8 * width) - 1)).to_bytes(width, "little"))
 
     def _word(self, t: TileState, address: int) -> int:
-        tiles = self.ipu.tiles
-        location = tiles.locate(address)
-        if location.region != 0:
+        # TileMemory.locate's offset and region, inline: this runs per fetch.
+        offset = (address & 0x1FFFFF) % self._window % self._sram
+        if offset >= self._sram >> 1:
             raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, address,
                             f"fetch at 0x{address:x} outside region 0")
+        tiles = self.ipu.tiles
         if tiles.bad_parity and tiles.bad_word(t.tile, address, 4):
             raise TileFault(*_PARITY_FAULT, address, f"parity error fetching 0x{address:x}")
-        return int(self._words[(t.tile * self._window + location.offset) >> 2])
+        return int(self._words[(t.tile * self._window + offset) >> 2])
 
     # --- workers -------------------------------------------------------------------
     def launch(self, t: TileState, w: Context, entry: int, vertex_base: int) -> None:
@@ -211,17 +221,20 @@ class Execution:
             inst = self.decoder.decode(key)
             if inst is None:
                 return f"0x{key:08x} is not an instruction"
-            return inst, SEMANTICS.get(inst.row.variant)
+            return inst, SEMANTICS.get(inst.row.variant), _who(inst)
         pair = self.decoder.decode_bundle(key)
         if isinstance(pair, str):
             return pair
-        return pair, SEMANTICS.get(pair.main.row.variant), SEMANTICS.get(pair.aux.row.variant)
+        return (pair, SEMANTICS.get(pair.main.row.variant), SEMANTICS.get(pair.aux.row.variant),
+                _who(pair.main) & _who(pair.aux))
 
-    def _check(self, c: Context, inst: Instruction, rule: Rule | None) -> Rule:
+    def _check(self, c: Context, inst: Instruction, rule: Rule | None, who: int) -> Rule:
+        if rule is not None and who & (_WORKER_BIT if c.number else _SUPERVISOR_BIT):
+            return rule
         if not inst.row.context & (Contexts.WORKER if c.is_worker else Contexts.SUPERVISOR):
-            who = "a worker" if c.is_worker else "the supervisor"
+            runner = "a worker" if c.is_worker else "the supervisor"
             raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, c.pc,
-                            f"{inst.mnemonic} cannot run on {who}")
+                            f"{inst.mnemonic} cannot run on {runner}")
         if rule is None:
             raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc, why_not(inst.mnemonic))
         return rule
@@ -235,22 +248,22 @@ class Execution:
             raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc, decoded)
         r = c.repeat
         in_body = r is not None and r.first <= pc < r.end
-        if len(decoded) == 2:
-            inst, rule = decoded
+        if len(decoded) == 3:
+            inst, rule, who = decoded
             if in_body:
                 raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc,
                                 f"{inst.mnemonic}: a solo instruction in an rpt body")
-            rule = self._check(c, inst, rule)
+            rule = self._check(c, inst, rule, who)
             c.next_pc = pc + 4
             rule.handler(self, t, c, inst.operands)
             retired = 1
         else:
-            bundle, main_rule, aux_rule = decoded
+            bundle, main_rule, aux_rule, who = decoded
             if in_body and any(i.row.group in (Group.CONTROL, Group.SYSTEM) for i in (bundle.main, bundle.aux)):
                 raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc,
                                 "a control or system instruction in an rpt body")
-            main_rule = self._check(c, bundle.main, main_rule)
-            aux_rule = self._check(c, bundle.aux, aux_rule)
+            main_rule = self._check(c, bundle.main, main_rule, who)
+            aux_rule = self._check(c, bundle.aux, aux_rule, who)
             c.next_pc = pc + 8
             # Both halves read the registers as they were before the bundle
             # (ours: the public record does not say); the aux half runs on

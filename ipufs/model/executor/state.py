@@ -43,6 +43,9 @@ class Etype(enum.IntEnum):
     IBRK = 15
 
 
+_ACTIVE = Status.ACTIVE
+
+
 class Wait(enum.Enum):
     """Why an active context does not take turns."""
 
@@ -50,6 +53,9 @@ class Wait(enum.Enum):
     WORKERS = "workers"  # sync 2 (LOCAL): until every worker is inactive
     INTERNAL = "internal"  # sync 3: until every running tile of the IPU arrives
     EXTERNAL = "external"  # sync 4..7, 12..15: until the IPU's host sync completes
+
+
+_NO_WAIT = Wait.NONE
 
 
 class TileFault(Exception):
@@ -149,10 +155,12 @@ class TileState:
 
     def next_runnable(self) -> Context | None:
         """The context whose turn it is, skipping those that cannot run."""
-        n = len(self.contexts)
-        for i in range(n):
-            c = self.contexts[(self.turn + i) % n]
-            if c.runnable():
-                self.turn = (c.number + 1) % n
+        contexts = self.contexts
+        n = len(contexts)
+        turn = self.turn
+        for i in range(turn, turn + n):
+            c = contexts[i if i < n else i - n]
+            if c.status is _ACTIVE and c.wait is _NO_WAIT:
+                self.turn = c.number + 1 if c.number + 1 < n else 0
                 return c
         return None
