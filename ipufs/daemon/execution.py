@@ -17,7 +17,7 @@ from ipufs.driver.devices import DeviceSet
 from ipufs.driver.effects import ModelEffects
 
 #: turns per IPU per slice: a slice costs about a millisecond (docs/performance.md)
-SLICE_TURNS = 2000
+SLICE_TURNS = 500
 #: the pause between slices, in which the FUSE reader takes the lock
 BREATHE_S = 0.0002
 

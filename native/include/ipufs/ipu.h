@@ -245,4 +245,11 @@ struct ipufs_buffer {
 /* ipufs_load_elf(): tile code into tiles' memory (docs/isa.md, "Loading"). */
 #include "load.h"
 
+/* The words a host injects through DBG_IEXEC (docs/execution.md): `bri ENTRY` is
+ * IPUFS_BRI_WORD | ENTRY >> 2; `put $DBG_DATA, $mN` is IPUFS_PUT_DBG_DATA_WORD | N << 20. */
+#define IPUFS_BRI_WORD 0x40800000u
+#define IPUFS_PUT_DBG_DATA_WORD 0x43008070u
+/* ipufs_start(), ipufs_debug_data(): tile code started through the TDI. */
+#include "start.h"
+
 #endif /* IPUFS_IPU_H */
