@@ -392,6 +392,9 @@ def measure(smoke: bool) -> list[Row]:
     import execution  # benchmarks/execution.py
 
     rows += [Row(*r) for r in execution.rows(smoke)]
+    import execution_daemon  # benchmarks/execution_daemon.py
+
+    rows += [Row(*r) for r in execution_daemon.rows(smoke)]
     return rows
 
 

@@ -48,8 +48,8 @@ class ExecutionRunner:
     def _slice(self) -> bool:
         """One slice over every IPU; returns whether any context can still run."""
         busy = False
-        with self.lock:
-            for index, ipu in enumerate(self.devices.ipus):
+        for index, ipu in enumerate(self.devices.ipus):
+            with self.lock:  # per IPU: a request waits for one IPU's slice at most
                 execution = ipu.execution
                 if not execution.running:
                     continue
