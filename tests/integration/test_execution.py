@@ -126,3 +126,18 @@ def test_an_unmodified_c_host_runs_a_kernel_on_every_tile(ipu1: RunningDaemon, t
     assert lines[0] == "signal 46"
     want = [sum(t * 1000 + 17 * i for i in range(10 + t % 40)) & 0xFFFFFFFF for t in range(tiles)]
     assert lines[1:] == [f"tile {t} sum {want[t]} dbg {want[t]}" for t in range(tiles)]
+
+
+def test_program_events_reach_the_trace(tmp_path: Path) -> None:
+    import json
+
+    trace = tmp_path / "trace.jsonl"
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(trace)) as board:
+        done = _exec(board, _elf(tmp_path, MISALIGNED), "5")
+        assert done.returncode == 1, done.stdout + done.stderr
+        ipu = board.daemon.devices.ipus[0]
+        board.call(lambda: ipu.reset())
+    events = [e for e in map(json.loads, trace.read_text().splitlines()) if e["kind"] == "program"]
+    assert [(e["event"], e["tile"], e["context"], e["pc"]) for e in events] == [
+        ("start", 5, 0, 0x40000), ("exception", 5, 0, 0x40010)]
+    assert "4-byte store at 0x60002" in events[1]["detail"]
