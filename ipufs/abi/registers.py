@@ -175,6 +175,7 @@ class ExceptionCause(enum.IntEnum):
     INVALID_OPERATION = 10  # a tile instruction's operands are refused (bad CSR, sync zone, runall with workers active)
     NOT_EXECUTABLE = 11  # a tile ran an instruction ipufs does not execute (docs/execution.md lists them)
     INVALID_PC = 12  # a tile fetched from a misaligned PC, outside region 0, or a misaligned bundle
+    FLOATING_POINT = 13  # a tile's floating-point exception enabled in $FP_CTL (INV, DIV0, OFLO)
 
 
 STATUS_READY = 1 << 0

@@ -6,10 +6,10 @@
 # so that docs and messages can say which reason applies.
 from __future__ import annotations
 
-from ipufs.model.executor import alu, control, memory_ops, system
+from ipufs.model.executor import alu, control, fp, memory_ops, system
 from ipufs.model.executor.rule import Rule
 
-SEMANTICS: dict[str, Rule] = {**alu.RULES, **memory_ops.RULES, **control.RULES, **system.RULES}
+SEMANTICS: dict[str, Rule] = {**alu.RULES, **memory_ops.RULES, **control.RULES, **system.RULES, **fp.RULES}
 
 #: mnemonic prefixes or names whose behaviour is not public (docs/execution.md)
 NOT_PUBLIC: dict[str, str] = {

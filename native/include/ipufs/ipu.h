@@ -175,6 +175,7 @@ struct ipufs_buffer {
 #define IPU_EXC_INVALID_OPERATION 10
 #define IPU_EXC_NOT_EXECUTABLE 11
 #define IPU_EXC_INVALID_PC 12
+#define IPU_EXC_FLOATING_POINT 13
 
 /* Sync zones for IPU_REG_CMD_SYNC. */
 #define IPU_SYNC_ZONE_RECV 0

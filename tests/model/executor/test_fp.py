@@ -1,0 +1,109 @@
+# f32 arithmetic on a worker, checked against numpy's IEEE binary32
+# (round to nearest even); flags, enabled exceptions, and what is not
+# public faulting as NOT_EXECUTABLE.
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from ipufs.abi.registers import ExceptionCause
+from tests.model.executor.kit import assemble, load, make, memory_word, reg, start
+
+IPU = make()
+OPS = {"f32add": np.add, "f32sub": np.subtract, "f32mul": np.multiply, "f32div": np.divide}
+
+
+def bits(x: float) -> int:
+    return int(struct.unpack("<I", struct.pack("<f", x))[0])
+
+
+def run_worker(body: str, data: list[int], ictl: int = 0) -> None:
+    IPU.reset()
+    program = assemble(f"""
+.text 0x40000
+.supervisor
+_start:
+  setzi $m0, worker
+  setzi $m1, 0x60000
+  setzi $m2, {ictl & 0xFFFFF}
+  or $m2, $m2, {ictl & 0xFFF00000}
+  put $FP_ICTL, $m2
+  run $m0, $m1, 0
+  sync 2
+  trap 0
+.align 8
+.worker
+worker:
+{body}
+  exitz $m15
+.data 0x60000
+""" + "\n".join(f"  .word {w}" for w in data))
+    load(IPU, program)
+    start(IPU, program.entry)
+    IPU.execution.run(100_000)
+
+
+def normal32() -> st.SearchStrategy[float]:
+    return st.floats(width=32, allow_nan=False, allow_infinity=False, allow_subnormal=False).filter(
+        lambda x: x == 0 or abs(x) >= 2.0 ** -126)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(sorted(OPS)), normal32(), normal32())
+def test_f32_arithmetic_rounds_as_ieee_binary32(op: str, x: float, y: float) -> None:
+    with np.errstate(all="ignore"):
+        want = OPS[op](np.float32(x), np.float32(y))
+    assume(np.isfinite(want) and (want == 0 or abs(want) >= 2.0 ** -126))
+    assume(not (op == "f32div" and y == 0))
+    run_worker(f"""
+  ld32 $a0, $m13, $m15, 0
+  ld32 $a1, $m13, $m15, 1
+  {op} $a2, $a0, $a1
+  st32 $a2, $m13, $m15, 2
+""", [bits(x), bits(y), 0])
+    assert memory_word(IPU, 0, 0x60008) == bits(float(want))  # the sign of a zero too
+    assert reg(IPU, "EXC_CAUSE") == ExceptionCause.BREAKPOINT  # the supervisor's trap, nothing before
+
+
+def test_conversions_from_integers() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f32fromi32 $a1, $a0
+  f32fromui32 $a2, $a0
+  st32 $a1, $m13, $m15, 1
+  st32 $a2, $m13, $m15, 2
+""", [0xFFFFFFF9, 0, 0])
+    assert memory_word(IPU, 0, 0x60004) == bits(-7.0)
+    assert memory_word(IPU, 0, 0x60008) == bits(float(np.float32(0xFFFFFFF9)))
+
+
+def test_overflow_sets_fp_sts_and_gives_infinity() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f32mul $a1, $a0, $a0
+  st32 $a1, $m13, $m15, 1
+  uget $a2, $FP_STS
+  st32 $a2, $m13, $m15, 2
+""", [bits(3e38), 0, 0])
+    assert memory_word(IPU, 0, 0x60004) == 0x7F800000
+    assert memory_word(IPU, 0, 0x60008) == 4  # OFLO
+
+
+def test_an_enabled_exception_is_a_floating_point_exception() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  ld32 $a1, $m13, $m15, 1
+  f32div $a2, $a0, $a1
+""", [bits(1.0), 0], ictl=2)  # $FP_ICTL.DIV0 -> the worker's $FP_CTL
+    assert (reg(IPU, "EXC_CAUSE"), reg(IPU, "EXC_CONTEXT")) == (ExceptionCause.FLOATING_POINT, 1)
+
+
+def test_nan_operands_are_not_guessed() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f32add $a1, $a0, $a0
+""", [0x7FC00000])
+    assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE
