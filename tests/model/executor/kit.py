@@ -84,6 +84,15 @@ def start(ipu: Ipu, entry: int, tiles: tuple[int, ...] = (0,), context: int = 0)
         assert tdi_write(ipu, tile, TdiRegister.DBG_IEXEC, word("bri_mmmn_zi", entry)) == TdiResult.OK
 
 
+def one_worker(body: str, *, vertex: int, prelude: str = "", data: str = "") -> str:
+    """Source whose supervisor runs ``prelude``, then `run`s one worker
+    at ``body`` with vertex base ``vertex``, waits for it (sync 2) and
+    traps; ``data`` follows in a .data section at ``vertex``."""
+    return (f".text 0x40000\n.supervisor\n_start:\n{prelude}\n  setzi $m0, worker\n  setzi $m1, {vertex}\n"
+            "  run $m0, $m1, 0\n  sync 2\n  trap 0\n.align 8\n.worker\nworker:\n"
+            f"{body}\n  exitz $m15\n" + (f".data {vertex}\n{data}\n" if data else ""))
+
+
 def run(source: str, tiles: tuple[int, ...] = (0,), budget: int = 1_000_000) -> Ipu:
     """Assemble ``source``, load it into ``tiles``, start them at the
     entry and run until nothing can run (or ``budget`` turns)."""

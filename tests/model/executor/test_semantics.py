@@ -6,7 +6,7 @@ from ipufs.abi.interrupts import Interrupt
 from ipufs.abi.registers import ExceptionCause, TdiResult
 from ipufs.model.executor import Status
 from ipufs.model.tdi import TdiRegister, TdiStatus
-from tests.model.executor.kit import (BASE, m, memory_word, reg, run, tdi_read, tdi_write, word)
+from tests.model.executor.kit import (BASE, m, memory_word, one_worker, reg, run, tdi_read, tdi_write, word)
 
 MASK = 0xFFFFFFFF
 
@@ -152,24 +152,12 @@ worker:
 
 
 def test_rpt_repeats_its_body() -> None:
-    ipu = run("""
-.text
-.supervisor
-_start:
-  setzi $m0, worker
-  setzi $m1, 0x61000
-  run $m0, $m1, 0
-  sync 2
-  trap 0
-.align 8
-.worker
-worker:
+    ipu = run(one_worker("""
   setzi $m2, 0
   rpt 5, 0
   { add $m2, $m2, 3 ; fnop }
   st32 $m2, $m13, $m15, 0
-  exitz $m15
-""")
+""", vertex=0x61000))
     # run adds the memory base: 0x61000 + 0x40000 aliases back onto 0x61000 (bit 18 up masked off)
     assert ipu.tiles.canonical(0x61000 + BASE) == 0x61000
     assert memory_word(ipu, 0, 0x61000) == 5 * 3
