@@ -141,3 +141,16 @@ def test_program_events_reach_the_trace(tmp_path: Path) -> None:
     assert [(e["event"], e["tile"], e["context"], e["pc"]) for e in events] == [
         ("start", 5, 0, 0x40000), ("exception", 5, 0, 0x40010)]
     assert "4-byte store at 0x60002" in events[1]["detail"]
+
+
+def test_exec_reports_a_timeout_and_a_bad_file(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    spin = _elf(tmp_path, SUM.replace("sync 4", "bri _start"))
+    done = subprocess.run(ipufs_command("exec", str(spin), "--dev", str(ipu1.mountpoint), "--tiles", "3",
+                                        "--timeout", "0.5"), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "timeout after 0.5 s" in done.stdout, done.stdout + done.stderr
+    (tmp_path / "junk.elf").write_bytes(b"junk" * 20)
+    bad = subprocess.run(ipufs_command("exec", str(tmp_path / "junk.elf"), "--dev", str(ipu1.mountpoint)),
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.startswith("ipufs exec: ") and len(bad.stderr.splitlines()) == 1
+    ipu = ipu1.daemon.devices.ipus[0]
+    ipu1.call(lambda: ipu.reset())
