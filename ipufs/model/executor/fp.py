@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import struct
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ipufs.abi.registers import ExceptionCause
@@ -27,21 +28,40 @@ if TYPE_CHECKING:
 FP_STS, FP_CTL = 0, 2
 INV, DIV0, OFLO = 1 << 0, 1 << 1, 1 << 2
 RND_MASK, ESR, NANOO = 0x7 << 16, 1 << 19, 1 << 20
-_F32 = struct.Struct("<f")
-_U32 = struct.Struct("<I")
-_MIN_NORMAL = 2.0 ** -126
-_INF = 0x7F800000
+@dataclass(frozen=True, slots=True)
+class Format:
+    """An IEEE binary format as the $a registers hold it."""
+
+    name: str
+    packer: struct.Struct  # value <-> bytes, rounding to nearest even
+    bits: int
+    min_normal: float
+
+    mantissa: int  # stored fraction bits
+
+    @property
+    def infinity(self) -> int:
+        """+infinity's bits: every exponent bit set, fraction 0."""
+        return ((1 << (self.bits - 1)) - 1) & ~((1 << self.mantissa) - 1)
+
+    @property
+    def sign(self) -> int:
+        return 1 << (self.bits - 1)
+
+
+F32 = Format("f32", struct.Struct("<f"), 32, 2.0 ** -126, 23)
+F16 = Format("f16", struct.Struct("<e"), 16, 2.0 ** -14, 10)
 
 
 def _not_public(c: Context, why: str) -> TileFault:
-    return TileFault(Etype.INVALID_OP, ExceptionCause.NOT_EXECUTABLE, c.pc, f"f32: {why} is not public")
+    return TileFault(Etype.INVALID_OP, ExceptionCause.NOT_EXECUTABLE, c.pc, f"floating point: {why} is not public")
 
 
-def _operand(c: Context, bits: int) -> float:
-    value: float = _F32.unpack(_U32.pack(bits))[0]
+def _operand(c: Context, bits: int, fmt: Format = F32) -> float:
+    value: float = fmt.packer.unpack(bits.to_bytes(fmt.bits // 8, "little"))[0]
     if not math.isfinite(value):
         raise _not_public(c, "arithmetic on NaN or infinity")
-    if value != 0 and abs(value) < _MIN_NORMAL:
+    if value != 0 and abs(value) < fmt.min_normal:
         raise _not_public(c, "arithmetic on subnormals")
     return value
 
@@ -53,21 +73,20 @@ def _flag(c: Context, flag: int, what: str) -> None:
         raise TileFault(Etype.FP, ExceptionCause.FLOATING_POINT, c.pc, what)
 
 
-def _result(c: Context, exact: float) -> int:
-    """``exact`` (a binary64) rounded to binary32 bits; one that rounds
-    past the largest binary32 overflows to infinity (IEEE: inferred)."""
+def _result(c: Context, exact: float, fmt: Format = F32) -> int:
+    """``exact`` (a binary64) rounded to ``fmt``'s bits; one that rounds
+    past the format's largest value overflows to infinity (IEEE: inferred)."""
     if math.isinf(exact):  # division by zero, flagged by the caller
-        return _INF if exact > 0 else _INF | 0x80000000
-    if exact != 0 and abs(exact) < _MIN_NORMAL:
+        return fmt.infinity | (fmt.sign if exact < 0 else 0)
+    if exact != 0 and abs(exact) < fmt.min_normal:
         raise _not_public(c, "a subnormal result (flush or keep)")
     try:
-        bits: int = _U32.unpack(_F32.pack(exact))[0]
+        return int.from_bytes(fmt.packer.pack(exact), "little")
     except OverflowError:  # struct rounds to nearest even first, then refuses infinity
         if c.upper.get(FP_CTL, 0) & NANOO:
             raise _not_public(c, "overflow with NANOO") from None
-        _flag(c, OFLO, "f32 overflow")
-        bits = _INF if exact > 0 else _INF | 0x80000000
-    return bits
+        _flag(c, OFLO, f"{fmt.name} overflow")
+        return fmt.infinity | (fmt.sign if exact < 0 else 0)
 
 
 def _mode(c: Context) -> None:
@@ -100,16 +119,58 @@ def _from_int(signed: bool) -> Handler:
     def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         _mode(c)
         v = c.a[o[1]]
-        c.set_a(o[0], _U32.unpack(_F32.pack(float(s32(v) if signed else v)))[0])
+        c.set_a(o[0], int.from_bytes(F32.packer.pack(float(s32(v) if signed else v)), "little"))
     return run
+
+
+def _read_lanes(c: Context, reg: int, fmt: Format, lanes: int, form: str) -> list[int]:
+    """A source's lanes: ``form`` n (as is), t ($aN:B, one f32 to every
+    lane), l/u ($aN:BL/:BU, the lower/upper f16 half to every lane)."""
+    if fmt is F32:
+        return [c.a[reg]] * lanes if form == "t" else [c.a[reg + i] for i in range(lanes)]
+    if form in ("l", "u"):
+        return [(c.a[reg] >> (16 if form == "u" else 0)) & 0xFFFF] * lanes
+    return [(c.a[reg + i // 2] >> (16 * (i % 2))) & 0xFFFF for i in range(lanes)]
+
+
+def _write_lanes(c: Context, reg: int, fmt: Format, values: list[int]) -> None:
+    if fmt is F32:
+        for i, v in enumerate(values):
+            c.set_a(reg + i, v)
+    else:
+        for i in range(0, len(values), 2):
+            c.set_a(reg + i // 2, values[i] | values[i + 1] << 16)
+
+
+def _vector(fmt: Format, lanes: int, form: str, op: Callable[[Context, float, float], float]) -> Handler:
+    """Lane by lane, as the scalar operation (J: broadcast forms by the
+    variant's last letter; lane order low half / low register first)."""
+    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        _mode(c)
+        xs = _read_lanes(c, o[1], fmt, lanes, form)
+        ys = _read_lanes(c, o[2], fmt, lanes, "n")
+        _write_lanes(c, o[0], fmt, [_result(c, op(c, _operand(c, x, fmt), _operand(c, y, fmt)), fmt)
+                                    for x, y in zip(xs, ys)])
+    return run
+
+
+def _add(c: Context, x: float, y: float) -> float: return x + y
+def _sub(c: Context, x: float, y: float) -> float: return x - y
+def _mul(c: Context, x: float, y: float) -> float: return x * y
 
 
 A = "A hover/{}.md"
 RULES: dict[str, Rule] = {
-    "f32add_aaan": Rule(_binary(lambda c, x, y: x + y), A.format("f32add") + " (IEEE binary32, RNE)"),
-    "f32sub_aaan": Rule(_binary(lambda c, x, y: x - y), A.format("f32sub") + " (x - y)"),
-    "f32mul_aaan": Rule(_binary(lambda c, x, y: x * y), A.format("f32mul")),
+    "f32add_aaan": Rule(_binary(_add), A.format("f32add") + " (IEEE binary32, RNE)"),
+    "f32sub_aaan": Rule(_binary(_sub), A.format("f32sub") + " (x - y)"),
+    "f32mul_aaan": Rule(_binary(_mul), A.format("f32mul")),
     "f32div_aaan": Rule(_binary(_div), A.format("f32div") + "; DIV0 flag: R CAUSEID_DIV_BY_0"),
     "f32fromi32_aaan": Rule(_from_int(True), A.format("f32fromi32") + " (RNE)"),
     "f32fromui32_aaan": Rule(_from_int(False), A.format("f32fromui32") + " (RNE)"),
 }
+for _name, _op in (("add", _add), ("sub", _sub), ("mul", _mul)):
+    for _fmt, _lanes, _forms in ((F32, 2, "nt"), (F16, 2, "nlu"), (F16, 4, "nlu")):
+        for _form in _forms:
+            _variant = f"{_fmt.name}v{_lanes}{_name}_aaa{_form}"
+            RULES[_variant] = Rule(_vector(_fmt, _lanes, _form, _op),
+                                   A.format(f"{_fmt.name}v{_lanes}{_name}") + " (per lane, IEEE, RNE)")

@@ -92,3 +92,49 @@ def test_nan_operands_are_not_guessed() -> None:
   f32add $a1, $a0, $a0
 """, [0x7FC00000])
     assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE
+
+
+def half(x: float) -> int:
+    return int(np.float16(x).view(np.uint16))
+
+
+def normal16() -> st.SearchStrategy[float]:
+    """Zero, or binary16 magnitudes from 2**-6 to 200 (no sum, difference or
+    product of two of them overflows; few underflow), either sign."""
+    magnitude = st.floats(min_value=2.0 ** -6, max_value=200.0, width=16)
+    return st.one_of(st.just(0.0), magnitude, magnitude.map(lambda v: -v))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["add", "sub", "mul"]), st.sampled_from(["", ":BL", ":BU"]),
+       st.lists(normal16(), min_size=8, max_size=8))
+def test_f16v4_lanes_round_as_ieee_binary16(op: str, broadcast: str, values: list[float]) -> None:
+    x, y = values[:4], values[4:]
+    lanes_x = [x[0]] * 4 if broadcast == ":BL" else [x[1]] * 4 if broadcast == ":BU" else x
+    fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op]
+    exact = [{"add": a + b, "sub": a - b, "mul": a * b}[op] for a, b in zip(lanes_x, y)]
+    with np.errstate(all="ignore"):
+        want = [fn(np.float16(a), np.float16(b)) for a, b in zip(lanes_x, y)]
+    assume(all(np.isfinite(w) for w in want) and all(e == 0 or abs(e) >= 2.0 ** -14 for e in exact))
+    words = [half(x[0]) | half(x[1]) << 16, half(x[2]) | half(x[3]) << 16,
+             half(y[0]) | half(y[1]) << 16, half(y[2]) | half(y[3]) << 16]
+    source = "$a0" + broadcast if broadcast else "$a0:1"
+    run_worker(f"""
+  ld64 $a0:1, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f16v4{op} $a4:5, {source}, $a2:3
+  st64 $a4:5, $m13, $m15, 2
+""", words + [0, 0])
+    got = [memory_word(IPU, 0, 0x60010), memory_word(IPU, 0, 0x60014)]
+    assert [got[0] & 0xFFFF, got[0] >> 16, got[1] & 0xFFFF, got[1] >> 16] == [
+        int(np.float16(w).view(np.uint16)) for w in want]
+
+
+def test_f32v2_with_a_broadcast_source() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f32v2mul $a4:5, $a0:B, $a2:3
+  st64 $a4:5, $m13, $m15, 2
+""", [bits(1.5), 0, bits(2.0), bits(-3.25), 0, 0])
+    assert [memory_word(IPU, 0, 0x60010), memory_word(IPU, 0, 0x60014)] == [bits(3.0), bits(-4.875)]
