@@ -108,6 +108,19 @@ def _a_imm(op: Callable[[int, int], int]) -> Handler:
     return run
 
 
+def _pair(op: Callable[[int, int], int]) -> Handler:
+    """$a pairs, each word alike (and64, andc64, or64: bitwise on 64 bits)."""
+    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        c.set_a(o[0], op(c.a[o[1]], c.a[o[2]]))
+        c.set_a(o[0] + 1, op(c.a[o[1] + 1], c.a[o[2] + 1]))
+    return run
+
+
+def _not64(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    c.set_a(o[0], ~c.a[o[1]] & MASK)
+    c.set_a(o[0] + 1, ~c.a[o[1] + 1] & MASK)
+
+
 def _a_not(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_a(o[0], ~c.a[o[1]] & MASK)
 
@@ -181,4 +194,8 @@ RULES: dict[str, Rule] = {
     "or_aaan_zi": Rule(_a_imm(_or), A.format("or")),
     "or_aaan_iz": Rule(_a_imm(_or), A.format("or")),
     "not_aaan": Rule(_a_not, A.format("not")),
+    "and64_aaan": Rule(_pair(_and), A.format("and64")),
+    "andc64_aaan": Rule(_pair(_andc), A.format("andc64")),
+    "or64_aaan": Rule(_pair(_or), A.format("or64")),
+    "not64_aaan": Rule(_not64, A.format("not64")),
 }

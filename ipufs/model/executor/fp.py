@@ -154,6 +154,18 @@ def _vector(fmt: Format, lanes: int, form: str, op: Callable[[Context, float, fl
     return run
 
 
+def _convert(source: Format, target: Format, lanes: int, duplicate: bool = False) -> Handler:
+    """Each lane of ``source`` converted to ``target``, rounded to nearest
+    even (f16 → f32 is exact); f32tof16 writes its half to both halves."""
+    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        _mode(c)
+        values = [_result(c, _operand(c, v, source), target) for v in _read_lanes(c, o[1], source, lanes, "n")]
+        if duplicate:
+            values = values * 2
+        _write_lanes(c, o[0], target, values)
+    return run
+
+
 def _add(c: Context, x: float, y: float) -> float: return x + y
 def _sub(c: Context, x: float, y: float) -> float: return x - y
 def _mul(c: Context, x: float, y: float) -> float: return x * y
@@ -165,6 +177,11 @@ RULES: dict[str, Rule] = {
     "f32sub_aaan": Rule(_binary(_sub), A.format("f32sub") + " (x - y)"),
     "f32mul_aaan": Rule(_binary(_mul), A.format("f32mul")),
     "f32div_aaan": Rule(_binary(_div), A.format("f32div") + "; DIV0 flag: R CAUSEID_DIV_BY_0"),
+    "f16tof32_aaan": Rule(_convert(F16, F32, 1), A.format("f16tof32") + " (the lower half: inferred)"),
+    "f16v2tof32_aaan": Rule(_convert(F16, F32, 2), A.format("f16v2tof32") + " (low half to the low register)"),
+    "f32tof16_aaan": Rule(_convert(F32, F16, 1, duplicate=True),
+                          A.format("f32tof16") + " (RNE; the result in both halves)"),
+    "f32v2tof16_aaan": Rule(_convert(F32, F16, 2), A.format("f32v2tof16") + " (low register to the low half)"),
     "f32fromi32_aaan": Rule(_from_int(True), A.format("f32fromi32") + " (RNE)"),
     "f32fromui32_aaan": Rule(_from_int(False), A.format("f32fromui32") + " (RNE)"),
 }

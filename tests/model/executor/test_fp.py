@@ -138,3 +138,20 @@ def test_f32v2_with_a_broadcast_source() -> None:
   st64 $a4:5, $m13, $m15, 2
 """, [bits(1.5), 0, bits(2.0), bits(-3.25), 0, 0])
     assert [memory_word(IPU, 0, 0x60010), memory_word(IPU, 0, 0x60014)] == [bits(3.0), bits(-4.875)]
+
+
+def test_conversions_between_f16_and_f32() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f16v2tof32 $a2:3, $a0
+  f32v2tof16 $a4, $a2:3
+  ld32 $a5, $m13, $m15, 1
+  f32tof16 $a6, $a5
+  st64 $a2:3, $m13, $m15, 1
+  st32 $a4, $m13, $m15, 4
+  st32 $a6, $m13, $m15, 5
+""", [half(1.5) | half(-2.25) << 16, bits(1.0 + 2.0 ** -11 + 2.0 ** -20), 0, 0, 0, 0])
+    assert [memory_word(IPU, 0, 0x60008), memory_word(IPU, 0, 0x6000C)] == [bits(1.5), bits(-2.25)]
+    assert memory_word(IPU, 0, 0x60010) == half(1.5) | half(-2.25) << 16
+    rounded = half(float(np.float16(1.0 + 2.0 ** -11 + 2.0 ** -20)))  # up, past the tie
+    assert memory_word(IPU, 0, 0x60014) == rounded | rounded << 16 and rounded == half(1.0 + 2.0 ** -10)

@@ -266,3 +266,21 @@ spin:
     for _ in range(10):
         ipu.execution.run(100)
     assert reg(ipu, "EXC_TILE") == 5 and reg(ipu, "EXC_CAUSE") == ExceptionCause.BREAKPOINT
+
+
+def test_64_bit_logic_on_a_pairs() -> None:
+    ipu = run(one_worker("""
+  ld64 $a0:1, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  and64 $a4:5, $a0:1, $a2:3
+  or64 $a6:7, $a0:1, $a2:3
+  st64 $a4:5, $m13, $m15, 2
+  st64 $a6:7, $m13, $m15, 3
+  andc64 $a4:5, $a0:1, $a2:3
+  not64 $a6:7, $a0:1
+  st64 $a4:5, $m13, $m15, 4
+  st64 $a6:7, $m13, $m15, 5
+""", vertex=0x60000, data="  .word 0xF0F0F0F0, 0x12345678, 0xFF00FF00, 0x0F0F0F0F" + ", 0" * 8))
+    x, y = 0x12345678F0F0F0F0, 0x0F0F0F0FFF00FF00
+    got = [memory_word(ipu, 0, 0x60010 + 4 * i) | memory_word(ipu, 0, 0x60014 + 4 * i) << 32 for i in range(0, 8, 2)]
+    assert got == [x & y, x | y, x & ~y & (1 << 64) - 1, ~x & (1 << 64) - 1]
