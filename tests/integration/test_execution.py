@@ -154,3 +154,40 @@ def test_exec_reports_a_timeout_and_a_bad_file(ipu1: RunningDaemon, tmp_path: Pa
     assert bad.returncode == 1 and bad.stderr.startswith("ipufs exec: ") and len(bad.stderr.splitlines()) == 1
     ipu = ipu1.daemon.devices.ipus[0]
     ipu1.call(lambda: ipu.reset())
+
+
+
+_READ_MAPPED = """
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+view = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+at = int(sys.argv[2])
+print(int.from_bytes(view[at:at + 4], "little"))
+"""
+
+
+def test_tile_stores_reach_a_mapping_in_page_cache_mode(tmp_path: Path) -> None:
+    """Without passthrough, clients map copies: what tiles store is
+    published to them as other model writes are. (The mapping is read in
+    a subprocess: a page fault served by this process's daemon thread must
+    not wait on this thread's GIL.)"""
+    import sys
+
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", passthrough=False) as board:
+        with Device(0, board.mountpoint) as device:
+            base = device.read_register("TILE_MEM_BASE")
+            window = device.read_register("TILE_WINDOW")
+            os.pwrite(device.ex_fd, b"".join(v.to_bytes(4, "little") for v in (3, 5, 6, 7)),
+                      2 * window + 0x60000 - base)
+        at = str(2 * window + 0x60000 + 400 - base)
+
+        def mapped() -> int:
+            return int(subprocess.run([sys.executable, "-c", _READ_MAPPED, board.path("ipu0_ex"), at],
+                                      capture_output=True, text=True, timeout=30, check=True).stdout)
+
+        assert mapped() == 0
+        done = _exec(board, _elf(tmp_path, SUM), "2")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert mapped() == 5 + 6 + 7
+        ipu = board.daemon.devices.ipus[0]
+        board.call(lambda: ipu.reset())
