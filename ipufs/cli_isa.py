@@ -24,10 +24,19 @@ def _arch(name: str | None, image_arch: str | None = None) -> Any:
 def _chunks(image: elf.ElfImage) -> list[Chunk]:
     """The sections to list (the segments when there are no section headers)."""
     if image.sections:
-        return [Chunk(s.name, s.address, s.data, s.executable, bool(s.flags & elf.SHF_WRITE))
-                for s in image.sections]
+        return [Chunk(s.name, s.address, s.data, s.executable, bool(s.flags & elf.SHF_WRITE),
+                      _labels(image, s.name)) for s in image.sections]
     return [Chunk(f"segment{i}", s.address, s.data + bytes(s.size - len(s.data)), s.executable,
                   bool(s.flags & elf.PF_W)) for i, s in enumerate(image.segments)]
+
+
+def _labels(image: elf.ElfImage, section: str) -> dict[int, str]:
+    """A section's own labels: in an object file every section starts at 0."""
+    names: dict[int, str] = {}
+    for s in sorted(image.symbols, key=lambda y: not y.bound_global):
+        if s.section == section:
+            names.setdefault(s.value, s.name)
+    return names
 
 
 def _symbols(image: elf.ElfImage) -> tuple[dict[int, str], frozenset[str]]:

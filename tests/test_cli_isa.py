@@ -126,3 +126,27 @@ def test_odd_inputs_get_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for argv in (["asm", str(tmp_path / "bin.s")], ["asm", str(tmp_path)], ["disasm", str(tmp_path)]):
         status, _, err = _run(argv, capsys)
         assert status == 1 and len(err.splitlines()) == 1 and "Traceback" not in err, (argv, err)
+
+
+def test_worker_code_round_trips_with_worker_csr_names(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "w.s").write_text(".worker\nget $m0, $WSR\nget $m1, $REPEAT_COUNT\nuget $a0, $FP_CTL\n")
+    assert cli.main(["asm", str(tmp_path / "w.s"), "-o", str(tmp_path / "w.elf")]) == 0
+    status, out, _ = _run(["disasm", "--source", "--context", "worker", str(tmp_path / "w.elf")], capsys)
+    assert status == 0 and "get $m0, $WSR" in out
+    (tmp_path / "back.s").write_text(out)
+    assert cli.main(["asm", str(tmp_path / "back.s"), "-o", str(tmp_path / "back.elf")]) == 0
+    assert (tmp_path / "back.elf").read_bytes() == (tmp_path / "w.elf").read_bytes()
+
+
+def test_each_section_shows_its_own_labels(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # As in an object file, where every section starts at 0.
+    code = elf.SHF_ALLOC | elf.SHF_EXECINSTR
+    sync2, sync3 = (0x41800002).to_bytes(4, "little"), (0x41800003).to_bytes(4, "little")
+    data = elf.write_elf("ipu1", 0, [elf.Section(".text.a", 0, sync2, code), elf.Section(".text.b", 0, sync3, code)],
+                         [elf.Symbol("first", 0, ".text.a", True), elf.Symbol("second", 0, ".text.b", True)])
+    (tmp_path / "o.elf").write_bytes(data)
+    status, out, _ = _run(["disasm", str(tmp_path / "o.elf")], capsys)
+    assert status == 0
+    a, b = out.split("Disassembly of section .text.b:")
+    assert "<first>" in a and "sync 2" in a and "<second>" not in a
+    assert "<second>" in b and "sync 3" in b and "<first>" not in b

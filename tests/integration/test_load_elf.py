@@ -12,7 +12,7 @@ from ipufs import cli
 from ipufs.abi import elf
 from ipufs.client import Device, LoadError
 from ipufs.model.profile import Region
-from tests.integration.harness import RunningDaemon, running_daemon
+from tests.integration.harness import RunningDaemon, python_client, running_daemon
 
 pytestmark = pytest.mark.mount
 
@@ -26,9 +26,9 @@ _start:
 """
 
 
-@pytest.fixture
-def ipu1(tmp_path: Path) -> object:
-    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1") as d:
+@pytest.fixture(params=[True, False], ids=["passthrough", "page-cache"])
+def ipu1(tmp_path: Path, request: pytest.FixtureRequest) -> object:
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", passthrough=request.param) as d:
         yield d
 
 
@@ -46,8 +46,17 @@ def _tile_bytes(board: RunningDaemon, tile: int, address: int, size: int) -> byt
 
 def test_segments_land_in_the_chosen_tiles_only(ipu1: RunningDaemon, tmp_path: Path) -> None:
     data = _assembled(tmp_path)
-    with Device(0, ipu1.mountpoint) as device:
-        assert device.load_elf(data, [0, 5, 1215]) == 8 + 8
+    # Another process's mapping, made before the load, sees the code too
+    # (in a process of its own: a page fault here would wait on this
+    # process's own daemon thread).
+    watcher = python_client(ipu1.path("ipu0_ex"))
+    try:
+        assert watcher.load(5 * 0x40000, 4) == bytes(4)
+        with Device(0, ipu1.mountpoint) as device:
+            assert device.load_elf(data, [0, 5, 1215]) == 8 + 8
+        assert watcher.load(5 * 0x40000, 4) == (0x41000003).to_bytes(4, "little")
+    finally:
+        watcher.close()
     for tile in (0, 5, 1215):
         assert _tile_bytes(ipu1, tile, 0x40000, 4) == (0x41000003).to_bytes(4, "little")
         assert _tile_bytes(ipu1, tile, 0x60000, 8) == (0xDEADBEEF).to_bytes(4, "little") + (7).to_bytes(4, "little")

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import bisect
+import re
 from collections import deque
 from collections.abc import Iterator, Mapping
 from itertools import islice
@@ -18,6 +19,8 @@ from ipufs.model.isa.table import COISSUE_BIT, Group
 
 #: Words listed per block (4 KiB).
 _BLOCK = 1024
+#: The names the assembler reads as labels.
+_LABEL_NAME = re.compile(r"[A-Za-z_.][\w.$]*")
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +42,9 @@ class Chunk:
     data: bytes
     code: bool = True
     writable: bool = False
+    #: Its own labels by address (an ELF section's symbols); None: the
+    #: lister's symbols.
+    labels: Mapping[int, str] | None = None
 
 
 @dataclass(slots=True)
@@ -132,10 +138,10 @@ class Lister:
         (most of a memory image repeats a few words), the rest word by word."""
         import numpy as np
 
-        labels = sorted(self.symbols)
         for chunk in chunks:
             if not chunk.code:
                 continue
+            labels = sorted(self._labels(chunk))
             yield ["", f"Disassembly of section {chunk.name}:"]
             n = len(chunk.data) // 4
             words = np.frombuffer(chunk.data, dtype="<u4", count=n)
@@ -176,9 +182,10 @@ class Lister:
 
     def _lines_of(self, chunk: Chunk, start: int, stop: int) -> Iterator[str]:
         for address, word, kind, text in self.items(chunk, start, stop):
-            if address in self.symbols:
+            labels = self._labels(chunk)
+            if address in labels:
                 yield ""
-                yield f"{address:08x} <{self.symbols[address]}>:"
+                yield f"{address:08x} <{labels[address]}>:"
             raw = " ".join(f"{b:02x}" for b in word.to_bytes(4, "little"))
             if kind == "first":
                 body = f"{{ {text}"
@@ -191,11 +198,13 @@ class Lister:
             yield f"{address:8x}: {raw}  \t{body}"
 
     def source(self, chunks: list[Chunk]) -> Iterator[str]:
-        """Assembler source giving the same bytes at the same addresses."""
-        names = dict(self.symbols)
+        """Assembler source giving the same bytes at the same addresses
+        (labels whose names the assembler could not read are left out)."""
+        names = {a: n for a, n in self.symbols.items() if _LABEL_NAME.fullmatch(n)}
         for chunk in chunks:
             flags = "ax" if chunk.code else ("aw" if chunk.writable else "a")
             yield f'\t.section {chunk.name}, "{flags}", {chunk.address:#x}'
+            labels = {a: n for a, n in self._labels(chunk).items() if _LABEL_NAME.fullmatch(n)}
             ahead: deque[_Statement] = deque()
             statements = self._statements(chunk, names)
             while True:
@@ -213,10 +222,10 @@ class Lister:
                         st = _Statement(st.address, st.words, None, "an rpt whose body would not assemble")
                 for i, word in enumerate(st.words):
                     at = st.address + 4 * i
-                    if at in names:
-                        if names[at] in self.globals:
-                            yield f"\t.globl {names[at]}"
-                        yield f"{names[at]}:"
+                    if at in labels:
+                        if labels[at] in self.globals:
+                            yield f"\t.globl {labels[at]}"
+                        yield f"{labels[at]}:"
                     if st.text is None:
                         yield f"\t.word {word:#010x}" + (f"  # {st.note}" if st.note else "")
                 if st.text is not None:
@@ -224,6 +233,9 @@ class Lister:
             tail = len(chunk.data) % 4
             if tail:
                 yield f"\t.byte {', '.join(f'{b:#04x}' for b in chunk.data[-tail:])}"
+
+    def _labels(self, chunk: Chunk) -> Mapping[int, str]:
+        return self.symbols if chunk.labels is None else chunk.labels
 
     def _statements(self, chunk: Chunk, names: Mapping[int, str]) -> Iterator[_Statement]:
         """Each instruction or bundle with the text that assembles back to
@@ -261,8 +273,3 @@ class Lister:
         text = self.syntax.exact_text(inst, names) if inst is not None else None
         self._exact_texts[word] = text
         return text
-
-    @staticmethod
-    def _word(address: int, chunk: Chunk) -> int:
-        at = address - chunk.address
-        return int.from_bytes(chunk.data[at:at + 4], "little")

@@ -69,6 +69,13 @@ class Operand:
     updated: bool = False
 
     @property
+    def scale(self) -> int:
+        """What the field is multiplied by to give the value: 4 for a
+        target (a word address), 1 << 20 for a top-12-bits immediate,
+        else 1."""
+        return 4 if self.kind is Kind.TARGET else 1 << 20 if self.kind is Kind.TOP12 else 1
+
+    @property
     def mask(self) -> int:
         """The word bits this operand occupies."""
         m = 0

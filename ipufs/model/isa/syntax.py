@@ -88,9 +88,12 @@ class Syntax:
         self.strict = strict
         self._lower = csr_names(supervisor is not False, False, arch)
         self._upper = csr_names(False, True, arch)
-        self._lower_numbers = {n: i for i, n in {**csr_names(False, False, arch), **self._lower}.items()}
+        # Names read: the context's own, or (context not said) both contexts'
+        # (their names differ where their numbers do; $PC and the debug
+        # registers are the same in both).
+        self._lower_numbers = {n: i for i, n in self._lower.items()}
         if supervisor is None:
-            self._lower_numbers.update({n: i for i, n in csr_names(True, False, arch).items()})
+            self._lower_numbers.update({n: i for i, n in csr_names(False, False, arch).items()})
         self._upper_numbers = {n: i for i, n in self._upper.items()}
         self._rows: dict[str, list[Row]] = {}
         for row in ROWS:
@@ -128,14 +131,15 @@ class Syntax:
         """The text that assembles back to this very encoding, or None if
         none does (a form the assembler would never pick, without an alias
         that forces it)."""
-        text = self.text(inst, symbols)
-        if self._reads_back(text, inst, symbols):
-            return text
-        for alias, (mnemonic, kind) in FORCED_FORMS.items():
-            if mnemonic == inst.mnemonic and any(o.kind is kind for o in inst.row.operands):
-                forced = alias + text[len(mnemonic):]
-                if self._reads_back(forced, inst, symbols):
-                    return forced
+        for names in (symbols, None) if symbols else (None,):  # a target's label, else its address
+            text = self.text(inst, names)
+            if self._reads_back(text, inst, names):
+                return text
+            for alias, (mnemonic, kind) in FORCED_FORMS.items():
+                if mnemonic == inst.mnemonic and any(o.kind is kind for o in inst.row.operands):
+                    forced = alias + text[len(mnemonic):]
+                    if self._reads_back(forced, inst, names):
+                        return forced
         return None
 
     def _reads_back(self, text: str, inst: Instruction, symbols: Mapping[int, str] | None) -> bool:

@@ -138,6 +138,9 @@ def test_words_that_are_not_instructions_are_listed_as_data() -> None:
     (".worker\nsync 1", "t.s:2: sync is a supervisor instruction (this is .worker code)"),
     (".supervisor\nf32add $a0, $a1, $a2", "t.s:2: f32add is a worker instruction"),
     ("get $m0, $NOPE", "t.s:1: unknown CSR $NOPE"),
+    (".supervisor\nget $m0, $WSR", "t.s:2: unknown CSR $WSR"),
+    (".worker\nget $m0, $SSR", "t.s:2: unknown CSR $SSR"),
+    (".supervisor\nget $m0, $REPEAT_COUNT", "t.s:2: unknown CSR $REPEAT_COUNT"),
     ("ldb8 $a0, $m0, $m1, 0", "t.s:1: ldb8 needs ipu21 or later"),
     ("add $m1, $m2, 70000", "does not fit"),
     ("f32v2add $a3:4, $a1:B, $a4:5", "an $a pair starts at an even register"),
@@ -209,3 +212,17 @@ def test_an_rpt_whose_body_would_not_assemble_is_listed_as_words() -> None:
     assert "\t{ rpt $m0, 1 ; setzi $a13, 0 }" in list(Lister(Decoder(), Syntax()).source(
         [Chunk(".text", 0x40000, good)]))
     _round_trip([Chunk(".text", 0x40000, good)])
+
+
+def test_without_a_context_both_contexts_csr_names_are_read() -> None:
+    words = _words(bytes(_assemble("get $m0, $SSR\nget $m1, $WSR\nget $m2, $REPEAT_COUNT").sections[0].data))
+    assert [w & 0xFF for w in words] == [1, 1, 4]
+
+
+def test_labels_the_assembler_cannot_read_are_left_out_of_source() -> None:
+    # bri to a symbol named "odd name@1": listed with its address instead.
+    data = (0x40810000 | 0x40004 >> 2).to_bytes(4, "little") + (0x41800002).to_bytes(4, "little")
+    symbols = {0x40004: "odd name@1", 0x40000: "start"}
+    lines = list(Lister(Decoder(), Syntax(), symbols).source([Chunk(".text", 0x40000, data)]))
+    assert lines[1:] == ["start:", "\tbri 0x40004", "\tsync 2"]
+    _round_trip([Chunk(".text", 0x40000, data)], symbols=symbols)

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ipufs.model.isa import Arch, Bundle, Decoder, EncodingError, Instruction, encode, encode_bundle, encode_row
+from ipufs.model.isa import Arch, Bundle, Decoder, EncodingError, Instruction, Row, encode, encode_bundle, encode_row
 from ipufs.model.isa.rows import ROWS
 
 DECODERS = {a: Decoder(a) for a in Arch}
@@ -26,16 +26,14 @@ def test_every_word_that_decodes_encodes_back_to_itself(word: int, arch: Arch) -
 
 @settings(max_examples=400)
 @given(st.sampled_from(ROWS), st.integers(0, 0xFFFFFFFF), st.booleans())
-def test_every_row_decodes_its_own_words(row: object, noise: int, coissue: bool) -> None:
+def test_every_row_decodes_its_own_words(row: Row, noise: int, coissue: bool) -> None:
     # A word with the row's fixed bits and random operand bits is that row,
     # or not an instruction (an invalid register field), never another row.
-    assert isinstance(row, type(ROWS[0]))
-    word = (noise & ~row.mask) | row.value
-    if not row.co_issuable:
-        word &= 0x7FFFFFFF
+    word = (noise & ~row.mask & 0x7FFFFFFF) | row.value | (1 << 31 if coissue and row.co_issuable else 0)
     inst = DECODERS[Arch.IPU21].decode(word)
     assert inst is None or inst.row is row
     if inst is not None:
+        assert inst.coissue == (coissue and row.co_issuable)
         assert encode_row(row, inst.operands, inst.coissue) == word
 
 
@@ -119,44 +117,51 @@ def test_published_encodings(word: int, mnemonic: str, operands: tuple[int, ...]
     assert encode(inst) == word
 
 
-def _by_variant(variant: str) -> object:
+def _by_variant(variant: str) -> Row:
     return next(r for r in ROWS if r.variant == variant)
 
 
 @pytest.mark.parametrize("mnemonic,variant,operands", HAND, ids=[v for _, v, _ in HAND])
 def test_hand_assembled_words(mnemonic: str, variant: str, operands: tuple[int, ...]) -> None:
     row = _by_variant(variant)
-    word = encode_row(row, operands)  # type: ignore[arg-type]
+    word = encode_row(row, operands)
     inst = DECODERS[Arch.IPU21].decode(word)
     assert inst is not None and inst.row is row and inst.operands == operands
 
 
 def test_hand_assembled_words_bit_by_bit() -> None:
     # st32 $a1, $m2, $m3, 0xabc: imm[11:8]->11-8, imm[7:4]->19-16, imm[3:0]->3-0.
-    assert encode_row(_by_variant("st32_mbmn_zi"), (1, 2, 3, 0xABC)) == 0x5E2B3A1C  # type: ignore[arg-type]
+    assert encode_row(_by_variant("st32_mbmn_zi"), (1, 2, 3, 0xABC)) == 0x5E2B3A1C
     # st32step $a1, $m2, $m3+=, -2: imm8 0xfe, [3:0]->19-16, [7:4]->3-0.
-    assert encode_row(_by_variant("st32step_mbmn_si"), (1, 2, 3, -2)) == 0x5C2E301F  # type: ignore[arg-type]
+    assert encode_row(_by_variant("st32step_mbmn_si"), (1, 2, 3, -2)) == 0x5C2E301F
     # brnzdec $m1, 0x400dc (the boot loader's word).
-    assert encode_row(_by_variant("brnzdec_mmmn_zi"), (1, 0x400DC)) == 0x13190037  # type: ignore[arg-type]
+    assert encode_row(_by_variant("brnzdec_mmmn_zi"), (1, 0x400DC)) == 0x13190037
 
 
 def test_odd_pairs_are_not_instructions() -> None:
     row = _by_variant("f32v2add_aaat")
-    good = encode_row(row, (2, 1, 4))  # type: ignore[arg-type]
+    good = encode_row(row, (2, 1, 4))
     assert IPU1.decode(good) is not None
     assert IPU1.decode(good | (1 << 4)) is None  # destination $a3:4
     assert IPU1.decode(good | (1 << 12)) is None  # source $a5:6
     with pytest.raises(EncodingError, match="not a valid register"):
-        encode_row(row, (3, 1, 4))  # type: ignore[arg-type]
+        encode_row(row, (3, 1, 4))
 
 
 def test_misaligned_quads_and_high_m_pairs_are_not_instructions() -> None:
     quad = _by_variant("ld128step_mmbn")
-    assert IPU1.decode(encode_row(quad, (4, 1, 2, 3)) | (2 << 4)) is None  # type: ignore[arg-type]
+    assert IPU1.decode(encode_row(quad, (4, 1, 2, 3)) | (2 << 4)) is None
     tapack = _by_variant("tapack_mmmn")
-    assert IPU1.decode(encode_row(tapack, (10, 1, 2, 3))) is not None  # type: ignore[arg-type]
+    assert IPU1.decode(encode_row(tapack, (10, 1, 2, 3))) is not None
     with pytest.raises(EncodingError):
-        encode_row(tapack, (12, 1, 2, 3))  # type: ignore[arg-type]
+        encode_row(tapack, (12, 1, 2, 3))
+
+
+def test_operand_scales() -> None:
+    bri = _by_variant("bri_mmmn_zi")
+    or_iz = _by_variant("or_mmmn_iz")
+    assert bri.operands[0].scale == 4 and or_iz.operands[2].scale == 1 << 20
+    assert or_iz.operands[0].scale == 1
 
 
 def test_architecture_gates_rows() -> None:
@@ -169,15 +174,15 @@ def test_architecture_gates_rows() -> None:
 def test_values_out_of_range_are_refused() -> None:
     add_si = _by_variant("add_mmmn_si")
     with pytest.raises(EncodingError):
-        encode_row(add_si, (1, 2, 70000))  # type: ignore[arg-type]
+        encode_row(add_si, (1, 2, 70000))
     with pytest.raises(EncodingError):
-        encode_row(_by_variant("bri_mmmn_zi"), (0x40002,))  # type: ignore[arg-type]
+        encode_row(_by_variant("bri_mmmn_zi"), (0x40002,))
     with pytest.raises(EncodingError, match="co-issued"):
-        encode_row(_by_variant("sync_mmmn_zi"), (2,), coissue=True)  # type: ignore[arg-type]
+        encode_row(_by_variant("sync_mmmn_zi"), (2,), coissue=True)
 
 
 def _inst(variant: str, operands: tuple[int, ...], coissue: bool = True) -> Instruction:
-    return Instruction(_by_variant(variant), operands, coissue)  # type: ignore[arg-type]
+    return Instruction(_by_variant(variant), operands, coissue)
 
 
 def test_bundles_pair_a_main_then_an_aux_instruction() -> None:
