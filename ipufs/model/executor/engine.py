@@ -112,6 +112,8 @@ class Execution:
                             f"{width}-byte load at 0x{address:x}")
         if tiles.bad_parity and tiles.bad_word(t.tile, address, width):
             raise TileFault(*_PARITY_FAULT, address, f"parity error loading 0x{address:x}")
+        if width == 4:  # the common case, one word of the BAR without building bytes
+            return int(self._words[(t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram) >> 2])
         return int.from_bytes(tiles.read(t.tile, address, width), "little")
 
     def store(self, t: TileState, address: int, width: int, value: int) -> None:
@@ -119,7 +121,12 @@ class Execution:
         if address % width:
             raise TileFault(Etype.INVALID_ADDR, ExceptionCause.MISALIGNED, address,
                             f"{width}-byte store at 0x{address:x}")
-        self.ipu.tiles.write(t.tile, address, (value & ((1 << 8 * width) - 1)).to_bytes(width, "little"))
+        tiles = self.ipu.tiles
+        if width == 4 and not tiles.bad_parity:  # one word, recorded dirty as BarMemory.write does
+            tiles.exchange.store_word((t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram) >> 2,
+                                      value & MASK)
+            return
+        tiles.write(t.tile, address, (value & ((1 << 8 * width) - 1)).to_bytes(width, "little"))
 
     def _word(self, t: TileState, address: int) -> int:
         # TileMemory.locate's offset and region, inline: this runs per fetch.

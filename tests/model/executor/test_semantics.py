@@ -6,7 +6,8 @@ from ipufs.abi.interrupts import Interrupt
 from ipufs.abi.registers import ExceptionCause, TdiResult
 from ipufs.model.executor import Status
 from ipufs.model.tdi import TdiRegister, TdiStatus
-from tests.model.executor.kit import (BASE, m, memory_word, one_worker, reg, run, tdi_read, tdi_write, word)
+from tests.model.executor.kit import (BASE, assemble, load, m, make, memory_word, one_worker, reg, run, start, tdi_read,
+                                      tdi_write, word)
 
 MASK = 0xFFFFFFFF
 
@@ -284,3 +285,25 @@ def test_64_bit_logic_on_a_pairs() -> None:
     x, y = 0x12345678F0F0F0F0, 0x0F0F0F0FFF00FF00
     got = [memory_word(ipu, 0, 0x60010 + 4 * i) | memory_word(ipu, 0, 0x60014 + 4 * i) << 32 for i in range(0, 8, 2)]
     assert got == [x & y, x | y, x & ~y & (1 << 64) - 1, ~x & (1 << 64) - 1]
+
+
+def test_a_load_of_a_word_with_bad_parity_faults_and_a_store_rewrites_it() -> None:
+    source = """
+.text 0x40000
+.supervisor
+_start:
+  setzi $m1, 0x60000
+  st32 $m1, $m1, $m15, 2
+  ld32 $m2, $m1, $m15, 2
+  ld32 $m3, $m1, $m15, 0
+  trap 0
+"""
+    ipu = make()
+    program = assemble(source)
+    load(ipu, program)
+    ipu.tiles.mark_bad_parity(0, 0x60008)  # rewritten by the st32 before the ld32 reads it
+    ipu.tiles.mark_bad_parity(0, 0x60000)
+    start(ipu, program.entry)
+    ipu.execution.run(1000)
+    assert (reg(ipu, "EXC_CAUSE"), reg(ipu, "EXC_ADDRESS")) == (ExceptionCause.PARITY, 0x60000)
+    assert m(ipu, 0, 2) == 0x60000
