@@ -409,6 +409,12 @@ def measure(smoke: bool) -> list[Row]:
     import isa_decode  # benchmarks/isa_decode.py, beside this script
 
     rows += [Row(*r) for r in isa_decode.rows(smoke)]
+    import execution  # benchmarks/execution.py
+
+    rows += [Row(*r) for r in execution.rows(smoke)]
+    import execution_daemon  # benchmarks/execution_daemon.py
+
+    rows += [Row(*r) for r in execution_daemon.rows(smoke)]
     return rows
 
 

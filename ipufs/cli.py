@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, NoReturn
 
-from ipufs import __version__, cli_exporter, cli_faults, cli_isa, cli_mount
+from ipufs import __version__, cli_exec, cli_exporter, cli_faults, cli_isa, cli_mount
 from ipufs.daemon import settings
 from ipufs.sd_notify import sd_notify
 from ipufs.daemon.log_budget import LogBudget
@@ -327,6 +327,7 @@ def parser() -> argparse.ArgumentParser:
     cli_faults.add_commands(sub, tool)
     cli_exporter.add_commands(sub, tool)
     cli_isa.add_commands(sub, tool)
+    cli_exec.add_commands(sub, tool)
 
     c = sub.add_parser("completion", help="print a shell completion script",
                        description="Print a completion script generated from these options. In bash: "

@@ -14,6 +14,7 @@ from ipufs.abi import elf, icu, registers
 from ipufs.abi import ioctls as abi
 from ipufs.abi.interrupts import ALL_SOURCES, SIGNAL_NAMES, Interrupt
 from ipufs.model import sync, tdi
+from ipufs.abi import tile_code
 from scripts.markers import between
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -114,6 +115,12 @@ def render_loader() -> str:
     out += [f"#define IPU_ARCH_{name.upper()} {code}" for name, code in registers.ARCH_CODES.items()]
     out += ["", "/* ipufs_load_elf(): tile code into tiles' memory (docs/isa.md, \"Loading\"). */",
             '#include "load.h"', ""]
+    out += ["/* The words a host injects through DBG_IEXEC (docs/execution.md): `bri ENTRY` is",
+            " * IPUFS_BRI_WORD | ENTRY >> 2; `put $DBG_DATA, $mN` is IPUFS_PUT_DBG_DATA_WORD | N << 20. */",
+            f"#define IPUFS_BRI_WORD 0x{tile_code.branch_word(0):08X}u",
+            f"#define IPUFS_PUT_DBG_DATA_WORD 0x{tile_code.put_dbg_data_word(0):08X}u",
+            "/* ipufs_start(), ipufs_debug_data(): tile code started through the TDI. */",
+            '#include "start.h"', ""]
     return "\n".join(out)
 
 

@@ -19,7 +19,8 @@ def test_benchmark_smoke_run_produces_every_figure() -> None:
     for figure in ("ioctl round trip", "against the bare Python loop", "mapped store CMD_SYNC", "memcpy into the ipu0_ex mapping",
                    "ipu0_mem pwrite+pread", "mount 64 × ipu2", "through the compatibility library",
                    "a tmpfs file the library must check",
-                   "ISA: word decoder", "ISA: `ipufs disasm --raw`"):
+                   "ISA: word decoder", "ISA: `ipufs disasm --raw`", "Executor: one tile",
+                   "Executor: RESET ioctl"):
         assert figure in out.stdout
 
 

@@ -46,12 +46,26 @@ def _is_module(dotted: str) -> bool:
     return path.is_dir() or path.with_suffix(".py").exists() or dotted == "ipufs._native"
 
 
-def _imports(path: Path) -> set[str]:
+def _type_only(tree: ast.Module) -> set[int]:
+    """The ids of import statements under `if TYPE_CHECKING:`: names for
+    annotations, which the interpreter never imports."""
+    found: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            found |= {id(n) for stmt in node.body for n in ast.walk(stmt) if isinstance(n, (ast.Import, ast.ImportFrom))}
+    return found
+
+
+def _imports(path: Path, *, type_only: bool = True) -> set[str]:
     """The ipufs modules ``path`` imports: ``from ipufs.a import b`` names
-    ipufs.a.b when b is a module, else ipufs.a."""
+    ipufs.a.b when b is a module, else ipufs.a. ``type_only``: count the
+    imports under `if TYPE_CHECKING:` too."""
     tree = ast.parse(path.read_text(), str(path))
+    skip = set() if type_only else _type_only(tree)
     found = set()
     for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.split(".")[0] == "ipufs"}
         elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "ipufs":
@@ -86,14 +100,17 @@ def test_no_module_imports_a_layer_above_its_own(module: str, path: Path) -> Non
 
 
 def _import_graph() -> dict[str, set[str]]:
-    """Module -> the ipufs modules it imports, lazy imports included (a
-    package stands for its __init__)."""
+    """Module -> the ipufs modules it imports when it runs, lazy imports
+    included (a package stands for its __init__). Imports for annotations
+    alone (`if TYPE_CHECKING:`) are left out: a record and the engine that
+    runs it may name each other's types without either importing the
+    other; the layer test above still counts them."""
     modules = dict(_modules())
 
     def node(name: str) -> str | None:
         return name if name in modules else (f"{name}.__init__" if f"{name}.__init__" in modules else None)
 
-    return {m: {n for n in map(node, _imports(p)) if n and n != m} for m, p in modules.items()}
+    return {m: {n for n in map(node, _imports(p, type_only=False)) if n and n != m} for m, p in modules.items()}
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -155,3 +172,11 @@ def test_the_allowed_table_has_no_cycle() -> None:
 def test_every_package_is_in_the_table() -> None:
     packages = {p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     assert packages <= set(ALLOWED), f"add {sorted(packages - set(ALLOWED))} to ALLOWED"
+
+
+def test_imports_for_annotations_alone_are_no_runtime_edge(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from typing import TYPE_CHECKING\nimport ipufs.abi\n"
+                      "if TYPE_CHECKING:\n    from ipufs.model.ipu import Ipu\n")
+    assert _imports(module) == {"ipufs.abi", "ipufs.model.ipu"}
+    assert _imports(module, type_only=False) == {"ipufs.abi"}

@@ -149,12 +149,14 @@ class TdiResult(enum.IntEnum):
     OK = 0
     MISALIGNED = 1  # an exception was raised
     PARITY = 2  # an exception was raised
-    UNSUPPORTED = 3  # DBG_IEXEC: ipufs has no instruction set behind it
+    UNSUPPORTED = 3  # DBG_IEXEC: the word cannot be injected (not an instruction, sync, half a bundle)
     BAD_REGISTER = 4
     BAD_TILE = 5
     BAD_COMMAND = 6
     BAD_VALUE = 7
     BAD_WIDTH = 8
+    NOT_QUIESCENT = 9  # DBG_IEXEC: the DBG_IOWNER context is active (TDI_STS.CNQ)
+    TDI_ERROR = 10  # DBG_IEXEC ignored: an error flag of TDI_STS is set (clear it with TDI_CLR)
 
 
 class ExceptionCause(enum.IntEnum):
@@ -169,6 +171,11 @@ class ExceptionCause(enum.IntEnum):
     LINK = 6  # a link went down
     ICU = 7  # the ICU stopped answering
     INJECTED = 8  # raised by a test through the fault API
+    BREAKPOINT = 9  # a tile ran `trap` (ETYPE PBRK0)
+    INVALID_OPERATION = 10  # a tile instruction's operands are refused (bad CSR, sync zone, runall with workers active)
+    NOT_EXECUTABLE = 11  # a tile ran an instruction ipufs does not execute (docs/execution.md lists them)
+    INVALID_PC = 12  # a tile fetched from a misaligned PC, outside region 0, or a misaligned bundle
+    FLOATING_POINT = 13  # a tile's floating-point exception enabled in $FP_CTL (INV, DIV0, OFLO)
 
 
 STATUS_READY = 1 << 0

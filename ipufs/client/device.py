@@ -106,6 +106,13 @@ class Device:
 
         return sum(len(p.data) for p in load_elf(self, data, tiles))
 
+    def start(self, entry: int, tiles: Iterable[int], context: int = 0) -> None:
+        """Start tile code at ``entry`` on ``context`` (0: the supervisor)
+        of ``tiles``, through the TDI (ipufs/client/execution.py)."""
+        from ipufs.client.execution import start
+
+        start(self, entry, tiles, context)
+
     def sync(self, zone: int) -> None:
         """Request a sync on ``zone`` (CMD_SYNC); completion is a signal."""
         self.write_register("CMD_SYNC", zone)

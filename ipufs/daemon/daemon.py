@@ -21,6 +21,7 @@ from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
 from ipufs.daemon.devlinks import DevLinks
+from ipufs.daemon.execution import ExecutionRunner
 from ipufs.daemon.faults import Fault, FaultError, FaultInjector
 from ipufs.daemon.fields import Limits
 from ipufs.daemon.plan import FaultPlan
@@ -116,6 +117,7 @@ class Daemon:
         self.work = DeviceWork(self.effects, use, lock=lock)
         self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
+        self.execution = ExecutionRunner(self.devices, self.work, self.tracer)
         # The filesystem and its server.
         nodes = DeviceNodes(self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
                             work=self.work, use=use, accesses=self.plans)
@@ -178,6 +180,7 @@ class Daemon:
                 await nursery.start(self.tracer.run)
                 await nursery.start(self.exits.run)
                 await nursery.start(self.timers.run)
+                await nursery.start(self.execution.run)
 
                 async def serve(task_status: trio.TaskStatus[Negotiated]) -> None:
                     await self.server.run(task_status=task_status)

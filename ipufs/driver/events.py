@@ -174,9 +174,26 @@ class FaultFired(Event):
         return {"fault": self.fault}
 
 
+@dataclass(frozen=True, slots=True)
+class ProgramEvent(Event):
+    """What tile code did: started, exited, excepted, synced
+    (docs/execution.md)."""
+
+    kind = "program"
+    event: str
+    tile: int
+    context: int
+    pc: int
+    detail: str
+
+    def fields(self) -> dict[str, Any]:
+        return {"event": self.event, "tile": self.tile, "context": self.context, "pc": self.pc,
+                "detail": self.detail}
+
+
 #: Every kind of event, in the order docs/faults.md lists them.
 EVENTS: tuple[type[Event], ...] = (Opened, Closed, RegisterRead, RegisterWrite, MailboxWrite, IoctlDone,
-                                    IcuExchange, SignalSent, Attached, Detached, FaultFired)
+                                    IcuExchange, SignalSent, Attached, Detached, FaultFired, ProgramEvent)
 KINDS: tuple[str, ...] = tuple(e.kind for e in EVENTS)
 if len(set(KINDS)) != len(KINDS):  # fail at import
     raise ImportError("two event records share a kind")

@@ -23,6 +23,7 @@ from ipufs.model.profile import Profile, Region
 from ipufs.abi.registers import ExceptionCause, TdiCommand, TdiResult
 from ipufs.model.sync import SyncGroup, SyncRefused, interrupt_for
 from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
+from ipufs.model.executor import Execution, debug as tile_debug
 from ipufs.model.tiles import MisalignedAccess, TileMemory
 
 REG = R.REGISTERS
@@ -114,6 +115,8 @@ class Ipu:
         self._status_slot = slice(doorbells.size, doorbells.size + _STATUS_INDEX.size)
         self._write_identity()
         self.sync_registers()
+        #: the tiles' contexts and the code they run (docs/execution.md)
+        self.execution = Execution(self)
 
     # --- registers -----------------------------------------------------------
     def _reg(self, reg: R.Register) -> int:
@@ -279,6 +282,7 @@ class Ipu:
             self.exception = HeldException(int(cause), tile, address, context)
         if 0 <= tile < self.profile.tiles:
             self.tdi.setdefault(tile, TileDebug()).excepted[context] = int(cause)
+            self.execution.mark_excepted(tile, context)
         self.raise_interrupt(Interrupt.EXCEPTION)
         self._changed()
 
@@ -299,9 +303,11 @@ class Ipu:
         data = self._reg(REG["TDI_DATA_LO"]) | self._reg(REG["TDI_DATA_HI"]) << 32
         try:
             if command == TdiCommand.READ_REG:
-                data = debug.read(self._reg(REG["TDI_REG"]))
+                data = tile_debug.read_register(self.execution, tile, debug, self._reg(REG["TDI_REG"]))
             elif command == TdiCommand.WRITE_REG:
-                debug.write(self._reg(REG["TDI_REG"]), data)
+                result = tile_debug.write_register(self.execution, tile, debug, self._reg(REG["TDI_REG"]), data)
+                if result != TdiResult.OK:
+                    return result
             else:
                 address, width = self._reg(REG["TDI_ADDRESS"]), self._reg(REG["TDI_WIDTH"])
                 if width not in (1, 2, 4, 8):
@@ -370,6 +376,7 @@ class Ipu:
         self.sync_status = (self.sync_status & ~(R.SYNC_WAITING | 0xFF00)) | (zone & 0xFF) << 8
         self.sync_counts[2 if is_global2(zone) else 1] += 1
         self.raise_interrupt(interrupt_for(zone))
+        self.execution.sync_completed(zone)
         self._changed()
 
     # --- the fault API -----------------------------------------------------------
@@ -415,6 +422,7 @@ class Ipu:
         rings, a pending sync, pending interrupts and the sources raised
         (INT_RAISED) are cleared; the reset counter goes up. Host memory
         (ipuN_mem) and the interrupt mask stay."""
+        self.execution.reset()
         self.tiles.clear()
         self.tdi.clear()
         self.exception = None

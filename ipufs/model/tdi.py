@@ -1,8 +1,8 @@
 # The tile debug interface (TDI): per-tile debug registers, reached through
 # the TDI aperture of config space. Register numbers and the TDI_STS bits
 # are the public research repository's (docs/tdi.md of github.com/Saghetti0/graphcore-ipu-research).
-# DBG_IEXEC would inject an instruction; ipufs has no instruction set, so it
-# answers an explicit UNSUPPORTED and sets TDI_STS.INV (docs/registers.md).
+# CTXT_STS, DBG_IEXEC and DBG_ECLR are answered with the executor
+# (ipufs/model/executor/debug.py, docs/execution.md).
 from __future__ import annotations
 
 import enum
@@ -58,11 +58,12 @@ class TileDebug:
     status: int = 0
 
     def context_status(self) -> int:
-        """CTXT_STS: four bits per context, context 0 lowest."""
+        """CTXT_STS of a tile that never ran: two bits per context, context
+        0 lowest (the executor gives running tiles'; executor/debug.py)."""
         word = 0
         for context in range(CONTEXTS):
             state = CONTEXT_EXCEPTED if context in self.excepted else CONTEXT_IDLE
-            word |= state << (4 * context)
+            word |= state << (2 * context)
         return word
 
     def read(self, reg: int) -> int:
@@ -83,9 +84,8 @@ class TileDebug:
         if reg not in TdiRegister.__members__.values() or reg in READ_ONLY:
             self.status |= TdiStatus.INV
             raise TdiRefused(TdiResult.BAD_REGISTER, f"TDI register 0x{reg:02x} cannot be written")
-        if reg == TdiRegister.DBG_IEXEC:
-            self.status |= TdiStatus.INV
-            raise TdiRefused(TdiResult.UNSUPPORTED, "DBG_IEXEC: ipufs executes no instructions")
+        if reg == TdiRegister.DBG_IEXEC:  # the executor injects it (executor/debug.py)
+            return
         if reg == TdiRegister.DBG_IOWNER and not 0 <= value < CONTEXTS:
             self.status |= TdiStatus.INV
             raise TdiRefused(TdiResult.BAD_VALUE, f"DBG_IOWNER {value}: contexts are 0..6")

@@ -55,7 +55,7 @@ def test_misaligned_tdi_access_signals_an_exception(client: Callable[[int], Clie
     assert c("set CMD_EXC_CLEAR 1") == "ok" and c("reg EXC_STATUS") == "0"
 
 
-def test_dbg_iexec_is_unsupported(client: Callable[[int], Client]) -> None:
+def test_dbg_iexec_of_no_instruction_is_unsupported(client: Callable[[int], Client]) -> None:
     c = client(0)
     assert c(f"tdi-reg-write 5 {TdiRegister.DBG_IEXEC} 0xdead") == "UNSUPPORTED"
     result, value = c(f"tdi-reg-read 5 {TdiRegister.TDI_STS}").split()

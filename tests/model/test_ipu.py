@@ -125,7 +125,7 @@ def test_tdi_registers() -> None:
     assert tdi(ipu, TdiCommand.READ_MEM, width=3) == TdiResult.BAD_WIDTH
 
 
-def test_dbg_iexec_reports_unsupported_and_sets_inv() -> None:
+def test_dbg_iexec_of_a_word_that_is_no_instruction_reports_unsupported_and_sets_inv() -> None:
     ipu = make()
     assert tdi(ipu, TdiCommand.WRITE_REG, tile=1, reg=TdiRegister.DBG_IEXEC, data_lo=0x1234) == TdiResult.UNSUPPORTED
     assert tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.TDI_STS) == TdiResult.OK
@@ -141,7 +141,7 @@ def test_an_exception_marks_its_context_in_ctxt_sts_and_dbg_ecsr() -> None:
     assert tdi(ipu, TdiCommand.READ_MEM, address=0x40001, width=2) == TdiResult.MISALIGNED
     assert reg(ipu, "EXC_CONTEXT") == 2
     tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.CTXT_STS)
-    assert reg(ipu, "TDI_DATA_LO") == 2 << 8  # context 2 excepted
+    assert reg(ipu, "TDI_DATA_LO") == 2 << 4  # context 2 excepted: CTXT_STS has 2 bits per context
     tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.DBG_ECSR)
     assert reg(ipu, "TDI_DATA_LO") == ExceptionCause.MISALIGNED
     tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.DBG_ECLR, data_lo=1)

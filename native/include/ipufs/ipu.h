@@ -140,6 +140,8 @@ struct ipufs_buffer {
 #define IPU_TDI_RESULT_BAD_COMMAND 6
 #define IPU_TDI_RESULT_BAD_VALUE 7
 #define IPU_TDI_RESULT_BAD_WIDTH 8
+#define IPU_TDI_RESULT_NOT_QUIESCENT 9
+#define IPU_TDI_RESULT_TDI_ERROR 10
 
 /* Tile debug registers (IPU_REG_TDI_REG) and TDI_STS bits. */
 #define IPU_TDI_REG_CTXT_STS 0x00
@@ -169,6 +171,11 @@ struct ipufs_buffer {
 #define IPU_EXC_LINK 6
 #define IPU_EXC_ICU 7
 #define IPU_EXC_INJECTED 8
+#define IPU_EXC_BREAKPOINT 9
+#define IPU_EXC_INVALID_OPERATION 10
+#define IPU_EXC_NOT_EXECUTABLE 11
+#define IPU_EXC_INVALID_PC 12
+#define IPU_EXC_FLOATING_POINT 13
 
 /* Sync zones for IPU_REG_CMD_SYNC. */
 #define IPU_SYNC_ZONE_RECV 0
@@ -238,5 +245,12 @@ struct ipufs_buffer {
 
 /* ipufs_load_elf(): tile code into tiles' memory (docs/isa.md, "Loading"). */
 #include "load.h"
+
+/* The words a host injects through DBG_IEXEC (docs/execution.md): `bri ENTRY` is
+ * IPUFS_BRI_WORD | ENTRY >> 2; `put $DBG_DATA, $mN` is IPUFS_PUT_DBG_DATA_WORD | N << 20. */
+#define IPUFS_BRI_WORD 0x40800000u
+#define IPUFS_PUT_DBG_DATA_WORD 0x43008070u
+/* ipufs_start(), ipufs_debug_data(): tile code started through the TDI. */
+#include "start.h"
 
 #endif /* IPUFS_IPU_H */

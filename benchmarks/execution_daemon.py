@@ -1,0 +1,120 @@
+"""The daemon stays responsive while tiles run (docs/execution.md).
+
+    .venv/bin/python benchmarks/execution_daemon.py          # prints the rows
+    .venv/bin/python benchmarks/execution_daemon.py --smoke  # seconds
+
+A real `ipufs mount` of 4 ipu2 IPUs (benchmarks/run.py's daemon()); a
+Python client times SET_IPU_ID ioctl round trips while the mount is idle,
+then loads a spin loop onto every tile of every IPU (5,888 tiles), starts
+them through the TDI and times the same ioctls while they run; then the
+RESET ioctl of each IPU while the others still run (the ioctl returns once
+the model has stopped every context of that IPU). benchmarks/run.py adds
+these rows to docs/performance.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).parent))
+
+SPIN = """
+.text
+.supervisor
+_start:
+  or $m3, $m15, 0x100000
+loop:
+  add $m1, $m1, 1
+  st32 $m1, $m3, $m15, 1024
+  bri loop
+"""
+COUNTER = 0x1000  # where each tile's loop counter lies, from the start of its window
+
+
+def _round_trips(device: object, n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        start = time.perf_counter()
+        device.set_ipu_id(0)  # type: ignore[attr-defined]
+        times.append(time.perf_counter() - start)
+    return times
+
+
+def _p(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1e6
+
+
+def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
+    from run import daemon  # benchmarks/run.py
+
+    from ipufs.client import Device
+
+    ipus = 4
+    n = 200 if smoke else 2000
+    with tempfile.TemporaryDirectory() as tmp, daemon(ipus) as (mnt, _pid, _):
+        source = Path(tmp) / "spin.s"
+        source.write_text(SPIN)
+        subprocess.run([sys.executable, "-I", "-m", "ipufs", "asm", str(source), "--arch", "ipu2",
+                        "-o", str(Path(tmp) / "spin.elf")], check=True)
+        image = (Path(tmp) / "spin.elf").read_bytes()
+        signal.pthread_sigmask(signal.SIG_BLOCK, range(44, 50))  # attached: no signal may end us
+        devices = [Device(i, mnt) for i in range(ipus)]
+        try:
+            for d in devices:
+                d.attach()
+            idle = _round_trips(devices[0], n)
+            tiles = devices[0].read_register("TILE_COUNT") if not smoke else 64
+            for d in devices:
+                d.load_elf(image, range(tiles))
+                d.start(d.read_register("TILE_MEM_BASE"), range(tiles))
+            time.sleep(0.5)
+            busy = _round_trips(devices[0], n)
+            counters = [int.from_bytes(os.pread(d.ex_fd, 4, (tiles - 1) * d.read_register("TILE_WINDOW") + COUNTER),
+                                       "little") for d in devices]
+            if not all(counters):
+                raise RuntimeError(f"the tiles did not run: last tiles' counters {counters}")
+            resets = []
+            for d in reversed(devices):
+                start = time.perf_counter()
+                d.reset()
+                resets.append(time.perf_counter() - start)
+            idle_resets = []
+            for d in devices:
+                start = time.perf_counter()
+                d.reset()
+                idle_resets.append(time.perf_counter() - start)
+        finally:
+            for d in devices:
+                d.close()
+    what = f"every tile of {ipus} × ipu2 ({ipus * tiles:,} tiles)"
+    return [
+        (f"Executor: SET_IPU_ID round trip (Python client), p50 / p99, while {what} runs a loop",
+         f"{_p(busy, 0.5):.1f} µs / {_p(busy, 0.99):.1f} µs",
+         f"idle mount: {_p(idle, 0.5):.1f} µs / {_p(idle, 0.99):.1f} µs",
+         f"{statistics.median(busy) / statistics.median(idle):.2f}×", "≤ 2× idle"),
+        (f"Executor: RESET ioctl of one IPU while {what} runs, worst of {ipus}",
+         f"{max(resets) * 1e3:.1f} ms", f"RESET of an idle IPU, worst of {ipus}: {max(idle_resets) * 1e3:.1f} ms",
+         "—", "≤ 10 ms"),
+    ]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--smoke", action="store_true", help="a seconds-long run")
+    args = parser.parse_args()
+    for row in rows(args.smoke):
+        print("| " + " | ".join(row) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+# The daemon's executor task: runs the tiles of every IPU in bounded
+# slices in the trio loop, never on the FUSE request loop. Each IPU's slice
+# is a unit of work (ipufs/driver/work.py: under the daemon lock, then the
+# slice's effects, signals and page-cache copies, carried out), emits
+# program events to the trace, and lets go of the lock so that requests
+# are served between slices. Idle (no context can take a
+# turn) it sleeps until an IPU wakes it: a program started through the
+# TDI, a host sync completing. docs/execution.md.
+from __future__ import annotations
+
+import trio
+
+from ipufs.driver.devices import DeviceSet
+from ipufs.driver.events import EventSink, ProgramEvent
+from ipufs.driver.work import DeviceWork
+from ipufs.model.ipu import Ipu
+
+#: turns per IPU per slice: a slice costs about a millisecond (docs/performance.md)
+SLICE_TURNS = 500
+#: the pause between slices, in which the FUSE reader takes the lock
+BREATHE_S = 0.0002
+
+
+class ExecutionRunner:
+    """Steps the running tiles of ``devices`` while any can run."""
+
+    def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, *,
+                 slice_turns: int = SLICE_TURNS) -> None:
+        self.devices = devices
+        self.work = work
+        self.tracer = tracer
+        self.lock = work.lock
+        self.slice_turns = slice_turns
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._wanted = trio.Event()
+
+    def _wake(self) -> None:
+        """May be called from any thread holding the lock (a TDI command in
+        the FUSE reader): the loop picks it up."""
+        token = self._token
+        if token is not None:
+            try:
+                token.run_sync_soon(self._wanted.set)
+            except trio.RunFinishedError:
+                pass
+
+    def _slice(self) -> bool:
+        """One slice over every IPU; returns whether any context can still run."""
+        busy = False
+        for index, ipu in enumerate(self.devices.ipus):
+            # Per IPU: a request waits for one IPU's slice at most.
+            busy = self.work.act(index, lambda: self._run(index, ipu)) or busy
+        return busy
+
+    def _run(self, index: int, ipu: Ipu) -> bool:
+        execution = ipu.execution
+        if not execution.running:
+            return False
+        execution.run(self.slice_turns)
+        if execution.events:
+            if self.tracer.enabled:
+                for e in execution.events:
+                    self.tracer.emit(ProgramEvent(index, e.kind, e.tile, e.context, e.pc, e.detail))
+            execution.events.clear()
+        return execution.busy()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run tiles until cancelled."""
+        self._token = trio.lowlevel.current_trio_token()
+        with self.lock:
+            for ipu in self.devices.ipus:
+                ipu.execution.wake = self._wake
+        task_status.started()
+        try:
+            while True:
+                await self._wanted.wait()
+                self._wanted = trio.Event()
+                while self._slice():
+                    await trio.sleep(BREATHE_S)
+        finally:
+            self._token = None
+            with self.lock:
+                for ipu in self.devices.ipus:
+                    ipu.execution.wake = None

@@ -1,0 +1,121 @@
+# Reading and writing a context's control and status registers (get/put
+# on the lower space, uget/uput on a worker's upper space). Numbers and
+# fields: Graphcore's LLVM MC tests (csrs_ipu*.s) and the IPU1 constants of
+# Saghetti0/graphcore-ipu-research, as ipufs/model/isa/csrs.py names them.
+# Side effects where documented (A hover/$<name>.md); CSRs whose effect is
+# the exchange or the accumulators hold what is written and do nothing
+# else (the instructions that would use them are not executed). An index
+# the context does not have, or a write to a register ipufs keeps
+# read-only, faults (ETYPE INVALID_OP: ours; R names the cause INVALID_CSR).
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ipufs.abi.registers import ExceptionCause
+from ipufs.model.executor.state import MASK, Etype, TileFault
+from ipufs.model.isa.csrs import csr_names
+
+if TYPE_CHECKING:
+    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.state import Context, TileState
+
+PC, SR, TILE_ID, DBG_DATA, DBG_BRK_ID, CTXT_STS = 0x00, 0x01, 0x03, 0x70, 0x71, 0x72
+CR, WORKER0_BASE, SCOUNT_L, SCOUNT_U = 0x02, 0x21, 0x60, 0x61
+VERTEX_BASE, WORKER_BASE, REPEAT_COUNT, REPEAT_FIRST, REPEAT_END = 0x02, 0x03, 0x04, 0x05, 0x06
+FP_STS, FP_CLR, FP_CTL, PRNG_0_0, PRNG_SEED = 0, 1, 2, 3, 7
+CR_LC_CLR, CR_LC_SET = 1 << 0, 1 << 1
+#: written only by the tile (or not at all), in each context's lower space
+SUPERVISOR_READ_ONLY = frozenset({PC, SR, TILE_ID, CTXT_STS, DBG_BRK_ID})
+WORKER_READ_ONLY = frozenset({PC, SR, VERTEX_BASE, WORKER_BASE, REPEAT_COUNT, REPEAT_FIRST, REPEAT_END,
+                              SCOUNT_L, SCOUNT_U, DBG_BRK_ID})
+
+
+def _refuse(c: Context, index: int, why: str) -> TileFault:
+    return TileFault(Etype.INVALID_OP, ExceptionCause.INVALID_OPERATION, c.pc, f"CSR 0x{index:02x}: {why}")
+
+
+def _known(ex: Execution, c: Context, index: int, upper: bool) -> None:
+    if index not in csr_names(not c.is_worker, upper, ex.arch):
+        raise _refuse(c, index, "no such register in this context")
+
+
+def read(ex: Execution, t: TileState, c: Context, index: int) -> int:
+    """`get`: the value of lower-space CSR ``index``."""
+    _known(ex, c, index, False)
+    if index == PC:
+        return c.pc
+    if index == DBG_DATA:
+        return ex.debug_data(t.tile)
+    if index == DBG_BRK_ID:
+        return 0
+    if not c.is_worker:
+        if index == SR:
+            return (c.sr & ~1) | t.link
+        if index == TILE_ID:
+            return t.tile
+        if index == CTXT_STS:
+            return t.ctxt_sts()
+        if index in (SCOUNT_L, SCOUNT_U):
+            count = t.turns + t.count_offset
+            return (count if index == SCOUNT_L else count >> 32) & MASK
+        return c.csrs.get(index, 0)
+    if index == SR:
+        return (c.sr & ~7) | (c.number - 1)
+    if index == WORKER_BASE:
+        return t.supervisor.csrs.get(WORKER0_BASE + c.number - 1, 0)
+    if index in (SCOUNT_L, SCOUNT_U):  # $COUNT_L/U: the same clock
+        return (t.turns if index == SCOUNT_L else t.turns >> 32) & MASK
+    if index == REPEAT_COUNT:
+        return c.repeat.remaining + 1 if c.repeat else 0
+    if index == REPEAT_FIRST:
+        return c.repeat.first if c.repeat else 0
+    if index == REPEAT_END:
+        return c.repeat.end if c.repeat else 0
+    return c.csrs.get(index, 0)
+
+
+def write(ex: Execution, t: TileState, c: Context, index: int, value: int) -> None:
+    """`put`: store ``value`` in lower-space CSR ``index``."""
+    _known(ex, c, index, False)
+    if index in (WORKER_READ_ONLY if c.is_worker else SUPERVISOR_READ_ONLY):
+        raise _refuse(c, index, "read-only in ipufs")
+    if index == DBG_DATA:
+        ex.set_debug_data(t.tile, value)
+        return
+    if not c.is_worker:
+        if index == CR:  # LC_CLR / LC_SET act; the register reads 0 (ours)
+            if value & CR_LC_CLR:
+                t.link = 0
+            if value & CR_LC_SET:
+                t.link = 1
+            return
+        if index in (SCOUNT_L, SCOUNT_U):  # a put wins over the tick (A114 hover/$SCOUNT_L.md)
+            count = t.turns + t.count_offset
+            count = (count & ~MASK) | value if index == SCOUNT_L else (count & MASK) | value << 32
+            t.count_offset = count - t.turns
+            return
+    c.csrs[index] = value & MASK
+
+
+def read_upper(ex: Execution, t: TileState, c: Context, index: int) -> int:
+    """`uget`: a worker's upper-space CSR; $FP_CLR and $PRNG_SEED read 0 (A hover)."""
+    _known(ex, c, index, True)
+    if index in (FP_CLR, PRNG_SEED):
+        return 0
+    return c.upper.get(index, 0)
+
+
+def write_upper(ex: Execution, t: TileState, c: Context, index: int, value: int) -> None:
+    """`uput`: $FP_CLR clears the $FP_STS bits set in ``value``; $PRNG_SEED
+    seeds the four PRNG words (A hover/$PRNG_SEED.md); others hold the value."""
+    _known(ex, c, index, True)
+    if index == FP_CLR:
+        c.upper[FP_STS] = c.upper.get(FP_STS, 0) & ~value & 0x7
+        return
+    if index == PRNG_SEED:
+        v, nv = value & MASK, ~value & MASK
+        words = (v, nv, ((v << 13) | (nv >> 19)) & MASK, ((nv << 13) | (v >> 19)) & MASK)
+        for i, w in enumerate(words):
+            c.upper[PRNG_0_0 + i] = w
+        return
+    c.upper[index] = value & MASK

@@ -1,0 +1,45 @@
+# The tile debug interface's registers that the executor answers: CTXT_STS
+# (each context's 2-bit status), DBG_IEXEC (inject one instruction into the
+# DBG_IOWNER context, which must be inactive or excepted) and DBG_ECLR
+# (clear a context's exception). Rules: A114 hover/$DBG_IEXEC.md and R
+# docs/tdi.md, as docs/execution.md states them; the other registers are
+# TileDebug's (ipufs/model/tdi.py).
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ipufs.abi.registers import TdiResult
+from ipufs.model.tdi import TdiRegister, TdiStatus, TileDebug
+
+if TYPE_CHECKING:
+    from ipufs.model.executor.engine import Execution
+
+_ERRORS = TdiStatus.CNQ | TdiStatus.INV | TdiStatus.DBLE
+
+
+def read_register(ex: Execution, tile: int, debug: TileDebug, reg: int) -> int:
+    """A TDI register read (raises TdiRefused as TileDebug.read does)."""
+    value = debug.read(reg)
+    if reg == TdiRegister.CTXT_STS:
+        state = ex.states.get(tile)
+        return state.ctxt_sts() if state is not None else 0
+    return value
+
+
+def write_register(ex: Execution, tile: int, debug: TileDebug, reg: int, value: int) -> int:
+    """A TDI register write; returns its TDI_RESULT (raises TdiRefused as
+    TileDebug.write does for registers it refuses)."""
+    owner = debug.registers.get(TdiRegister.DBG_IOWNER, 0)
+    if reg == TdiRegister.DBG_IEXEC:
+        if debug.status & _ERRORS:
+            return TdiResult.TDI_ERROR  # writes are ignored while an error flag is set
+        result = ex.inject(tile, owner, value & 0xFFFFFFFF)
+        if result == TdiResult.NOT_QUIESCENT:
+            debug.status |= TdiStatus.CNQ
+        elif result != TdiResult.OK:
+            debug.status |= TdiStatus.INV
+        return result
+    if reg == TdiRegister.DBG_ECLR:
+        ex.clear_exception(tile, owner)
+    debug.write(reg, value)
+    return TdiResult.OK

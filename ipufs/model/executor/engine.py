@@ -1,0 +1,410 @@
+# The executor of one IPU: fetches, decodes (the ISA table's decoder) and
+# executes tile code, one turn at a time per tile, contexts round-robin;
+# resolves syncs (LOCAL within a tile, INTERNAL across the IPU's running
+# tiles, external zones through the IPU's host sync machinery); turns
+# faults into tile exceptions (EXC_* registers, signal 44); and takes
+# instructions injected through the tile debug interface. Pure: no I/O, no
+# clocks; the daemon calls run() in bounded slices. docs/execution.md.
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable
+
+from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
+from ipufs.model.executor.rule import Rule
+from ipufs.model.executor.semantics import SEMANTICS, why_not
+from ipufs.model.executor.state import MASK, Context, Etype, Status, TileFault, TileState, Wait
+from ipufs.model.isa import Arch, Bundle, Context as Contexts, Decoder, Group, Instruction
+from ipufs.model.tdi import TdiRegister, TileDebug
+
+if TYPE_CHECKING:
+    from ipufs.model.ipu import Ipu
+
+#: tile exceptions of faults and what EXC_CAUSE they show, as docs/execution.md maps them
+_PARITY_FAULT = (Etype.MEMERR, ExceptionCause.PARITY)
+_MAX_EVENTS = 4096
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A program event for the trace: start, exit, exception, sync."""
+
+    kind: str
+    tile: int
+    context: int
+    pc: int
+    detail: str
+
+
+#: a decoded word (or pair): the instruction or bundle, its rule(s), and
+#: which contexts may run it (bit 0 the supervisor, bit 1 workers); or why not
+_Decoded = tuple[Instruction, Rule | None, int] | tuple[Bundle, Rule | None, Rule | None, int] | str
+_SUPERVISOR_BIT, _WORKER_BIT = 1, 2
+
+
+def _who(inst: Instruction) -> int:
+    ctx = inst.row.context
+    return (_SUPERVISOR_BIT if ctx & Contexts.SUPERVISOR else 0) | (_WORKER_BIT if ctx & Contexts.WORKER else 0)
+
+
+class Execution:
+    """Runs the tiles of ``ipu``."""
+
+    def __init__(self, ipu: Ipu) -> None:
+        self.ipu = ipu
+        self.arch = Arch.named(ipu.profile.arch)
+        self.decoder = Decoder(self.arch)
+        self.memory_base = ipu.tiles.base
+        self.workers = ipu.profile.workers_per_tile
+        self.states: dict[int, TileState] = {}
+        self.running: set[int] = set()
+        self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
+        self.instructions = 0  # retired since reset, every tile
+        #: called when tiles start running (the daemon wakes its runner)
+        self.wake: Callable[[], None] | None = None
+        self._external: int | None = None  # the zone requested of the host sync machinery
+        self._cursor = 0  # the tile run() serves first next time
+        self._cache: dict[int, _Decoded] = {}
+        self._words = ipu.tiles.exchange.words
+        self._window = ipu.tiles.window
+        self._sram = ipu.tiles.sram
+
+    # --- state -----------------------------------------------------------------
+    def state(self, tile: int) -> TileState:
+        t = self.states.get(tile)
+        if t is None:
+            t = self.states[tile] = TileState(tile, self.workers)
+        return t
+
+    def reset(self) -> None:
+        """Every context stops; registers, counters and events are forgotten."""
+        self.states.clear()
+        self.running.clear()
+        self.events.clear()
+        self._external = None
+        self.instructions = 0
+
+    def event(self, t: TileState, kind: str, context: int, pc: int, detail: str = "") -> None:
+        self.events.append(Event(kind, t.tile, context, pc, detail))
+
+    def debug_data(self, tile: int) -> int:
+        return self.ipu.tdi.setdefault(tile, TileDebug()).registers.get(TdiRegister.DBG_DATA, 0) & MASK
+
+    def set_debug_data(self, tile: int, value: int) -> None:
+        self.ipu.tdi.setdefault(tile, TileDebug()).registers[TdiRegister.DBG_DATA] = value & MASK
+
+    # --- memory ------------------------------------------------------------------
+    def executable(self, address: int) -> bool:
+        """Code is fetched from region 0 only (the programmer's guide)."""
+        return self.ipu.tiles.locate(address).region == 0
+
+    def require_region1(self, t: TileState, address: int) -> None:
+        if self.ipu.tiles.locate(address).region != 1:
+            raise TileFault(Etype.INVALID_ADDR, ExceptionCause.INVALID_ADDRESS, address & MASK,
+                            f"128-bit access at 0x{address & MASK:x} outside the interleaved region")
+
+    def load(self, t: TileState, address: int, width: int) -> int:
+        address &= MASK
+        tiles = self.ipu.tiles
+        if address % width:
+            raise TileFault(Etype.INVALID_ADDR, ExceptionCause.MISALIGNED, address,
+                            f"{width}-byte load at 0x{address:x}")
+        if tiles.bad_parity and tiles.bad_word(t.tile, address, width):
+            raise TileFault(*_PARITY_FAULT, address, f"parity error loading 0x{address:x}")
+        if width == 4:  # the common case, one word of the BAR without building bytes
+            return int(self._words[(t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram) >> 2])
+        return int.from_bytes(tiles.read(t.tile, address, width), "little")
+
+    def store(self, t: TileState, address: int, width: int, value: int) -> None:
+        address &= MASK
+        if address % width:
+            raise TileFault(Etype.INVALID_ADDR, ExceptionCause.MISALIGNED, address,
+                            f"{width}-byte store at 0x{address:x}")
+        tiles = self.ipu.tiles
+        if width == 4 and not tiles.bad_parity:  # one word, recorded dirty as BarMemory.write does
+            tiles.exchange.store_word((t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram) >> 2,
+                                      value & MASK)
+            return
+        tiles.write(t.tile, address, (value & ((1 << 8 * width) - 1)).to_bytes(width, "little"))
+
+    def _word(self, t: TileState, address: int) -> int:
+        # TileMemory.locate's offset and region, inline: this runs per fetch.
+        offset = (address & 0x1FFFFF) % self._window % self._sram
+        if offset >= self._sram >> 1:
+            raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, address,
+                            f"fetch at 0x{address:x} outside region 0")
+        tiles = self.ipu.tiles
+        if tiles.bad_parity and tiles.bad_word(t.tile, address, 4):
+            raise TileFault(*_PARITY_FAULT, address, f"parity error fetching 0x{address:x}")
+        return int(self._words[(t.tile * self._window + offset) >> 2])
+
+    # --- workers -------------------------------------------------------------------
+    def launch(self, t: TileState, w: Context, entry: int, vertex_base: int) -> None:
+        """Start worker ``w`` at ``entry`` (run, runall): launch state as
+        A hover/$FP_CTL.md, $FP_STS.md, $PC.md say; $m13 = vertex base and
+        $m12 = $WORKER_BASE (A hover/$m12.md, $m13.md)."""
+        w.stop()
+        w.pc = entry
+        w.status = Status.ACTIVE
+        w.exit_status = None
+        w.csrs[0x02] = vertex_base
+        w.upper[2] = t.supervisor.csrs.get(0x20, 0)  # $FP_CTL := $FP_ICTL
+        w.upper[0] = 0  # $FP_STS
+        w.set_m(13, vertex_base)
+        w.set_m(12, t.supervisor.csrs.get(0x20 + w.number, 0))
+        self._activate(t)
+        self.event(t, "start", w.number, entry)
+
+    def _activate(self, t: TileState) -> None:
+        if t.tile not in self.running:
+            self.running.add(t.tile)
+            if self.wake is not None:
+                self.wake()
+
+    # --- running -----------------------------------------------------------------------
+    def run(self, budget: int, slice_turns: int = 512) -> int:
+        """Take up to ``budget`` turns across the running tiles, tile by
+        tile in slices; returns the turns taken. Each tile's results and
+        turn count do not depend on the budget or slicing."""
+        done = 0
+        while done < budget and self.running:
+            taken = 0
+            order = sorted(self.running)
+            # Fair across calls: start after the tile served last, and give
+            # each tile a share of the budget.
+            first = next((i for i, tile in enumerate(order) if tile >= self._cursor), 0)
+            share = max(16, min(slice_turns, (budget - done) // len(order)))
+            for tile in order[first:] + order[:first]:
+                taken += self._run_tile(self.states[tile], min(share, budget - done - taken))
+                self._cursor = tile + 1
+                if done + taken >= budget:
+                    break
+            done += taken
+            released = self._settle()
+            if not taken and not released:
+                break
+        return done
+
+    def busy(self) -> bool:
+        """Whether some context can take a turn now."""
+        return any(c.runnable() for tile in self.running for c in self.states[tile].contexts)
+
+    def _run_tile(self, t: TileState, turns: int) -> int:
+        n = 0
+        while n < turns:
+            c = t.next_runnable()
+            if c is None:
+                if not self._release_local(t):
+                    break
+                continue
+            n += 1
+            t.turns += 1
+            if c.delay:
+                c.delay -= 1
+                continue
+            try:
+                self._issue(t, c)
+            except TileFault as fault:
+                self.fault(t, c, fault)
+        return n
+
+    def _decode(self, t: TileState, pc: int) -> _Decoded:
+        word = self._word(t, pc)
+        if not word & 0x80000000:
+            key = word
+        else:
+            if pc % 8:
+                raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, pc,
+                                f"bundle at 0x{pc:x} is not 8-byte aligned")
+            key = word | self._word(t, pc + 4) << 32
+        found = self._cache.get(key)
+        if found is None:
+            found = self._cache[key] = self._decode_key(key)
+        return found
+
+    def _decode_key(self, key: int) -> _Decoded:
+        if key <= MASK:
+            inst = self.decoder.decode(key)
+            if inst is None:
+                return f"0x{key:08x} is not an instruction"
+            return inst, SEMANTICS.get(inst.row.variant), _who(inst)
+        pair = self.decoder.decode_bundle(key)
+        if isinstance(pair, str):
+            return pair
+        return (pair, SEMANTICS.get(pair.main.row.variant), SEMANTICS.get(pair.aux.row.variant),
+                _who(pair.main) & _who(pair.aux))
+
+    def _check(self, c: Context, inst: Instruction, rule: Rule | None, who: int) -> Rule:
+        if rule is not None and who & (_WORKER_BIT if c.number else _SUPERVISOR_BIT):
+            return rule
+        if not inst.row.context & (Contexts.WORKER if c.is_worker else Contexts.SUPERVISOR):
+            runner = "a worker" if c.is_worker else "the supervisor"
+            raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, c.pc,
+                            f"{inst.mnemonic} cannot run on {runner}")
+        if rule is None:
+            raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc, why_not(inst.mnemonic))
+        return rule
+
+    def _issue(self, t: TileState, c: Context) -> None:
+        pc = c.pc
+        if pc % 4:
+            raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, pc, f"PC 0x{pc:x} is not 4-byte aligned")
+        decoded = self._decode(t, pc)
+        if isinstance(decoded, str):
+            raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc, decoded)
+        r = c.repeat
+        in_body = r is not None and r.first <= pc < r.end
+        if len(decoded) == 3:
+            inst, rule, who = decoded
+            if in_body:
+                raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc,
+                                f"{inst.mnemonic}: a solo instruction in an rpt body")
+            rule = self._check(c, inst, rule, who)
+            c.next_pc = pc + 4
+            rule.handler(self, t, c, inst.operands)
+            retired = 1
+        else:
+            bundle, main_rule, aux_rule, who = decoded
+            if in_body and any(i.row.group in (Group.CONTROL, Group.SYSTEM) for i in (bundle.main, bundle.aux)):
+                raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc,
+                                "a control or system instruction in an rpt body")
+            main_rule = self._check(c, bundle.main, main_rule, who)
+            aux_rule = self._check(c, bundle.aux, aux_rule, who)
+            c.next_pc = pc + 8
+            # Both halves read the registers as they were before the bundle
+            # (ours: the public record does not say); the aux half runs on
+            # a copy of $a taken before the main half wrote it.
+            before = c.a[:]
+            main_rule.handler(self, t, c, bundle.main.operands)
+            after_main, c.a = c.a, before
+            aux_rule.handler(self, t, c, bundle.aux.operands)
+            for i in range(16):
+                if after_main[i] != before[i]:
+                    c.a[i] = after_main[i]
+            retired = 2
+        r = c.repeat
+        if r is not None and c.next_pc == r.end and r.first <= pc:
+            if r.remaining:
+                r.remaining -= 1
+                c.next_pc = r.first
+            else:
+                c.repeat = None
+        c.pc = c.next_pc & MASK
+        t.instructions += retired
+        self.instructions += retired
+
+    # --- exceptions ------------------------------------------------------------------------
+    def fault(self, t: TileState, c: Context, fault: TileFault) -> None:
+        """Context ``c`` takes an exception: it stops (EXCEPTED), its
+        $SSR/$WSR.ETYPE is set, and the IPU raises it (EXC_*, signal 44)."""
+        c.stop()
+        c.status = Status.EXCEPTED
+        c.sr = (c.sr & ~0xF0) | int(fault.etype) << 4
+        self.event(t, "exception", c.number, c.pc, f"{fault.etype.name}: {fault}")
+        self.ipu.raise_exception(int(fault.cause), t.tile, fault.address & MASK, c.number)
+
+    def mark_excepted(self, tile: int, context: int) -> None:
+        """An exception raised for ``context`` by another path (the TDI, the
+        fault API): it stops too."""
+        if context > self.workers:
+            return
+        c = self.state(tile).contexts[context]
+        if c.status is not Status.EXCEPTED:
+            c.stop()
+            c.status = Status.EXCEPTED
+
+    def clear_exception(self, tile: int, context: int) -> None:
+        """DBG_ECLR: an excepted context becomes inactive."""
+        t = self.states.get(tile)
+        if t is not None and context <= self.workers and t.contexts[context].status is Status.EXCEPTED:
+            t.contexts[context].stop()
+            t.contexts[context].sr &= ~0xF0
+
+    # --- syncs ------------------------------------------------------------------------------
+    def _release_local(self, t: TileState) -> bool:
+        s = t.supervisor
+        if s.wait is Wait.WORKERS and all(w.status is not Status.ACTIVE for w in t.contexts[1:]):
+            s.wait = Wait.NONE
+            return True
+        return False
+
+    def _settle(self) -> bool:
+        """Drop tiles that stopped; complete syncs every running tile has
+        reached. Returns whether a context was released."""
+        for tile in [tile for tile in self.running if not self.states[tile].active()]:
+            self.running.discard(tile)
+        if not self.running:
+            return False
+        supervisors = [self.states[tile].supervisor for tile in sorted(self.running)]
+        members = [s for s in supervisors if s.status is Status.ACTIVE]
+        if not members:
+            return False
+        if all(s.wait is Wait.INTERNAL for s in members):
+            for s in members:
+                s.wait = Wait.NONE
+            return True
+        if self._external is None and all(s.wait is Wait.EXTERNAL for s in members):
+            zones = {s.wait_zone for s in members}
+            if len(zones) == 1:
+                zone = self._external = zones.pop()
+                self.ipu.request_sync(zone)
+                if self.ipu.sync_status & SYNC_ERROR:
+                    self._external = None
+                    for tile in sorted(self.running):
+                        t = self.states[tile]
+                        if t.supervisor.wait is Wait.EXTERNAL:
+                            self.fault(t, t.supervisor, TileFault(
+                                Etype.EXERR, ExceptionCause.SYNC, t.supervisor.pc,
+                                f"sync {zone}: the IPU's host sync refused it"))
+                    return True
+                return self._external is None
+        return False
+
+    def sync_completed(self, zone: int) -> None:
+        """The IPU's host sync on ``zone`` completed: tiles waiting on it go on."""
+        if self._external != zone:
+            return
+        self._external = None
+        for tile in self.running:
+            s = self.states[tile].supervisor
+            if s.wait is Wait.EXTERNAL and s.wait_zone == zone:
+                s.wait = Wait.NONE
+        if self.wake is not None:  # a GS2 barrier may complete from another IPU's request
+            self.wake()
+
+    # --- injection through the TDI -------------------------------------------------------------
+    def inject(self, tile: int, context: int, word: int) -> TdiResult:
+        """DBG_IEXEC: execute ``word`` on ``context`` of ``tile``, which must
+        be inactive or excepted (A114 hover/$DBG_IEXEC.md, R docs/tdi.md).
+        An injected control instruction leaves the context active where it
+        leads (a branch to a program's entry starts it)."""
+        t = self.state(tile)
+        if context > self.workers:
+            return TdiResult.BAD_VALUE
+        c = t.contexts[context]
+        if c.status is Status.ACTIVE:
+            return TdiResult.NOT_QUIESCENT
+        inst = self.decoder.decode(word & MASK)
+        if inst is None or inst.coissue or inst.mnemonic in ("sync", "rpt"):
+            return TdiResult.UNSUPPORTED
+        rule = SEMANTICS.get(inst.row.variant)
+        if rule is None or not inst.row.context & (Contexts.WORKER if c.is_worker else Contexts.SUPERVISOR):
+            return TdiResult.UNSUPPORTED
+        was = c.status
+        c.next_pc = (c.pc + 4) & MASK
+        try:
+            rule.handler(self, t, c, inst.operands)
+        except TileFault as fault:
+            if was is Status.EXCEPTED:
+                return TdiResult.TDI_ERROR
+            self.fault(t, c, fault)
+            return TdiResult.OK
+        if inst.row.group is Group.CONTROL:
+            c.pc = c.next_pc
+            c.status = Status.ACTIVE
+            c.sr &= ~0xF0
+            self.ipu.tdi.setdefault(tile, TileDebug()).excepted.pop(context, None)
+            self._activate(t)
+            self.event(t, "start", context, c.pc)
+        return TdiResult.OK

@@ -1,0 +1,179 @@
+# Semantics of loads and stores: every width of $m and $a loads and stores,
+# with register or immediate offsets and the post-incrementing `step`
+# forms. Effective address = base + delta + offset × access size, the
+# offset unsigned and scaled (A hover/ld32.md, st32.md; the scaling is
+# inferred from R's boot loader, `st32 $m4, $m11, $m15, 6` = word 6); a
+# `step` form accesses base + delta, then delta += stride × access size
+# (A hover/ld32step.md; R's clear loop steps 4 bytes with stride 1).
+# Alignment, aliasing and parity are the tile memory's rules, applied by
+# Execution.load/store; ld128 needs the interleaved region 1 (A hover/ld128.md).
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ipufs.model.executor.rule import Handler, Rule, s32, u32
+
+if TYPE_CHECKING:
+    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.state import Context, TileState
+
+A = "A hover/{}.md"
+
+
+def _m_load(width: int, signed: bool) -> tuple[Handler, Handler, Handler, Handler]:
+    """$m loads: register offset, immediate offset, step by register, step by immediate."""
+    def finish(c: Context, d: int, value: int) -> None:
+        if signed and value & (1 << (8 * width - 1)):
+            value -= 1 << (8 * width)
+        c.set_m(d, value)
+
+    def reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        finish(c, o[0], ex.load(t, m[o[1]] + m[o[2]] + m[o[3]] * width, width))
+
+    def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        finish(c, o[0], ex.load(t, m[o[1]] + m[o[2]] + o[3] * width, width))
+
+    def step_reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        value = ex.load(t, m[o[1]] + m[o[2]], width)
+        c.set_m(o[2], m[o[2]] + s32(m[o[3]]) * width)
+        finish(c, o[0], value)
+
+    def step_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        value = ex.load(t, m[o[1]] + m[o[2]], width)
+        c.set_m(o[2], m[o[2]] + o[3] * width)
+        finish(c, o[0], value)
+
+    return reg, imm, step_reg, step_imm
+
+
+def _put_a(c: Context, d: int, value: int, width: int) -> None:
+    for i in range(max(1, width // 4)):
+        c.set_a(d + i, value >> (32 * i))
+
+
+def _a_load(width: int, region1: bool = False, broadcast16: bool = False) -> tuple[Handler, Handler, Handler, Handler]:
+    """$a loads (32, 64, 128 bits; ldb16 duplicates a 16-bit value into both halves)."""
+    def value_of(ex: Execution, t: TileState, address: int) -> int:
+        if region1:
+            ex.require_region1(t, address)
+        v = ex.load(t, address, width)
+        return v | v << 16 if broadcast16 else v
+
+    def reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        _put_a(c, o[0], value_of(ex, t, m[o[1]] + m[o[2]] + m[o[3]] * width), width)
+
+    def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        _put_a(c, o[0], value_of(ex, t, m[o[1]] + m[o[2]] + o[3] * width), width)
+
+    def step_reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        value = value_of(ex, t, m[o[1]] + m[o[2]])
+        c.set_m(o[2], m[o[2]] + s32(m[o[3]]) * width)
+        _put_a(c, o[0], value, width)
+
+    def step_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        value = value_of(ex, t, m[o[1]] + m[o[2]])
+        c.set_m(o[2], m[o[2]] + o[3] * width)
+        _put_a(c, o[0], value, width)
+
+    return reg, imm, step_reg, step_imm
+
+
+def _a_value(c: Context, r: int, width: int) -> int:
+    value = 0
+    for i in range(width // 4):
+        value |= c.a[r + i] << (32 * i)
+    return value
+
+
+def _m_stores() -> tuple[Handler, Handler, Handler]:
+    """st32 of $m (immediate offset), st32step of $m (immediate stride), stm32 (register offset)."""
+    def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        ex.store(t, m[o[1]] + m[o[2]] + o[3] * 4, 4, m[o[0]])
+
+    def step_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        ex.store(t, m[o[1]] + m[o[2]], 4, m[o[0]])
+        c.set_m(o[2], m[o[2]] + o[3] * 4)
+
+    def stm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        ex.store(t, m[o[1]] + m[o[2]] * 4, 4, m[o[0]])
+
+    return imm, step_imm, stm
+
+
+def _a_stores(width: int) -> tuple[Handler, Handler, Handler, Handler]:
+    """$a stores: register offset, immediate offset, step by register, step by immediate."""
+    def reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        ex.store(t, m[o[1]] + m[o[2]] + m[o[3]] * width, width, _a_value(c, o[0], width))
+
+    def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        ex.store(t, m[o[1]] + m[o[2]] + o[3] * width, width, _a_value(c, o[0], width))
+
+    def step_reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        ex.store(t, m[o[1]] + m[o[2]], width, _a_value(c, o[0], width))
+        c.set_m(o[2], m[o[2]] + s32(m[o[3]]) * width)
+
+    def step_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        ex.store(t, m[o[1]] + m[o[2]], width, _a_value(c, o[0], width))
+        c.set_m(o[2], u32(m[o[2]] + o[3] * width))
+
+    return reg, imm, step_reg, step_imm
+
+
+RULES: dict[str, Rule] = {}
+
+
+def _m_rows(name: str, width: int, signed: bool) -> None:
+    reg, imm, step_reg, step_imm = _m_load(width, signed)
+    src = A.format(name) + f" ({width}-byte {'sign' if signed else 'zero'}-extended load)"
+    RULES[f"{name}_mmmn"] = Rule(reg, src)
+    RULES[f"{name}_mmmn_zi"] = Rule(imm, src)
+    RULES[f"{name}step_mmmn"] = Rule(step_reg, src + "; A hover/" + name + "step.md")
+    RULES[f"{name}step_mmmn_si"] = Rule(step_imm, src + "; A hover/" + name + "step.md")
+
+
+for _name, _width, _signed in (("ld32", 4, False), ("lds16", 2, True), ("ldz16", 2, False),
+                               ("lds8", 1, True), ("ldz8", 1, False)):
+    _m_rows(_name, _width, _signed)
+
+
+def _a_rows(name: str, width: int, *, region1: bool = False, broadcast16: bool = False,
+            step: bool = True) -> None:
+    reg, imm, step_reg, step_imm = _a_load(width, region1, broadcast16)
+    src = A.format(name)
+    RULES[f"{name}_mman"] = Rule(reg, src)
+    RULES[f"{name}_mman_zi"] = Rule(imm, src)
+    if step:
+        RULES[f"{name}step_mmbn"] = Rule(step_reg, src + "; A hover/" + name + "step.md")
+        RULES[f"{name}step_mmbn_si"] = Rule(step_imm, src + "; A hover/" + name + "step.md")
+
+
+_a_rows("ld32", 4)
+_a_rows("ld64", 8)
+_a_rows("ld128", 16, region1=True)
+_a_rows("ldb16", 2, broadcast16=True)
+
+_st_imm, _st_step, _stm = _m_stores()
+RULES["st32_mmmn_zi"] = Rule(_st_imm, A.format("st32"))
+RULES["st32step_mmmn_si"] = Rule(_st_step, A.format("st32step") + "; R 0x40234 steps 4 bytes per 1")
+RULES["stm32_mmmn"] = Rule(_stm, A.format("stm32") + " (base + offset register × 4)")
+for _name, _width in (("st32", 4), ("st64", 8)):
+    _reg, _imm, _step_reg, _step_imm = _a_stores(_width)
+    RULES[f"{_name}_mbmn"] = Rule(_reg, A.format(_name))
+    RULES[f"{_name}_mbmn_zi"] = Rule(_imm, A.format(_name))
+    RULES[f"{_name}step_mbmn"] = Rule(_step_reg, A.format(_name + "step"))
+    RULES[f"{_name}step_mbmn_si"] = Rule(_step_imm, A.format(_name + "step"))

@@ -1,0 +1,193 @@
+# Tiles run code through a real mount: a host writes each tile's data
+# through the exchange BAR, `ipufs exec` (its own process, attached to the
+# IPU) loads a kernel, starts every chosen tile through the TDI and gets
+# signal 46 when all have synced with the host; each tile's sum of its own
+# slice comes back through DBG_DATA and tile memory. A misaligned store
+# arrives as signal 44 with the right tile, context and address.
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ipufs import cli
+from ipufs.client import Device
+from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon
+
+pytestmark = pytest.mark.mount
+
+SUM = """\
+    .text 0x40000
+    .supervisor
+_start:
+    setzi $m2, 0x60000
+    ld32 $m3, $m2, $m15, 0
+    add $m3, $m3, -1
+    setzi $m4, 0
+    setzi $m5, 4
+loop:
+    ld32step $m6, $m2, $m5+=, 1
+    add $m4, $m4, $m6
+    brnzdec $m3, loop
+    put $DBG_DATA, $m4
+    st32 $m4, $m2, $m15, 100
+    sync 4
+done:
+    bri done
+"""
+
+MISALIGNED = """\
+    .text 0x40000
+    .supervisor
+_start:
+    get $m1, $TILE_ID
+    cmpeq $m1, $m1, 5
+    brz $m1, done
+    setzi $m2, 0x60002
+    st32 $m1, $m2, $m15, 0
+done:
+    bri done
+"""
+
+
+@pytest.fixture
+def ipu1(tmp_path: Path) -> object:
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1") as d:
+        yield d
+
+
+def _elf(tmp_path: Path, source: str) -> Path:
+    (tmp_path / "k.s").write_text(source)
+    assert cli.main(["asm", str(tmp_path / "k.s"), "-o", str(tmp_path / "k.elf")]) == 0
+    return tmp_path / "k.elf"
+
+
+def _exec(board: RunningDaemon, elf: Path, tiles: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(ipufs_command("exec", str(elf), "--dev", str(board.mountpoint), "--tiles", tiles,
+                                     "--timeout", "20", "--data"),
+                          capture_output=True, text=True, timeout=60)
+
+
+def test_each_tile_sums_its_slice_and_syncs_with_the_host(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    tiles = range(16)
+    slices = {t: [(t * 1000 + 17 * i) & 0xFFFFFFFF for i in range(10 + t)] for t in tiles}
+    with Device(0, ipu1.mountpoint) as device:
+        window = device.read_register("TILE_WINDOW")
+        base = device.read_register("TILE_MEM_BASE")
+        for t, values in slices.items():
+            words = [len(values), *values]
+            os.pwrite(device.ex_fd, b"".join(v.to_bytes(4, "little") for v in words),
+                      t * window + 0x60000 - base)
+    done = _exec(ipu1, _elf(tmp_path, SUM), "0-15")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "started 16 tiles of ipu0 at 0x40000"
+    assert lines[1] == "synced with the host: GS1_E0 (zone 4)"
+    assert lines[2:] == [f"tile {t}: DBG_DATA 0x{sum(slices[t]) & 0xFFFFFFFF:08x}" for t in tiles]
+    ipu = ipu1.daemon.devices.ipus[0]
+    assert ipu1.call(lambda: [int.from_bytes(ipu.tiles.read(t, 0x60000 + 400, 4), "little") for t in tiles]) == [
+        sum(slices[t]) & 0xFFFFFFFF for t in tiles]
+
+
+def test_a_misaligned_store_arrives_as_signal_44_with_tile_and_address(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    done = _exec(ipu1, _elf(tmp_path, MISALIGNED), "0-7")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[1] == "exception: tile 5 context 0 address 0x60002 cause MISALIGNED"
+
+
+def test_reset_stops_every_context(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    with Device(0, ipu1.mountpoint) as device:
+        device.load_elf(_elf(tmp_path, SUM.replace("sync 4", "bri _start")).read_bytes(), [0, 1])
+        device.start(0x40000, [0, 1])
+        ipu = ipu1.daemon.devices.ipus[0]
+        assert ipu1.call(lambda: sorted(ipu.execution.running)) == [0, 1]
+        device.reset()
+        assert ipu1.call(lambda: (sorted(ipu.execution.running), ipu.execution.busy())) == ([], False)
+
+
+
+def test_an_unmodified_c_host_runs_a_kernel_on_every_tile(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    """tests/c/tile_host.c, built against ipu.h alone: every tile of an ipu1
+    sums its own slice of data the host wrote through the exchange BAR; the
+    host starts them through the TDI, gets signal 46 when all have synced
+    with it, and reads each tile's result."""
+    from tests.integration.harness import ROOT
+
+    binary = tmp_path / "tile_host"
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
+                    "-o", str(binary), str(ROOT / "tests" / "c" / "tile_host.c")], check=True)
+    tiles = 1216
+    out = subprocess.run([str(binary), str(ipu1.mountpoint), "0", str(_elf(tmp_path, SUM)), str(tiles)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0] == "signal 46"
+    want = [sum(t * 1000 + 17 * i for i in range(10 + t % 40)) & 0xFFFFFFFF for t in range(tiles)]
+    assert lines[1:] == [f"tile {t} sum {want[t]} dbg {want[t]}" for t in range(tiles)]
+
+
+def test_program_events_reach_the_trace(tmp_path: Path) -> None:
+    import json
+
+    trace = tmp_path / "trace.jsonl"
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(trace)) as board:
+        done = _exec(board, _elf(tmp_path, MISALIGNED), "5")
+        assert done.returncode == 1, done.stdout + done.stderr
+        ipu = board.daemon.devices.ipus[0]
+        board.call(lambda: ipu.reset())
+    events = [e for e in map(json.loads, trace.read_text().splitlines()) if e["kind"] == "program"]
+    assert [(e["event"], e["tile"], e["context"], e["pc"]) for e in events] == [
+        ("start", 5, 0, 0x40000), ("exception", 5, 0, 0x40010)]
+    assert "4-byte store at 0x60002" in events[1]["detail"]
+
+
+def test_exec_reports_a_timeout_and_a_bad_file(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    spin = _elf(tmp_path, SUM.replace("sync 4", "bri _start"))
+    done = subprocess.run(ipufs_command("exec", str(spin), "--dev", str(ipu1.mountpoint), "--tiles", "3",
+                                        "--timeout", "0.5"), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "timeout after 0.5 s" in done.stdout, done.stdout + done.stderr
+    (tmp_path / "junk.elf").write_bytes(b"junk" * 20)
+    bad = subprocess.run(ipufs_command("exec", str(tmp_path / "junk.elf"), "--dev", str(ipu1.mountpoint)),
+                         capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 1 and bad.stderr.startswith("ipufs exec: ") and len(bad.stderr.splitlines()) == 1
+    ipu = ipu1.daemon.devices.ipus[0]
+    ipu1.call(lambda: ipu.reset())
+
+
+
+_READ_MAPPED = """
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+view = mmap.mmap(fd, 0, mmap.MAP_SHARED, mmap.PROT_READ)
+at = int(sys.argv[2])
+print(int.from_bytes(view[at:at + 4], "little"))
+"""
+
+
+def test_tile_stores_reach_a_mapping_in_page_cache_mode(tmp_path: Path) -> None:
+    """Without passthrough, clients map copies: what tiles store is
+    published to them as other model writes are. (The mapping is read in
+    a subprocess: a page fault served by this process's daemon thread must
+    not wait on this thread's GIL.)"""
+    import sys
+
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", passthrough=False) as board:
+        with Device(0, board.mountpoint) as device:
+            base = device.read_register("TILE_MEM_BASE")
+            window = device.read_register("TILE_WINDOW")
+            os.pwrite(device.ex_fd, b"".join(v.to_bytes(4, "little") for v in (3, 5, 6, 7)),
+                      2 * window + 0x60000 - base)
+        at = str(2 * window + 0x60000 + 400 - base)
+
+        def mapped() -> int:
+            return int(subprocess.run([sys.executable, "-c", _READ_MAPPED, board.path("ipu0_ex"), at],
+                                      capture_output=True, text=True, timeout=30, check=True).stdout)
+
+        assert mapped() == 0
+        done = _exec(board, _elf(tmp_path, SUM), "2")
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert mapped() == 5 + 6 + 7
+        ipu = board.daemon.devices.ipus[0]
+        board.call(lambda: ipu.reset())

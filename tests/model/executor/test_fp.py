@@ -1,0 +1,157 @@
+# f32 arithmetic on a worker, checked against numpy's IEEE binary32
+# (round to nearest even); flags, enabled exceptions, and what is not
+# public faulting as NOT_EXECUTABLE.
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from ipufs.abi.registers import ExceptionCause
+from tests.model.executor.kit import assemble, load, make, memory_word, one_worker, reg, start
+
+IPU = make()
+OPS = {"f32add": np.add, "f32sub": np.subtract, "f32mul": np.multiply, "f32div": np.divide}
+
+
+def bits(x: float) -> int:
+    return int(struct.unpack("<I", struct.pack("<f", x))[0])
+
+
+def run_worker(body: str, data: list[int], ictl: int = 0) -> None:
+    IPU.reset()
+    prelude = f"  setzi $m2, {ictl & 0xFFFFF}\n  or $m2, $m2, {ictl & 0xFFF00000}\n  put $FP_ICTL, $m2"
+    program = assemble(one_worker(body, vertex=0x60000, prelude=prelude,
+                                  data="\n".join(f"  .word {w}" for w in data)))
+    load(IPU, program)
+    start(IPU, program.entry)
+    IPU.execution.run(100_000)
+
+
+def normal32() -> st.SearchStrategy[float]:
+    return st.floats(width=32, allow_nan=False, allow_infinity=False, allow_subnormal=False).filter(
+        lambda x: x == 0 or abs(x) >= 2.0 ** -126)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.sampled_from(sorted(OPS)), normal32(), normal32())
+def test_f32_arithmetic_rounds_as_ieee_binary32(op: str, x: float, y: float) -> None:
+    with np.errstate(all="ignore"):
+        want = OPS[op](np.float32(x), np.float32(y))
+    assume(not (op == "f32div" and y == 0))
+    exact = {"f32add": x + y, "f32sub": x - y, "f32mul": x * y, "f32div": x / y if y else 0.0}[op]
+    assume(np.isfinite(want) and (exact == 0 or abs(exact) >= 2.0 ** -126))  # no underflow: not public
+    run_worker(f"""
+  ld32 $a0, $m13, $m15, 0
+  ld32 $a1, $m13, $m15, 1
+  {op} $a2, $a0, $a1
+  st32 $a2, $m13, $m15, 2
+""", [bits(x), bits(y), 0])
+    assert memory_word(IPU, 0, 0x60008) == bits(float(want))  # the sign of a zero too
+    assert reg(IPU, "EXC_CAUSE") == ExceptionCause.BREAKPOINT  # the supervisor's trap, nothing before
+
+
+def test_conversions_from_integers() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f32fromi32 $a1, $a0
+  f32fromui32 $a2, $a0
+  st32 $a1, $m13, $m15, 1
+  st32 $a2, $m13, $m15, 2
+""", [0xFFFFFFF9, 0, 0])
+    assert memory_word(IPU, 0, 0x60004) == bits(-7.0)
+    assert memory_word(IPU, 0, 0x60008) == bits(float(np.float32(0xFFFFFFF9)))
+
+
+def test_overflow_sets_fp_sts_and_gives_infinity() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f32mul $a1, $a0, $a0
+  st32 $a1, $m13, $m15, 1
+  uget $a2, $FP_STS
+  st32 $a2, $m13, $m15, 2
+""", [bits(3e38), 0, 0])
+    assert memory_word(IPU, 0, 0x60004) == 0x7F800000
+    assert memory_word(IPU, 0, 0x60008) == 4  # OFLO
+
+
+def test_an_enabled_exception_is_a_floating_point_exception() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  ld32 $a1, $m13, $m15, 1
+  f32div $a2, $a0, $a1
+""", [bits(1.0), 0], ictl=2)  # $FP_ICTL.DIV0 -> the worker's $FP_CTL
+    assert (reg(IPU, "EXC_CAUSE"), reg(IPU, "EXC_CONTEXT")) == (ExceptionCause.FLOATING_POINT, 1)
+
+
+def test_nan_operands_are_not_guessed() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f32add $a1, $a0, $a0
+""", [0x7FC00000])
+    assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE
+
+
+def half(x: float) -> int:
+    return int(np.float16(x).view(np.uint16))
+
+
+def normal16() -> st.SearchStrategy[float]:
+    """Zero, or binary16 magnitudes from 2**-6 to 200 (no sum, difference or
+    product of two of them overflows; few underflow), either sign."""
+    magnitude = st.floats(min_value=2.0 ** -6, max_value=200.0, width=16)
+    return st.one_of(st.just(0.0), magnitude, magnitude.map(lambda v: -v))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(["add", "sub", "mul"]), st.sampled_from(["", ":BL", ":BU"]),
+       st.lists(normal16(), min_size=8, max_size=8))
+def test_f16v4_lanes_round_as_ieee_binary16(op: str, broadcast: str, values: list[float]) -> None:
+    x, y = values[:4], values[4:]
+    lanes_x = [x[0]] * 4 if broadcast == ":BL" else [x[1]] * 4 if broadcast == ":BU" else x
+    fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op]
+    exact = [{"add": a + b, "sub": a - b, "mul": a * b}[op] for a, b in zip(lanes_x, y)]
+    with np.errstate(all="ignore"):
+        want = [fn(np.float16(a), np.float16(b)) for a, b in zip(lanes_x, y)]
+    assume(all(np.isfinite(w) for w in want) and all(e == 0 or abs(e) >= 2.0 ** -14 for e in exact))
+    words = [half(x[0]) | half(x[1]) << 16, half(x[2]) | half(x[3]) << 16,
+             half(y[0]) | half(y[1]) << 16, half(y[2]) | half(y[3]) << 16]
+    source = "$a0" + broadcast if broadcast else "$a0:1"
+    run_worker(f"""
+  ld64 $a0:1, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f16v4{op} $a4:5, {source}, $a2:3
+  st64 $a4:5, $m13, $m15, 2
+""", words + [0, 0])
+    got = [memory_word(IPU, 0, 0x60010), memory_word(IPU, 0, 0x60014)]
+    assert [got[0] & 0xFFFF, got[0] >> 16, got[1] & 0xFFFF, got[1] >> 16] == [
+        int(np.float16(w).view(np.uint16)) for w in want]
+
+
+def test_f32v2_with_a_broadcast_source() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f32v2mul $a4:5, $a0:B, $a2:3
+  st64 $a4:5, $m13, $m15, 2
+""", [bits(1.5), 0, bits(2.0), bits(-3.25), 0, 0])
+    assert [memory_word(IPU, 0, 0x60010), memory_word(IPU, 0, 0x60014)] == [bits(3.0), bits(-4.875)]
+
+
+def test_conversions_between_f16_and_f32() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f16v2tof32 $a2:3, $a0
+  f32v2tof16 $a4, $a2:3
+  ld32 $a5, $m13, $m15, 1
+  f32tof16 $a6, $a5
+  st64 $a2:3, $m13, $m15, 1
+  st32 $a4, $m13, $m15, 4
+  st32 $a6, $m13, $m15, 5
+""", [half(1.5) | half(-2.25) << 16, bits(1.0 + 2.0 ** -11 + 2.0 ** -20), 0, 0, 0, 0])
+    assert [memory_word(IPU, 0, 0x60008), memory_word(IPU, 0, 0x6000C)] == [bits(1.5), bits(-2.25)]
+    assert memory_word(IPU, 0, 0x60010) == half(1.5) | half(-2.25) << 16
+    rounded = half(float(np.float16(1.0 + 2.0 ** -11 + 2.0 ** -20)))  # up, past the tie
+    assert memory_word(IPU, 0, 0x60014) == rounded | rounded << 16 and rounded == half(1.0 + 2.0 ** -10)
