@@ -453,10 +453,14 @@ def in_process_us(smoke: bool) -> dict[str, float]:
     from ipufs.driver.devices import DeviceSet
     from ipufs.driver.driver import IpuDriver
     from ipufs.driver.effects import ModelEffects
+    from ipufs.driver.work import DeviceWork
     from ipufs.driver.events import NoEvents
-    from ipufs.driver.filesystem import IpuFilesystem, NoCounting, Ownership
+    from ipufs.driver.device_nodes import DeviceNodes, NoCounting
+    from ipufs.driver.filesystem import IpuFilesystem
+    from ipufs.driver.nodes import Ownership
+    from ipufs.driver.view_files import SysfsView
     from ipufs.driver.mapping import BarMapping
-    from ipufs.driver.nodes import NodeTree
+    from ipufs.driver import sysfs_tree
     from ipufs.driver.pollers import PollWakeups
     from ipufs.driver.watch import PidfdWatcher
     from ipufs.fuse import abi
@@ -484,12 +488,15 @@ def in_process_us(smoke: bool) -> dict[str, float]:
     devices = DeviceSet(PROFILES["ipu2"], 4)
     try:
         # Wired as ipufs/daemon/daemon.py wires it, with no kernel behind it.
-        tree, kernel = NodeTree(len(devices)), NoKernel()
+        tree, kernel = sysfs_tree.node_tree(len(devices)), NoKernel()
         driver = IpuDriver(devices, exits=PidfdWatcher(lock=threading.RLock()), events=NoEvents())
         mapping = BarMapping(devices, tree, kernel, passthrough=True)
         effects = ModelEffects(mapping, driver, PollWakeups(devices, kernel))
-        filesystem = IpuFilesystem(devices, tree, driver=driver, mapping=mapping, pollers=effects.pollers,
-                                   effects=effects, use=RegisterUse(), accesses=NoCounting(),
+        use = RegisterUse()
+        work = DeviceWork(effects, use, lock=threading.RLock())
+        nodes = DeviceNodes(devices, tree, driver=driver, mapping=mapping, pollers=effects.pollers, work=work,
+                            use=use, accesses=NoCounting())
+        filesystem = IpuFilesystem(devices, tree, nodes=nodes, view=SysfsView(devices, tree), mapping=mapping,
                                    ownership=Ownership(), control_path="")
         session = Session(filesystem, passthrough=True)
         pid, unique = os.getpid(), 0

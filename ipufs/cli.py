@@ -17,7 +17,7 @@ from ipufs import __version__, cli_exporter, cli_faults, cli_isa, cli_mount
 from ipufs.daemon import settings
 from ipufs.sd_notify import sd_notify
 from ipufs.daemon.log_budget import LogBudget
-from ipufs.tools.problems import USAGE, Problem
+from ipufs.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
 
@@ -200,7 +200,7 @@ def cmd_device_plugin(args: argparse.Namespace) -> int:
     import threading
 
     from ipufs.deviceplugin.service import PluginConfig, check, run
-    from ipufs.tools import problems
+    from ipufs import problems
 
     config = PluginConfig(dev=_root(args), resource_name=args.resource_name, socket_dir=Path(args.socket_dir),
                           endpoint=args.endpoint, cdi=args.cdi, cdi_prefix=args.cdi_prefix,
@@ -400,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
 def _fail(args: argparse.Namespace, exc: BaseException) -> int:
     """Say what went wrong in one line on stderr (never a traceback: -v
     logs it) and return the exit status (docs/tools.md)."""
-    from ipufs.tools import problems
+    from ipufs import problems
 
     log.debug("%s failed", args.command, exc_info=exc)
     explained = problems.explain(exc)

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from ipufs.monitoring.paths import module_dir
-from ipufs.tools.problems import USAGE, Problem
+from ipufs.problems import USAGE, Problem
 
 if TYPE_CHECKING:
     from ipufs.monitoring.exporter import Exporter

@@ -15,7 +15,7 @@ import trio
 from ipufs.daemon import settings
 from ipufs.daemon.settings import given
 from ipufs.sd_notify import sd_notify
-from ipufs.tools.problems import USAGE, Problem
+from ipufs.problems import USAGE, Problem
 
 log = logging.getLogger("ipufs")
 

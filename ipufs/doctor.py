@@ -3,17 +3,16 @@
 # no file in /proc or /sys can (does the kernel accept a backing file?).
 from __future__ import annotations
 
-import errno
 import os
 import platform
 import stat
 import tempfile
-import threading
 from dataclasses import asdict, dataclass
 
 import trio
 
 from ipufs.fuse import mount as fmount
+from ipufs.run.services import MountStatus, mount_status, services
 
 CAP_SYS_ADMIN = 21
 PASSTHROUGH_KERNEL = (6, 9)
@@ -23,15 +22,6 @@ PASSTHROUGH_KERNEL = (6, 9)
 class Finding:
     check: str
     ok: bool
-    detail: str
-
-
-@dataclass(frozen=True)
-class MountStatus:
-    mountpoint: str
-    source: str
-    alive: bool
-    mode: str
     detail: str
 
 
@@ -117,43 +107,6 @@ def probe_passthrough() -> Finding:
         return Finding("passthrough", False, f"probe mount failed: {exc}")
 
 
-def _getxattr(path: str, name: str, timeout: float = 2.0) -> str | None:
-    """Read an ipufs xattr, giving up on a daemon that does not answer."""
-    box: list[str | None] = [None]
-
-    def get() -> None:
-        try:
-            box[0] = os.getxattr(path, name).decode()
-        except OSError as exc:
-            box[0] = f"!{errno.errorcode.get(exc.errno or 0, exc.errno)}"
-
-    t = threading.Thread(target=get, daemon=True)
-    t.start()
-    t.join(timeout)
-    return "!timeout" if t.is_alive() else box[0]
-
-
-def mount_status() -> list[MountStatus]:
-    found = []
-    for entry in fmount.mounts():
-        mode = _getxattr(entry.mountpoint, "user.ipufs.mode") or "!unknown"
-        if mode.startswith("!"):
-            alive = False
-            detail = {"!ENOTCONN": "daemon gone: dead mount, `ipufs umount` clears it",
-                      "!timeout": "daemon does not answer",
-                      # The kernel refused the path before asking the daemon.
-                      "!EACCES": "not readable by this user (a directory on its path is closed): "
-                                 "whether it is alive is unknown"}.get(mode, f"error {mode[1:]}")
-            mode = "unknown"
-        else:
-            alive = True
-            reason = _getxattr(entry.mountpoint, "user.ipufs.mode_reason") or ""
-            pid = _getxattr(entry.mountpoint, "user.ipufs.pid")
-            detail = f"daemon pid {pid}" + (f"; {reason}" if reason else "")
-        found.append(MountStatus(entry.mountpoint, entry.source, alive, mode, detail))
-    return found
-
-
 def _sysctl(path: str) -> int | None:
     try:
         with open(path) as f:
@@ -180,28 +133,6 @@ def _root_mode(findings: list[Finding], mounts: list[MountStatus]) -> Finding:
         detail = ("passthrough, as the kernel offers it to CAP_SYS_ADMIN (not probed: the probe needs "
                   "root; `sudo ipufs doctor` checks it)")
     return Finding("ipufs run as root", True, detail)
-
-
-def services(mounts: list[MountStatus]) -> tuple[list[str], list[str]]:
-    """Live passthrough mounts whose ipu0 this user may open (the one /dev's
-    links lead into first, then /run/ipufs), and those it may not."""
-    usable: list[str] = []
-    closed: list[str] = []
-    for m in mounts:
-        if m.alive and m.mode == "passthrough":
-            node = os.path.join(m.mountpoint, "ipu0")
-            (usable if os.access(node, os.R_OK | os.W_OK) else closed).append(m.mountpoint)
-    linked = os.path.dirname(os.path.realpath("/dev/ipu0"))
-    usable.sort(key=lambda m: (m != linked, m != "/run/ipufs"))
-    return usable, closed
-
-
-def usable_service() -> str | None:
-    """The mount point of a live passthrough mount (an ipufs service) whose
-    nodes this user may open, or None: what `ipufs run` uses by default
-    for a user (docs/compat.md)."""
-    usable, _ = services(mount_status())
-    return usable[0] if usable else None
 
 
 def run_modes(findings: list[Finding], mounts: list[MountStatus]) -> list[Finding]:

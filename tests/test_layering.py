@@ -27,9 +27,11 @@ ALLOWED: dict[str, set[str]] = {
     "tools": {"abi", "native", "client", "container"},
     "deviceplugin": {"abi", "client", "tools", "container"},
     "monitoring": {"abi", "native", "client", "tools", "deviceplugin"},
+    # `ipufs run`: a command's own IPUs, /dev, /sys and PID namespace.
+    "run": {"abi", "native", "fuse", "client", "tools", "monitoring"},
 }
 #: Modules at the top of the package that every layer may import.
-SHARED = {"__init__", "compat", "self_command"}  # ipufs.__version__; where the compatibility pieces are; how ipufs starts itself
+SHARED = {"__init__", "compat", "self_command", "problems"}  # ipufs.__version__; where the compatibility pieces are; how ipufs starts itself; one-line failures
 
 
 def _unit(module: str) -> str:

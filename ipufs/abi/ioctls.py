@@ -16,6 +16,8 @@ import enum
 import struct
 from dataclasses import dataclass
 
+from ipufs.abi.icu import op_name
+
 IOCTL_TYPE = 0xED
 
 
@@ -46,6 +48,37 @@ class Encoding:
         return ioc(self.direction, nr, self.size)
 
 
+# struct ipufs_buffer: the argument of ATTACH_BUFFER (ipufs's own layout).
+BUFFER = struct.Struct("<QQQQ")  # address length id(out) flags
+#: An ICU message: 5 x u32 (ipufs/abi/icu.py has the wire format).
+ICU_MESSAGE = struct.Struct("<5I")
+
+
+class Shown(enum.Enum):
+    """How a trace shows an ioctl's argument (ipufs/driver/events.py)."""
+
+    NOTHING = "nothing"
+    ID = "the argument value, an id"
+    VALUE = "a u64 the kernel carried, in hex"
+    BUFFER = "struct ipufs_buffer"
+    ICU_MESSAGE = "an ICU request"
+
+    def read(self, arg: int, data: bytes) -> dict[str, object]:
+        """The fields a trace shows of argument ``arg`` carrying ``data``
+        (what is not there is left out)."""
+        if self is Shown.ID:
+            return {"id": arg}
+        if self is Shown.VALUE and len(data) == 8:
+            return {"value": hex(int.from_bytes(data, "little"))}
+        if self is Shown.BUFFER and len(data) == BUFFER.size:
+            address, length, _, flags = BUFFER.unpack(data)
+            return {"address": hex(address), "length": length, "flags": flags}
+        if self is Shown.ICU_MESSAGE and len(data) >= ICU_MESSAGE.size:
+            words = ICU_MESSAGE.unpack_from(data)
+            return {"icu_op": op_name(words[0]), "words": [hex(w) for w in words]}
+        return {}
+
+
 @dataclass(frozen=True, slots=True)
 class IoctlSpec:
     name: str
@@ -58,14 +91,14 @@ class IoctlSpec:
     #: Whether it changes the device, and so needs a file opened for
     #: writing, as a driver checks FMODE_WRITE (docs/abi.md).
     needs_write: bool = True
+    #: How a trace shows its argument.
+    shown: Shown = Shown.NOTHING
 
     @property
     def cmd(self) -> int:
         return self.encodings[0].cmd(self.nr)
 
 
-# struct ipufs_buffer: the argument of ATTACH_BUFFER (ipufs's own layout).
-BUFFER = struct.Struct("<QQQQ")  # address length id(out) flags
 BUFFER_FIELDS = (("uint64_t", "address", "start of the buffer in the caller's memory"),
                  ("uint64_t", "length", "its length in bytes"),
                  ("uint64_t", "id", "out: the buffer's id, for DETACH_BUFFER"),
@@ -83,30 +116,34 @@ IOCTLS: tuple[IoctlSpec, ...] = (
               "attach the calling process to the IPU"),
     IoctlSpec("ATTACH_BUFFER", 11, (Encoding(RW, BUFFER.size), Encoding(RW, 8)),
               "struct ipufs_buffer; with 8 bytes: a u64 holding the struct's address, "
-              "written back: the buffer's id", "let the device read and write a buffer of the caller"),
+              "written back: the buffer's id", "let the device read and write a buffer of the caller",
+              shown=Shown.BUFFER),
     IoctlSpec("DETACH_BUFFER", 12, (Encoding(W, 8), Encoding(RW, 8)),
-              "u64: a buffer id from ATTACH_BUFFER (with size 0: the argument value)", "withdraw a buffer"),
+              "u64: a buffer id from ATTACH_BUFFER (with size 0: the argument value)", "withdraw a buffer",
+              shown=Shown.VALUE),
     IoctlSpec("SET_IPU_ID", 14, (Encoding(RW, 0), Encoding(NONE, 0)),
               "the argument value itself: the id (an int)",
-              "set the id sent back in si_int of every signal"),
+              "set the id sent back in si_int of every signal", shown=Shown.ID),
     IoctlSpec("MASK_INTERRUPT", 22, (Encoding(RW, 8), Encoding(W, 8)),
               "u64: IPUFS_INT_* bits to mask (with size 0: the argument value); "
               "written back (_IOR, _IOWR): the mask in force",
-              "mask interrupt sources (raised ones stay pending)"),
+              "mask interrupt sources (raised ones stay pending)", shown=Shown.VALUE),
     IoctlSpec("UNMASK_INTERRUPT", 23, (Encoding(RW, 8), Encoding(W, 8)),
               "u64: IPUFS_INT_* bits to unmask (with size 0: the argument value); "
               "written back (_IOR, _IOWR): the mask in force",
-              "unmask interrupt sources, delivering what is pending"),
+              "unmask interrupt sources, delivering what is pending", shown=Shown.VALUE),
     IoctlSpec("MAILBOX_READ_ONLY", 29, (Encoding(R, 20), Encoding(R, 24), Encoding(R, 8)),
               "5 x u32 (20 bytes, or 24 padded): filled with the next ICU response; "
               "with 8 bytes: a u64, the number of responses waiting",
               "take the next response from the ICU's response ring (EAGAIN: none)",
               needs_write=False),
     IoctlSpec("MAILBOX_WRITE_ONLY", 30, (Encoding(W, 20), Encoding(W, 24)),
-              "5 x u32: an ICU request", "send a request; its answer is queued and rings the doorbell"),
+              "5 x u32: an ICU request", "send a request; its answer is queued and rings the doorbell",
+              shown=Shown.ICU_MESSAGE),
     IoctlSpec("MAILBOX_WRITE_READ", 31, (Encoding(RW, 20), Encoding(RW, 24), Encoding(W, 24)),
               "5 x u32: an ICU request, replaced by its answer",
-              "send a request and get its answer at once (not queued, no doorbell)"),
+              "send a request and get its answer at once (not queued, no doorbell)",
+              shown=Shown.ICU_MESSAGE),
     IoctlSpec("MAILBOX_GET_OFFSETS", 32, (Encoding(R, 8), Encoding(R, 16)),
               "u64: request ring offset | response ring offset << 32; with 16 bytes: "
               "u32 request offset, request slots, response offset, response slots",

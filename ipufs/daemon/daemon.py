@@ -31,14 +31,18 @@ from ipufs.daemon.timers import Timers
 from ipufs.daemon.trace import Tracer
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver.events import FaultFired
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.effects import ModelEffects
+from ipufs.driver import sysfs_tree
+from ipufs.driver.device_nodes import DeviceNodes
 from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.driver.mapping import BarMapping
-from ipufs.driver.nodes import NodeTree
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.register_watcher import RegisterWatcher
+from ipufs.driver.view_files import SysfsView
 from ipufs.driver.watch import PidfdWatcher
+from ipufs.driver.work import DeviceWork
 from ipufs.model.profile import Profile
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.devfuse import DevFuse
@@ -102,7 +106,7 @@ class Daemon:
         self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir,
                                  group_size=config.group_size, events=self.tracer)
         undo.callback(self.devices.close)
-        tree = NodeTree(config.ipus)
+        tree = sysfs_tree.node_tree(config.ipus)  # the view too, before anyone holds the tree
         self.kernel = KernelLink()
         self.exits = PidfdWatcher(lock=lock)
         self.driver = IpuDriver(self.devices, exits=self.exits, events=self.tracer)
@@ -111,15 +115,16 @@ class Daemon:
         self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel), lock=lock)
         # The device side: faults, plans, timers.
         self.timers = Timers(lock=lock)
-        self.injector = FaultInjector(self.devices, self.effects, self.timers.later, on_fire=self._traced_fault)
+        self.work = DeviceWork(self.effects, use, lock=lock)
+        self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
         # The filesystem and its server.
-        self.filesystem = IpuFilesystem(
-            self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
-            effects=self.effects, use=use, accesses=self.plans, ownership=config.ownership,
-            control_path=config.control_path,
-        )
-        self.registers = RegisterWatcher(self.devices, use, self.effects, lock=lock)
+        nodes = DeviceNodes(self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
+                            work=self.work, use=use, accesses=self.plans)
+        self.filesystem = IpuFilesystem(self.devices, tree, nodes=nodes, view=SysfsView(self.devices, tree),
+                                        mapping=mapping, ownership=config.ownership,
+                                        control_path=config.control_path)
+        self.registers = RegisterWatcher(self.devices, use, self.work)
         self.server = FuseServer(
             self.filesystem, self.kernel, config.mountpoint,
             passthrough=config.passthrough,
@@ -136,7 +141,8 @@ class Daemon:
         self.holder = Holder(mount_dir) if self.cdi is not None and config.cdi_follow_restarts else None
         # The control socket.
         device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock)
-        status = StatusQueries(self.filesystem, lambda: self.server.session.requests)
+        status = StatusQueries(self.devices, self.driver, lambda: self.filesystem.mode,
+                               lambda: self.server.session.requests)
         o = config.ownership
         self.control = ControlServer(
             config.control_path, status.operations() + device_side.operations(),
@@ -151,7 +157,7 @@ class Daemon:
 
     def _traced_fault(self, fault: Fault) -> None:
         if self.tracer.enabled:
-            self.tracer.emit("fault", fault.ipu, fault=fault.describe())
+            self.tracer.emit(FaultFired(fault.ipu, fault.describe()))
 
     @staticmethod
     def prepare_mountpoint(mountpoint: str) -> None:
@@ -210,10 +216,7 @@ class Daemon:
     def call(self, action: Callable[[], T]) -> T:
         """Run a model-side action in the daemon's loop (called from within
         it), then carry out its effects (signals, page-cache copies)."""
-        with self.lock:
-            result = action()
-            self.effects.deliver()
-        return result
+        return self.work.act(None, action)
 
     async def call_and_wait(self, action: Callable[[], T]) -> T:
         """call(action), then wait until clients can see what it wrote."""

@@ -12,7 +12,7 @@ from typing import Any
 from ipufs.daemon.fault_kinds import KINDS, FaultKind, Later
 from ipufs.daemon.fields import Integer, Invalid, Limits, check_all, shown
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.effects import ModelEffects
+from ipufs.driver.work import DeviceWork
 
 
 class FaultError(ValueError):
@@ -64,22 +64,21 @@ def parse(request: Mapping[str, Any], limits: Limits, *, ignore: frozenset[str] 
 
 
 class FaultInjector:
-    """Applies faults to the model of ``devices``, in the daemon's loop;
-    ``effects`` carries out what they did. ``later(seconds, action)``
+    """Applies faults to the model of ``devices``, each a unit of ``work``
+    (signals first, bookkeeping after). ``later(seconds, action)``
     schedules an action (the end of an ICU timeout); ``on_fire`` hears of
     every fault applied (the trace)."""
 
-    def __init__(self, devices: DeviceSet, effects: ModelEffects, later: Later, *,
+    def __init__(self, devices: DeviceSet, work: DeviceWork, later: Later, *,
                  on_fire: Callable[[Fault], None]) -> None:
         self.devices = devices
-        self.effects = effects
+        self.work = work
         self.later = later
         self.on_fire = on_fire
 
     def apply(self, fault: Fault) -> None:
         model = self.devices.ipus[fault.ipu]
-        fault.kind.action(model, fault.params, self._later(fault.ipu))
-        self.effects.deliver(fault.ipu)  # signals first, bookkeeping after
+        self.work.act(fault.ipu, lambda: fault.kind.action(model, fault.params, self._later(fault.ipu)))
         self.on_fire(fault)
 
     def _later(self, ipu: int) -> Later:
@@ -87,10 +86,6 @@ class FaultInjector:
             if not math.isfinite(seconds) or seconds < 0:  # checked at the edge; never a timer of NaN
                 raise FaultError(f"not a delay: {seconds!r}")
 
-            def then() -> None:
-                action()
-                self.effects.deliver(ipu)
-
-            self.later(seconds, then)
+            self.later(seconds, lambda: self.work.act(ipu, action))
 
         return later

@@ -16,20 +16,17 @@ import os
 import stat
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import trio
 
-from ipufs.abi import ioctls
-from ipufs.abi.icu import MESSAGE, op_name
-from ipufs.abi.registers import BY_OFFSET
+from ipufs.driver import events
 
 log = logging.getLogger(__name__)
 
-KINDS = ("open", "close", "register-read", "register-write", "mailbox-write", "ioctl", "icu", "signal",
-         "attach", "detach", "fault")
+#: The kinds of event a trace may be filtered on (ipufs/driver/events.py).
+KINDS = events.KINDS
 
 
 @dataclass
@@ -184,13 +181,11 @@ class Tracer:
         return {"seq": self.sequence, "time": round(time.time(), 6), "kind": "dropped", "ipu": None,
                 "count": count}
 
-    def emit(self, kind: str, ipu: int | None, **fields: Any) -> None:
+    def emit(self, record: events.Event) -> None:
         """Record an event; call only when ``enabled``."""
         self.sequence += 1
-        decode = _DECODE.get(kind)
-        if decode is not None:
-            fields = decode(fields)
-        event = {"seq": self.sequence, "time": round(time.time(), 6), "kind": kind, "ipu": ipu, **fields}
+        event = {"seq": self.sequence, "time": round(time.time(), 6), "kind": record.kind, "ipu": record.ipu,
+                 **record.fields()}
         if self.subscribers:
             token = self._token
             if token is None:
@@ -238,66 +233,6 @@ class Tracer:
             self.file.close()
             self.file = None
         self._update()
-
-
-def _registers(offset: int, data: bytes) -> dict[str, Any]:
-    """A config space access: the registers it covers and, for a single
-    register, its value."""
-    names = [BY_OFFSET[o].name for o in range(offset - offset % 4, offset + len(data), 4) if o in BY_OFFSET]
-    fields: dict[str, Any] = {"offset": hex(offset), "length": len(data), "registers": names}
-    if len(data) == 4 and offset % 4 == 0:
-        fields["value"] = hex(int.from_bytes(data, "little"))
-    return fields
-
-
-def _register_access(raw: dict[str, Any]) -> dict[str, Any]:
-    return {"pid": raw["pid"], **_registers(raw["offset"], raw["data"])}
-
-
-def _mailbox_write(raw: dict[str, Any]) -> dict[str, Any]:
-    return {**raw, "data": raw["data"].hex()}
-
-
-def describe_ioctl(cmd: int, arg: int, data: bytes) -> dict[str, Any]:
-    """An ioctl request decoded by name."""
-    direction, type_, nr, size = ioctls.ioc_fields(cmd)
-    spec = ioctls.BY_NR.get(nr) if type_ == ioctls.IOCTL_TYPE else None
-    fields: dict[str, Any] = {"name": spec.name if spec else f"0x{cmd:08x}", "size": size}
-    if spec is None:
-        return fields
-    if spec.name == "SET_IPU_ID":
-        fields["id"] = arg
-    elif spec.name in ("MASK_INTERRUPT", "UNMASK_INTERRUPT", "DETACH_BUFFER") and len(data) == 8:
-        fields["value"] = hex(int.from_bytes(data, "little"))
-    elif spec.name == "ATTACH_BUFFER" and len(data) == ioctls.BUFFER.size:
-        address, length, _, flags = ioctls.BUFFER.unpack(data)
-        fields.update(address=hex(address), length=length, flags=flags)
-    elif spec.name.startswith("MAILBOX_WRITE") and len(data) >= MESSAGE.size:
-        words = MESSAGE.unpack_from(data)
-        fields.update(icu_op=op_name(words[0]), words=[hex(w) for w in words])
-    return fields
-
-
-def _ioctl(raw: dict[str, Any]) -> dict[str, Any]:
-    fields = {"pid": raw["pid"], **describe_ioctl(raw["cmd"], raw["arg"], raw["data"])}
-    if "error" in raw:
-        fields["error"] = errno.errorcode.get(raw["error"], str(raw["error"]))
-    else:
-        fields.update(result=raw["result"], out=bytes(raw["out"]).hex())
-    return fields
-
-
-def _icu(raw: dict[str, Any]) -> dict[str, Any]:
-    request, answer = raw["request"], raw["answer"]
-    return {"op": op_name(request[0]), "request": [hex(w) for w in request],
-            "answer": None if answer is None else [hex(w) for w in answer]}
-
-
-#: Kinds whose raw facts the tracer turns into readable fields.
-_DECODE: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
-    "register-read": _register_access, "register-write": _register_access,
-    "mailbox-write": _mailbox_write, "ioctl": _ioctl, "icu": _icu,
-}
 
 
 def render(event: dict[str, Any]) -> str:

@@ -23,7 +23,7 @@ from ipufs.client.status import StatusView
 from ipufs.deviceplugin import health
 from ipufs.deviceplugin.health import Health
 from ipufs.deviceplugin.inventory import Inventory, discover
-from ipufs.tools.problems import Problem
+from ipufs.problems import Problem
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ipufs.abi.serial import board_serial
 from ipufs.driver.backing import BackingFile
-from ipufs.driver.events import EventSink
+from ipufs.driver.events import EventSink, IcuExchange
 from ipufs.model.icu import IcuObserver
 from ipufs.model.ipu import Ipu, Placement
 from ipufs.model.memory import BarMemory
@@ -93,6 +93,6 @@ class DeviceSet:
 def _icu_events(events: EventSink, index: int) -> IcuObserver:
     def observe(request: tuple[int, ...], answer: tuple[int, ...] | None) -> None:
         if events.enabled:
-            events.emit("icu", index, request=request, answer=answer)
+            events.emit(IcuExchange(index, request, answer))
 
     return observe

@@ -21,6 +21,7 @@ from ipufs.driver import procs
 from ipufs.driver.arguments import U64, Arg, Arguments, Command, Sizes
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
 from ipufs.driver.devices import DeviceSet
+from ipufs.driver import events
 from ipufs.driver.events import EventSink
 from ipufs.driver.nodes import Node
 from ipufs.driver.system import REAL, SystemCalls
@@ -199,6 +200,16 @@ class IpuDriver:
             raise FUSEError(errno.EPERM, "only the attached process may do this")
         return att
 
+    def write_config(self, ipu: int, pid: int, offset: int, data: bytes | memoryview) -> int:
+        """A host write of config space (pwrite on ipuN) by thread ``pid``.
+        The interrupt mask is the attached process's, as with
+        MASK/UNMASK_INTERRUPT: a write that would change it is refused
+        (EPERM, nothing of it stored) unless that process makes it."""
+        model = self.devices.ipus[ipu]
+        if model.changes_mask(offset, data):
+            self.check_attached(ipu, pid)
+        return model.write_config(offset, data)
+
     def check_attached(self, ipu: int, pid: int) -> None:
         """Refuse (EPERM) unless thread ``pid`` belongs to the process
         attached to IPU ``ipu``: the rule of MASK/UNMASK_INTERRUPT, which a
@@ -229,7 +240,7 @@ class IpuDriver:
         self.exits.watch(pidfd, lambda: self.detach(ipu, "its process exited", pidfd))
         log.info("IPU %d attached to process %d", ipu, tgid)
         if self.tracer.enabled:
-            self.tracer.emit("attach", ipu, pid=tgid, command=self.system.command_of(tgid))
+            self.tracer.emit(events.Attached(ipu, tgid, self.system.command_of(tgid)))
         return 0, b""
 
     def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
@@ -347,7 +358,7 @@ class IpuDriver:
         self.devices.ipus[ipu].clear_interrupts()
         log.info("IPU %d detached from process %d: %s", ipu, att.pid, reason)
         if self.tracer.enabled:
-            self.tracer.emit("detach", ipu, pid=att.pid, reason=reason)
+            self.tracer.emit(events.Detached(ipu, att.pid, reason))
 
     def deliver(self) -> None:
         """Send the signals of every interrupt the model made deliverable,
@@ -372,8 +383,8 @@ class IpuDriver:
                     continue
                 self.signals_sent[index][source] += 1
                 if self.tracer.enabled:
-                    self.tracer.emit("signal", index, pid=att.pid, signo=source.signal,
-                                     name=SIGNAL_NAMES[source], si_int=att.ipu_id)
+                    self.tracer.emit(events.SignalSent(index, att.pid, source.signal, SIGNAL_NAMES[source],
+                                                       att.ipu_id))
 
     # --- device side -----------------------------------------------------------
     def raise_interrupt(self, ipu: int, source: Interrupt) -> None:

@@ -1,74 +1,35 @@
-# The ipufs filesystem: the Operations that publish the node tree. Opens
-# hand BARs to the kernel for passthrough or the page cache (mapping.py);
-# reads and writes of registers and the mailbox reach the model; ioctls go
-# to the driver; after each, the model's effects are carried out
-# (effects.py). Beside the nodes sits the sysfs view (sys/bus/pci/devices/
-# ADDR/...), whose attribute files are made at each read from the model
-# (docs/sysfs.md). The tree is fixed: anything that would create, remove,
+# The ipufs filesystem: the Operations of the node tree, a router. It
+# serves the tree itself (lookups, listings, the root, attributes that
+# chmod, chown and touch change, the refusals of a fixed tree) and hands
+# every other request to the side its inode or file handle belongs to:
+# the device nodes (device_nodes.py) or the sysfs view (view_files.py,
+# docs/sysfs.md). The tree is fixed: anything that would create, remove,
 # rename or resize a node fails with EPERM (docs/filesystem.md has the
 # whole table, checked against ipufs/fuse/operations.py's contract).
 from __future__ import annotations
 
 import errno
-import os
-import select
 import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import NoReturn, Protocol
+from typing import NoReturn
 
-from ipufs.driver import sysfs, sysfs_tree, xattrs
-from ipufs.driver.activity import RegisterUse
+from ipufs.driver import xattrs
+from ipufs.driver.device_nodes import POLL_READY, DeviceNodes
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.driver import IpuDriver, OpenFile
-from ipufs.driver.effects import ModelEffects
 from ipufs.driver.mapping import BarMapping
-from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree
-from ipufs.driver.page_cache_requests import MappedStoreRequests
-from ipufs.driver.pollers import PollWakeups
-from ipufs.driver.view_files import ViewFiles
+from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree, Ownership
+from ipufs.driver.view_files import SysfsView
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
 from ipufs.fuse.errors import FUSEError
 from ipufs.fuse.operations import Negotiated, Operations
-from ipufs.model.profile import Region
 
-SEEK_DATA = 3
 #: The longest name statfs reports (f_namemax); the kernel passes longer
 #: ones on, and they get ENAMETOOLONG as on any filesystem.
 NAME_MAX = 255
-SEEK_HOLE = 4
-_POLL_READY = select.POLLIN | select.POLLOUT | select.POLLRDNORM | select.POLLWRNORM
-
-
-class AccessCounter(Protocol):
-    """Told of every request to an IPU's nodes while ``counting`` (fault
-    plans count accesses); while it is not, the check costs one load."""
-
-    counting: bool
-
-    def count(self, ipu: int) -> None: ...
-
-
-class NoCounting:
-    """The access counter of a filesystem without fault plans."""
-
-    counting = False
-
-    def count(self, ipu: int) -> None:
-        pass
-
-
-@dataclass
-class Ownership:
-    """Owner, group and permission bits of the device nodes (the root
-    directory is root's, mode 0755)."""
-
-    uid: int = 0
-    gid: int = 0
-    mode: int = 0o660
 
 
 @dataclass
@@ -88,47 +49,27 @@ class Stats:
     lookups: dict[int, int] = field(default_factory=dict)  # nodeid -> lookups the kernel holds
 
 
-class IpuFilesystem(MappedStoreRequests, Operations):
-    """The node tree of ``devices`` as FUSE operations; the sysfs view is
-    added to ``tree`` here."""
+class IpuFilesystem(Operations):
+    """The node tree (built whole, the view included, by its maker) as FUSE
+    operations: the tree's own, and the rest routed to ``nodes`` or
+    ``view``."""
 
-    def __init__(
-        self,
-        devices: DeviceSet,
-        tree: NodeTree,
-        *,
-        driver: IpuDriver,
-        mapping: BarMapping,
-        pollers: PollWakeups,
-        effects: ModelEffects,
-        use: RegisterUse,
-        accesses: AccessCounter,
-        ownership: Ownership,
-        control_path: str,
-        clock: Callable[[], int] = time.time_ns,
-    ) -> None:
+    def __init__(self, devices: DeviceSet, tree: NodeTree, *, nodes: DeviceNodes, view: SysfsView,
+                 mapping: BarMapping, ownership: Ownership, control_path: str,
+                 clock: Callable[[], int] = time.time_ns) -> None:
         self.devices = devices
         self.tree = tree
-        sysfs_tree.build(tree)  # the view's directories and attributes join the node tree
-        self.driver = driver
-        self.tracer = driver.tracer
+        self.nodes = nodes
+        self.view = view
         self.mapping = mapping
-        self.pollers = pollers
-        self.effects = effects
-        self.use = use
-        #: use.last at hand: the time of each IPU's last request, set on every one.
-        self._last_request = use.last
-        self.accesses = accesses
         self.ownership = ownership
         #: The control socket, named in the root's user.ipufs.control.
         self.control_path = control_path
-        #: The driver's open files (one table; the filesystem reads it on
-        #: every request, so it keeps its own reference).
-        self.files = driver.files
-        self.view_files = ViewFiles(devices, tree)  # open files of the sysfs view
+        #: Open device files, by file handle (the driver's table; read on
+        #: every request, so the router keeps its own reference).
+        self.files = nodes.files
         self.stats = Stats()
         self._next_fh = 1
-        self._cleared = set()  # page_cache_requests.MappedStoreRequests
         now = clock()
         self._root = NodeState(stat.S_IFDIR | 0o755, 0, 0, now, now, now)
         # The view is root's and read-only, as sysfs is; its times are the mount's.
@@ -153,6 +94,11 @@ class IpuFilesystem(MappedStoreRequests, Operations):
 
     def init(self, negotiated: Negotiated) -> None:
         self.mapping.init(negotiated)
+
+    def _new_fh(self) -> int:
+        fh = self._next_fh
+        self._next_fh += 1
+        return fh
 
     # --- attributes -----------------------------------------------------
     def _state(self, ino: int) -> NodeState:
@@ -180,22 +126,12 @@ class IpuFilesystem(MappedStoreRequests, Operations):
         s = self._state(ino)
         node = self.tree.by_ino(ino)
         if node is None:
-            if ino == ROOT_INO or s.mode & stat.S_IFDIR:
-                nlink, size = 2, 0
-            elif stat.S_ISLNK(s.mode):
-                nlink, size = 1, len(self._entry(ino).target)
-            else:
-                entry = self._entry(ino)
-                nlink, size = 1, sysfs.size(self.devices.profile, entry.table, entry.name)
+            nlink, size = (2, 0) if ino == ROOT_INO else self.view.nlink_and_size(self._entry(ino))
             return rp.Attr(ino=ino, mode=s.mode, nlink=nlink, size=size, uid=s.uid, gid=s.gid,
                            atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns)
-        size = self.devices.profile.region_size(node.region)
-        # st_blocks says what the backing memory holds, not the BAR's size:
-        # `du` and `ls -s` then show what the daemon really uses.
-        backing = self.devices.backing.get((node.ipu, node.region))
-        return rp.Attr(ino=ino, mode=s.mode, size=size, uid=s.uid, gid=s.gid,
+        return rp.Attr(ino=ino, mode=s.mode, size=self.nodes.size(node), uid=s.uid, gid=s.gid,
                        atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns,
-                       blocks=backing.blocks() if backing is not None else 0)
+                       blocks=self.nodes.blocks(node))
 
     def lookup(self, req: rq.Lookup) -> rp.Entry:
         if not self.tree.is_directory(req.nodeid):
@@ -273,9 +209,7 @@ class IpuFilesystem(MappedStoreRequests, Operations):
 
     def readlink(self, req: rq.Readlink) -> rp.Data:
         if self.tree.is_entry(req.nodeid):
-            entry = self.tree.entry(req.nodeid)
-            if entry.kind is Kind.LINK:
-                return rp.Data(entry.target.encode())
+            return self.view.readlink(self.tree.entry(req.nodeid))
         raise FUSEError(errno.EINVAL)
 
     def fallocate(self, req: rq.Fallocate) -> rp.Empty:
@@ -323,93 +257,31 @@ class IpuFilesystem(MappedStoreRequests, Operations):
     def fsyncdir(self, req: rq.Fsyncdir) -> rp.Empty:
         return rp.Empty()
 
-    # --- files -------------------------------------------------------------
+    # --- files: routed by inode at open, by file handle after ------------
+    def write(self, req: rq.Write) -> rp.Written:
+        return self.nodes.write(req)  # the view's files are read-only: EBADF there
+
+    def reply_may_wait(self, req: rq.Request) -> bool:
+        return self.nodes.reply_may_wait(req)
+
+    def notify_reply(self, req: rq.NotifyReply) -> list[int]:
+        return self.nodes.notify_reply(req)
+
     def open(self, req: rq.Open) -> rp.Opened:
         if self.tree.is_entry(req.nodeid):
-            fh = self._next_fh
-            self._next_fh += 1
-            return self.view_files.open(req, fh)
+            return self.view.open(req, self._new_fh())
         node = self._node(req.nodeid)
-        if req.flags & os.O_TRUNC:
-            raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
-        flags, backing_id = self.mapping.open_flags(node)
-        fh = self._next_fh
-        self._next_fh += 1
-        self.driver.opened(fh, node, req.ctx.pid, req.flags)
-        if self.tracer.enabled:
-            self.tracer.emit("open", node.ipu, node=node.name, pid=req.ctx.pid, fh=fh,
-                             mode=self.mode, flags=oct(req.flags))
-        if self.accesses.counting:
-            self.accesses.count(node.ipu)
-        if node.region in (Region.CONFIG, Region.MAILBOX):
-            self.use.opened(node.ipu, node.ino)
-        return rp.Opened(fh, flags, backing_id)
-
-    def _file(self, fh: int) -> OpenFile:
-        f = self.files.get(fh)
-        if f is None:
-            raise FUSEError(errno.EBADF)
-        return f
+        return self.nodes.open(req, node, self._new_fh())
 
     def read(self, req: rq.Read) -> rp.Data:
         f = self.files.get(req.fh)
         if f is None:
-            return self.view_files.read(req)
-        node = f.node
-        ipu = self.devices.ipus[node.ipu]
-        if self.accesses.counting:
-            self.accesses.count(node.ipu)
-        stores = self.mapping.stores
-        if stores is not None and node.region in (Region.CONFIG, Region.MAILBOX):
-            stores.filled(node.ipu, node.region, req.offset, req.size)
-        if node.region is Region.CONFIG:
-            data = ipu.read_config(req.offset, req.size)
-            if self.tracer.enabled:
-                self.tracer.emit("register-read", node.ipu, pid=req.ctx.pid, offset=req.offset, data=data)
-            return rp.Data(data)
-        return rp.Data(ipu.memory[node.region].read(req.offset, req.size))
-
-    def write(self, req: rq.Write) -> rp.Written:
-        node = self._file(req.fh).node
-        if node.region in (Region.CONFIG, Region.MAILBOX):
-            self._see_mapped_stores(node.ipu, req.unique, node.ino)
-            rest = self._written_back(node, req)
-            if rest is not None:
-                if len(rest.data):
-                    self._cleared.add(req.unique)  # retrieved already
-                    self.write(rest)
-                return rp.Written(len(req.data))
-        ipu = self.devices.ipus[node.ipu]
-        memory = ipu.memory[node.region]
-        if req.offset >= memory.size and len(req.data):
-            # The same answer a sealed memfd gives: the BAR cannot grow.
-            raise FUSEError(errno.EPERM, "write past the end of a BAR")
-        if self.accesses.counting:
-            self.accesses.count(node.ipu)
-        if node.region is Region.CONFIG:
-            if self.tracer.enabled:
-                self.tracer.emit("register-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
-                                 data=bytes(req.data))
-            if ipu.changes_mask(req.offset, req.data):
-                # The interrupt mask is the attached process's, as with
-                # MASK/UNMASK_INTERRUPT: nothing of the write is stored.
-                self.driver.check_attached(node.ipu, req.ctx.pid)
-            n = ipu.write_config(req.offset, req.data)
-            self._last_request[node.ipu] = time.monotonic()
-        elif node.region is Region.MAILBOX:
-            if self.tracer.enabled:
-                self.tracer.emit("mailbox-write", node.ipu, pid=req.ctx.pid, offset=req.offset,
-                                 data=bytes(req.data[:64]))
-            n = ipu.write_mailbox(req.offset, req.data)
-            self._last_request[node.ipu] = time.monotonic()
-        else:
-            n = memory.write(req.offset, req.data)
-        self.effects.deliver(node.ipu)
-        return rp.Written(n)
+            return self.view.read(req)
+        return self.nodes.read(req, f)
 
     def fsync(self, req: rq.Fsync) -> rp.Empty:
-        if req.fh not in self.view_files:
-            self._file(req.fh)
+        if req.fh not in self.view and req.fh not in self.files:
+            raise FUSEError(errno.EBADF)
         return rp.Empty()
 
     # FLUSH is never sent (every open answers FOPEN_NOFLUSH, see
@@ -417,77 +289,37 @@ class IpuFilesystem(MappedStoreRequests, Operations):
     # default ENOSYS stops it for good. So no close(2) ever waits on the daemon.
 
     def release(self, req: rq.Release) -> rp.Empty:
-        self.view_files.close(req.fh)
+        self.view.close(req.fh)
         f = self.files.get(req.fh)
         if f is not None:
-            if self.tracer.enabled:
-                self.tracer.emit("close", f.node.ipu, node=f.node.name, fh=req.fh)
-            self.driver.released(req.fh)
-            if f.node.region in (Region.CONFIG, Region.MAILBOX):
-                self.use.closed(f.node.ipu, f.node.ino)
+            self.nodes.release(f, req.fh)
         return rp.Empty()
 
     def lseek(self, req: rq.Lseek) -> rp.LseekReply:
-        # A file without holes, as generic_file_llseek sees one; a view
-        # attribute has sysfs's size (4096), as on real sysfs.
-        if req.fh in self.view_files:
-            size = sysfs.ATTRIBUTE_SIZE
-        else:
-            size = self.attr(self._file(req.fh).node.ino).size
-        if req.offset >= size or req.offset < 0:
-            raise FUSEError(errno.ENXIO)
-        if req.whence == SEEK_DATA:
-            return rp.LseekReply(req.offset)
-        if req.whence == SEEK_HOLE:
-            return rp.LseekReply(size)
-        raise FUSEError(errno.EINVAL)
+        if req.fh in self.view:
+            return self.view.lseek(req)
+        f = self.files.get(req.fh)
+        if f is None:
+            raise FUSEError(errno.EBADF)
+        return self.nodes.lseek(req, f)
 
     def poll(self, req: rq.Poll) -> rp.PollReply:
-        """BARs are always ready. The mailbox is writable, and readable while
-        the ICU has responses waiting; a poller that asked to be told is
-        woken (FUSE_NOTIFY_POLL) when the next response is queued."""
-        if req.fh in self.view_files:
-            return rp.PollReply(req.events & _POLL_READY)
-        node = self._file(req.fh).node
-        if self.accesses.counting:
-            self.accesses.count(node.ipu)
-        if node.region is not Region.MAILBOX:
-            return rp.PollReply(req.events & _POLL_READY)
-        self._see_mapped_stores(node.ipu, req.unique, node.ino)  # the host's RESPONSE_TAIL
-        ready = select.POLLOUT | select.POLLWRNORM
-        if self.devices.ipus[node.ipu].icu.responses_waiting:
-            ready |= select.POLLIN | select.POLLRDNORM
-        elif req.flags & abi.POLL_SCHEDULE_NOTIFY:
-            self.pollers.add(node.ipu, req.kh)
-        return rp.PollReply(req.events & ready)
+        """BARs and the view's files are always ready; the mailbox is ready
+        for reading while the ICU has responses (DeviceNodes.poll)."""
+        if req.fh in self.view:
+            return rp.PollReply(req.events & POLL_READY)
+        f = self.files.get(req.fh)
+        if f is None:
+            raise FUSEError(errno.EBADF)
+        return self.nodes.poll(req, f)
 
     def ioctl(self, req: rq.Ioctl) -> rp.IoctlReply:
         f = self.files.get(req.fh)
         if f is None:
-            if req.fh in self.view_files or self.tree.is_directory(req.nodeid):
+            if req.fh in self.view or self.tree.is_directory(req.nodeid):
                 raise FUSEError(errno.ENOTTY, "only the device nodes take ioctls")
             raise FUSEError(errno.EBADF)
-        ipu = f.node.ipu
-        self._see_mapped_stores(ipu, req.unique, f.node.ino)
-        if self.accesses.counting:
-            self.accesses.count(ipu)
-        if self.tracer.enabled:
-            result, data = self._traced_ioctl(ipu, req)
-        else:
-            result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
-        self._last_request[ipu] = time.monotonic()
-        self.effects.deliver(ipu)
-        return rp.IoctlReply(result, data[: req.out_size])
-
-    def _traced_ioctl(self, ipu: int, req: rq.Ioctl) -> tuple[int, bytes]:
-        request = {"pid": req.ctx.pid, "cmd": req.cmd, "arg": req.arg, "data": bytes(req.in_data)}
-        try:
-            result, data = self.driver.ioctl(ipu, req.fh, req.ctx.pid, req.cmd, req.arg, req.in_data)
-        except FUSEError as exc:
-            self.tracer.emit("ioctl", ipu, **request, error=exc.errno)
-            raise
-        self.tracer.emit("ioctl", ipu, **request, result=result, out=data[:32])
-        return result, data
+        return self.nodes.ioctl(req, f)
 
     # --- extended attributes: read-only facts about the mount -------------
     def xattrs(self, ino: int) -> dict[bytes, bytes]:

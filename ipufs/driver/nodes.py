@@ -32,6 +32,16 @@ _NAME = re.compile(r"ipu(0|[1-9][0-9]*)(_ex|_mailbox|_mem)?")
 CHAR_MAJOR = 240
 
 
+@dataclass
+class Ownership:
+    """Owner, group and permission bits of the device nodes (the root
+    directory and the sysfs view are root's)."""
+
+    uid: int = 0
+    gid: int = 0
+    mode: int = 0o660
+
+
 @dataclass(frozen=True, slots=True)
 class Node:
     ino: int

@@ -10,10 +10,10 @@ from __future__ import annotations
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import OpenFile
-from ipufs.driver.effects import ModelEffects
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import Node
 from ipufs.driver.retrieval import watched_end
+from ipufs.driver.work import DeviceWork
 from ipufs.fuse import abi
 from ipufs.fuse import requests as rq
 from ipufs.fuse.errors import Postponed
@@ -25,7 +25,7 @@ class MappedStoreRequests:
 
     devices: DeviceSet
     mapping: BarMapping
-    effects: ModelEffects
+    work: DeviceWork
     use: RegisterUse
     files: dict[int, OpenFile]
 
@@ -82,8 +82,7 @@ class MappedStoreRequests:
         if done.stored:
             # Stores through a mapping: act on them as the register watcher
             # would on shared memory (commands, read-only registers undone).
-            if self.devices.ipus[done.ipu].poll_registers():
-                self.use.touched(done.ipu)
-            self.effects.deliver(done.ipu)
+            acted = self.devices.ipus[done.ipu].poll_registers()
+            self.work.done(done.ipu, touched=acted)
         self._cleared.update(done.waiters)
         return done.waiters

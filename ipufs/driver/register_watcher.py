@@ -27,8 +27,8 @@ import trio
 from ipufs import native
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.effects import ModelEffects
 from ipufs.driver.retrieval import MappedStores
+from ipufs.driver.work import DeviceWork
 
 log = logging.getLogger(__name__)
 
@@ -42,14 +42,14 @@ ROUND = 20e-3
 
 class RegisterWatcher:
     """Watches the registers of the IPUs ``use`` says are open, and lets
-    the model act on stores (then ``effects`` carries them out)."""
+    the model act on stores, each IPU's a unit of ``work``."""
 
-    def __init__(self, devices: DeviceSet, use: RegisterUse, effects: ModelEffects, *, lock: threading.RLock,
+    def __init__(self, devices: DeviceSet, use: RegisterUse, work: DeviceWork, *,
                  fast: float = FAST, idle: float = IDLE, busy: float = BUSY) -> None:
         self.devices = devices
         self.use = use
-        self.effects = effects
-        self.lock = lock
+        self.work = work
+        self.lock = work.lock
         self.fast, self.idle, self.busy = fast, idle, busy
         self.actions = 0  # IPUs that acted on a stored register
         self._stop = threading.Event()
@@ -64,8 +64,7 @@ class RegisterWatcher:
         with self.lock:
             for index in indices:
                 if index < len(ipus) and ipus[index].poll_registers():
-                    self.use.touched(index)
-                    self.effects.deliver(index)
+                    self.work.done(index, touched=True)  # (under the lock, as act() would)
                     acted.append(index)
         self.actions += len(acted)
         return acted
@@ -100,7 +99,7 @@ class RegisterWatcher:
             self._stop.wait(min(timeout, self.idle))
             return []
         period = self.fast if self.use.busy(watched, self.busy) else self.idle
-        stores = self.effects.mapping.stores
+        stores = self.work.effects.mapping.stores
         if stores is not None:
             return self._retrieve(stores, watched, period)
         ready = watch.wait(period, timeout, self.awake)

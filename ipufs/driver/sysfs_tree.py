@@ -72,3 +72,11 @@ def build(tree: NodeTree) -> None:
             tree.add(char, f"{os.major(node.rdev)}:{os.minor(node.rdev)}", Kind.LINK, target=path)
         tree.add(bus_devices, address, Kind.LINK, target=f"../../../devices/{device_link(index)}")
         tree.add(bound, address, Kind.LINK, target=f"../../../../devices/{device_link(index)}")
+
+
+def node_tree(count: int) -> NodeTree:
+    """The whole tree of ``count`` IPUs: their nodes and the sysfs view,
+    built before anyone is given it."""
+    tree = NodeTree(count)
+    build(tree)
+    return tree

@@ -45,6 +45,10 @@ class SystemCalls:
     tgid_of: Callable[[int], int | None] = procs.tgid_of
     #: A process's command name, for traces.
     command_of: Callable[[int], str] = procs.command_of
+    #: A process's real uid, -1 when it cannot be read (status reports).
+    uid_of: Callable[[int], int] = procs.uid_of
+    #: Where a process lives: its PID namespace's inode and its pid there.
+    pid_namespace: Callable[[int], tuple[int, int] | None] = procs.pid_namespace
 
 
 #: The real system calls.

@@ -1,8 +1,11 @@
-# The open files of the sysfs view (ipufs/driver/sysfs.py): attribute files
+# The sysfs view's side of the filesystem (ipufs/driver/sysfs.py): its
+# entries' attributes, its links, and its open files: attribute files
 # only, read-only as sysfs makes a file without a store method (even for
 # root: EACCES), and read straight from the model at each read, since
 # their values are live; config space whole for root alone, as the kernel
-# gives it whole to CAP_SYS_ADMIN alone (docs/sysfs.md).
+# gives it whole to CAP_SYS_ADMIN alone (docs/sysfs.md). The router
+# (filesystem.py) hands each request on whose inode or file handle is the
+# view's.
 from __future__ import annotations
 
 import errno
@@ -17,8 +20,11 @@ from ipufs.fuse import requests as rq
 from ipufs.fuse.errors import FUSEError
 
 
-class ViewFiles:
-    """Open attribute files of the view, by file handle."""
+SEEK_DATA, SEEK_HOLE = 3, 4
+
+
+class SysfsView:
+    """The view's entries, and its open attribute files by file handle."""
 
     def __init__(self, devices: DeviceSet, tree: NodeTree) -> None:
         self.devices = devices
@@ -53,3 +59,27 @@ class ViewFiles:
 
     def close(self, fh: int) -> None:
         self.open_files.pop(fh, None)
+
+    def nlink_and_size(self, entry: Entry) -> tuple[int, int]:
+        """A directory's 2 links; a link's target length; an attribute's
+        sysfs size (4096), whatever its value now."""
+        if entry.kind is Kind.DIRECTORY:
+            return 2, 0
+        if entry.kind is Kind.LINK:
+            return 1, len(entry.target)
+        return 1, sysfs.size(self.devices.profile, entry.table, entry.name)
+
+    def readlink(self, entry: Entry) -> rp.Data:
+        if entry.kind is not Kind.LINK:
+            raise FUSEError(errno.EINVAL)
+        return rp.Data(entry.target.encode())
+
+    def lseek(self, req: rq.Lseek) -> rp.LseekReply:
+        """As on sysfs: an attribute is a 4096-byte file without holes."""
+        if req.offset >= sysfs.ATTRIBUTE_SIZE or req.offset < 0:
+            raise FUSEError(errno.ENXIO)
+        if req.whence == SEEK_DATA:
+            return rp.LseekReply(req.offset)
+        if req.whence == SEEK_HOLE:
+            return rp.LseekReply(sysfs.ATTRIBUTE_SIZE)
+        raise FUSEError(errno.EINVAL)

@@ -15,7 +15,7 @@ from pathlib import Path
 from ipufs.monitoring import health
 from ipufs.monitoring.labels import LABELS, NA
 from ipufs.tools import devices, info
-from ipufs.tools.problems import Problem
+from ipufs.problems import Problem
 
 __all__ = ["gcipuinfo", "DiscoverActivePartitionIPUs", "DiscoverAllPartitionIPUs", "NA",
            "EVENT_RECORD_ENV", *LABELS]

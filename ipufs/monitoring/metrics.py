@@ -16,7 +16,7 @@ from prometheus_client.registry import Collector
 from ipufs.client.status import STATUS_EXCEPTION, STATUS_ICU_UNRESPONSIVE, STATUS_LINK_DOWN, STATUS_READY
 from ipufs.monitoring import health
 from ipufs.tools import devices, info
-from ipufs.tools.problems import Problem
+from ipufs.problems import Problem
 
 LABELS = ["ipu", "board", "serial", "pci_address"]
 #: The conditions `ipufs_ipu_condition` reports, by STATUS bit.

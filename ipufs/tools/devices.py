@@ -13,7 +13,7 @@ from ipufs.client import Control, ControlError, Device, IoctlError
 from ipufs.client.where import MOUNT_ENV
 from ipufs.abi.icu import ERROR_MARKER, op_word
 from ipufs.abi.registers import REGISTERS
-from ipufs.tools.problems import Problem
+from ipufs.problems import Problem
 
 
 def default_root() -> Path:

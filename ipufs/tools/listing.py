@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ipufs.abi.pci import pci_address
 from ipufs.tools import devices
-from ipufs.tools.problems import USAGE, Problem
+from ipufs.problems import USAGE, Problem
 
 
 @dataclass

@@ -39,7 +39,7 @@ class Board:
         self.later: list[tuple[float, Callable[[], None]]] = []
         self.plans: PlanRunner | None = None
         self.rig = Rig(devices, accesses=self)
-        self.injector = FaultInjector(devices, self.rig.effects, lambda s, a: self.later.append((s, a)),
+        self.injector = FaultInjector(devices, self.rig.work, lambda s, a: self.later.append((s, a)),
                                       on_fire=self.fired.append)
         self.plans = PlanRunner(self.injector, self.timers)
         self.rig.processes.spawn(APP)
@@ -49,7 +49,8 @@ class Board:
         assert reply.error == 0
         self.tracer = Tracer()
         self.side = DeviceSide(devices, self.tracer, self.injector, self.plans, lock=threading.RLock())
-        self.status = StatusQueries(self.rig.fs, lambda: 42)
+        self.status = StatusQueries(devices, self.rig.driver, lambda: self.rig.fs.mode, lambda: 42,
+                                    self.rig.processes.calls())
         self.limits = limits_of(devices)
 
     # The filesystem's access counter, handed on to the plan runner.

@@ -26,7 +26,7 @@ def watcher() -> Iterator[RegisterWatcher]:
     devices = DeviceSet(PROFILES["ipu1"], 3)
     rig = Rig(devices)
     try:
-        yield RegisterWatcher(devices, rig.use, rig.effects, lock=threading.RLock())
+        yield RegisterWatcher(devices, rig.use, rig.work)
     finally:
         devices.close()
 

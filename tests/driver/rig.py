@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import itertools
 import os
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -16,12 +17,16 @@ from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.effects import ModelEffects
-from ipufs.driver.events import EventSink
-from ipufs.driver.filesystem import AccessCounter, IpuFilesystem, NoCounting, Ownership
+from ipufs.driver.events import Event, EventSink
+from ipufs.driver import sysfs_tree
+from ipufs.driver.device_nodes import AccessCounter, DeviceNodes, NoCounting
+from ipufs.driver.filesystem import IpuFilesystem
+from ipufs.driver.nodes import Ownership
+from ipufs.driver.view_files import SysfsView
 from ipufs.driver.mapping import BarMapping
-from ipufs.driver.nodes import NodeTree
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.system import SystemCalls
+from ipufs.driver.work import DeviceWork
 from ipufs.fuse import requests as rq
 from ipufs.fuse.session import Session
 from tests.fuse import fakekernel as fk
@@ -165,13 +170,13 @@ class Events:
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
-        self.seen: list[tuple[str, int | None, dict[str, object]]] = []
+        self.seen: list[Event] = []
 
-    def emit(self, kind: str, ipu: int | None, **fields: object) -> None:
-        self.seen.append((kind, ipu, fields))
+    def emit(self, event: Event) -> None:
+        self.seen.append(event)
 
     def kinds(self) -> list[str]:
-        return [k for k, _, _ in self.seen]
+        return [e.kind for e in self.seen]
 
 
 class Rig:
@@ -185,13 +190,15 @@ class Rig:
         self.exits = FakeExits(self.processes)
         self.events = events if events is not None else Events(enabled=False)
         self.stub = StubKernel(fail)
-        tree = NodeTree(len(devices))
+        tree = sysfs_tree.node_tree(len(devices))
         self.driver = IpuDriver(devices, exits=self.exits, events=self.events, system=self.processes.calls())
         mapping = BarMapping(devices, tree, self.stub, passthrough=passthrough)
         self.effects = ModelEffects(mapping, self.driver, PollWakeups(devices, self.stub))
         self.use = RegisterUse()
-        self.fs = IpuFilesystem(devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
-                                effects=self.effects, use=self.use, accesses=accesses or NoCounting(),
+        self.work = DeviceWork(self.effects, self.use, lock=threading.RLock())
+        self.nodes = DeviceNodes(devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
+                                 work=self.work, use=self.use, accesses=accesses or NoCounting())
+        self.fs = IpuFilesystem(devices, tree, nodes=self.nodes, view=SysfsView(devices, tree), mapping=mapping,
                                 ownership=ownership or Ownership(), control_path="/run/test.ctl",
                                 clock=lambda: 5 * 10**9)
         self.kernel = fk.FakeKernel(Session(self.fs, passthrough=passthrough))

@@ -112,7 +112,7 @@ def test_the_process_exit_detaches_and_the_pidfd_is_handed_back(rig: Rig) -> Non
     rig.exits.exit(APP)
     assert rig.driver.attachments.get(0) is None
     assert rig.exits.unwatched == [pidfd]
-    assert ("detach", 0) in [(k, i) for k, i, _ in rig.events.seen]  # type: ignore[attr-defined]
+    assert ("detach", 0) in [(e.kind, e.ipu) for e in rig.events.seen]  # type: ignore[attr-defined]
 
 
 def test_closing_the_last_file_detaches(rig: Rig) -> None:

@@ -11,7 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.filesystem import IpuFilesystem, Ownership
+from ipufs.driver.filesystem import IpuFilesystem
+from ipufs.driver.nodes import Ownership
 from ipufs.driver.nodes import NodeTree
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp

@@ -201,7 +201,7 @@ def test_trace_of_a_scripted_session(board: RunningDaemon) -> None:
     tracer = subprocess.Popen(ipufs_command("trace", "--json", "-d", "0", "--dev", str(board.mountpoint)),
                               stdout=subprocess.PIPE, text=True)
     try:
-        assert wait_for(lambda: board.daemon.filesystem.tracer.enabled, 10)
+        assert wait_for(lambda: board.daemon.tracer.enabled, 10)
         subprocess.run([sys.executable, "-c", SESSION, str(board.mountpoint)], check=True, timeout=60)
         assert tracer.stdout is not None
         events: list[dict[str, Any]] = []
@@ -228,8 +228,8 @@ def test_trace_of_a_scripted_session(board: RunningDaemon) -> None:
         "icu READ_CLOCK", "ioctl MAILBOX_WRITE_READ", "register-write CMD_SYNC", "signal 46 si_int=5", "detach"]
     opens = [e["node"] for e in events if e["kind"] == "open"]
     assert opens == ["ipu0", "ipu0_ex"]
-    assert not board.daemon.filesystem.tracer.enabled or wait_for(
-        lambda: not board.daemon.filesystem.tracer.enabled, 5)
+    assert not board.daemon.tracer.enabled or wait_for(
+        lambda: not board.daemon.tracer.enabled, 5)
 
 
 def test_the_trace_file_is_bounded(tmp_path: Path) -> None:
@@ -246,11 +246,11 @@ def test_trace_subscribers_that_vanish_do_not_hurt_the_daemon(board: RunningDaem
     for _ in range(3):
         tracer = subprocess.Popen(ipufs_command("trace", "--json", "--dev", str(board.mountpoint)),
                                   stdout=subprocess.PIPE, text=True)
-        assert wait_for(lambda: board.daemon.filesystem.tracer.enabled, 10)
+        assert wait_for(lambda: board.daemon.tracer.enabled, 10)
         subprocess.run([sys.executable, "-c", WORKLOAD, str(board.mountpoint)], check=True, timeout=60)
         tracer.kill()  # with events still flowing to it
         tracer.communicate()
-        assert wait_for(lambda: not board.daemon.filesystem.tracer.enabled, 5)
+        assert wait_for(lambda: not board.daemon.tracer.enabled, 5)
     subprocess.run([sys.executable, "-c", WORKLOAD, str(board.mountpoint)], check=True, timeout=60)
     assert os.getxattr(board.mountpoint, "user.ipufs.ipus") == b"4"
 

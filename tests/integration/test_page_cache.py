@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ipufs.driver.filesystem import Ownership
+from ipufs.driver.nodes import Ownership
 from tests.integration.compat_harness import unprivileged_python
 from tests.integration.harness import ROOT, RunningDaemon, running_daemon
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ipufs.driver.filesystem import Ownership
+from ipufs.driver.nodes import Ownership
 from ipufs.abi.interrupts import Interrupt
 from tests.integration.harness import ROOT, LineClient, RunningDaemon, running_daemon
 

@@ -18,7 +18,7 @@ import pytest
 
 from ipufs.client.control import Control
 from ipufs.daemon.trace import TraceFileRefused
-from ipufs.driver.filesystem import Ownership
+from ipufs.driver.nodes import Ownership
 from tests.integration.harness import (daemon_process, ipufs_command, is_mounted, running_daemon,
                                        stop_processes, wait_for)
 

@@ -181,7 +181,7 @@ def test_cleanup_never_walks_into_a_mount(tmp_path: Path) -> None:
     stale = base / f"ipufs-run-{2 ** 22 + 1}-x"
     (stale / "mnt").mkdir(parents=True)
     (stale / "daemon.log").write_text("old\n")
-    script = ("mount --bind \"$1\" \"$2\" && exec \"$3\" -c 'import sys; from ipufs.tools import run_dir; "
+    script = ("mount --bind \"$1\" \"$2\" && exec \"$3\" -c 'import sys; from ipufs.run import run_dir; "
               "run_dir.clear_stale(sys.argv[1]); import os; print(sorted(os.listdir(sys.argv[2])))' \"$4\" \"$2\"")
     out = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh",
                           str(victim), str(stale / "mnt"), sys.executable, str(base)],

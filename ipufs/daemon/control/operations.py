@@ -19,9 +19,9 @@ from ipufs.daemon.fields import Integer, NameList, Text
 from ipufs.daemon.plan import FaultPlan
 from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.trace import KINDS, Filter, Tracer
-from ipufs.driver import procs
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.filesystem import IpuFilesystem
+from ipufs.driver.driver import IpuDriver
+from ipufs.driver.system import REAL, SystemCalls
 
 #: The IPU a request is about, required.
 THE_IPU = Integer("ipu", IPU.help, hi=IPU.hi, hi_text=IPU.hi_text)
@@ -38,33 +38,36 @@ def _user(uid: int) -> str:
         return str(uid)
 
 
-def _namespace(pid: int) -> dict[str, int] | None:
-    where = procs.pid_namespace(pid)
-    return None if where is None else {"pid_ns": where[0], "pid": where[1]}
-
-
 class StatusQueries:
-    """The control operations that report: the daemon and its IPUs."""
+    """The control operations that report: the daemon and its IPUs, as the
+    driver and the model hold them; ``system`` reads facts about client
+    processes; ``mode`` says how BARs are served; ``requests`` counts the
+    requests served."""
 
-    def __init__(self, filesystem: IpuFilesystem, requests: Callable[[], int] = lambda: 0) -> None:
-        self.fs = filesystem
+    def __init__(self, devices: DeviceSet, driver: IpuDriver, mode: Callable[[], str],
+                 requests: Callable[[], int] = lambda: 0, system: SystemCalls = REAL) -> None:
+        self.devices = devices
+        self.driver = driver
+        self.mode = mode
         self.requests = requests
+        self.system = system
 
     def operations(self) -> list[Operation]:
         return [Operation("status", (), self.status), Operation("ipu", (THE_IPU,), self.ipu)]
 
     def _ipu(self, index: int) -> dict[str, Any]:
-        driver = self.fs.driver
-        model = self.fs.devices.ipus[index]
+        driver, system = self.driver, self.system
+        model = self.devices.ipus[index]
         att = driver.attachments.get(index)
         attached = None
         if att is not None:
-            uid = procs.uid_of(att.pid)
-            attached = {"pid": att.pid, "command": procs.command_of(att.pid), "uid": uid,
+            uid = system.uid_of(att.pid)
+            where = system.pid_namespace(att.pid)
+            attached = {"pid": att.pid, "command": system.command_of(att.pid), "uid": uid,
                         "user": _user(uid), "ipu_id": att.ipu_id, "buffers": len(att.buffers),
                         "buffer_bytes": sum(b.length for b in att.buffers.values()),
                         # Its pid in its own PID namespace, for tools that run there.
-                        "namespace": _namespace(att.pid)}
+                        "namespace": None if where is None else {"pid_ns": where[0], "pid": where[1]}}
         use, session_use = driver.attachments.use(index)
         names = SIGNAL_NAMES
         board = model.icu.board
@@ -88,13 +91,12 @@ class StatusQueries:
 
     def status(self, request: dict[str, Any]) -> dict[str, Any]:
         """The daemon and every IPU."""
-        fs = self.fs
         return {
             "version": __version__,
-            "profile": fs.devices.profile.name,
-            "mode": fs.mode,
+            "profile": self.devices.profile.name,
+            "mode": self.mode(),
             "requests": self.requests(),
-            "ipus": [self._ipu(i) for i in range(len(fs.devices.ipus))],
+            "ipus": [self._ipu(i) for i in range(len(self.devices.ipus))],
         }
 
     def ipu(self, request: dict[str, Any]) -> dict[str, Any]:

@@ -89,15 +89,14 @@ def operation_of(operations: dict[str, Operation], request: dict[str, Any]) -> O
     return operation
 
 
-def answer(operations: dict[str, Operation], line: bytes, limits: Limits) -> bytes:
-    """The answer line to one request line; never raises."""
+def parse(operations: dict[str, Operation], line: bytes, limits: Limits) -> tuple[Operation, dict[str, Any]] | bytes:
+    """The operation one request line asks for and its checked arguments,
+    decoded once; or, for a line that is refused, the refusal to send.
+    Never raises."""
     try:
         request = decode(line)
         operation = operation_of(operations, request)
-        arguments = operation.arguments(request, limits)
-        if operation.handler is None:
-            raise RequestRefused(f"{operation.name} takes a connection of its own")
-        return encode({"ok": True, **operation.handler(arguments)})
+        return operation, operation.arguments(request, limits)
     except (RequestRefused, Invalid) as exc:
         return refusal(str(exc))
     except RecursionError:
@@ -105,8 +104,28 @@ def answer(operations: dict[str, Operation], line: bytes, limits: Limits) -> byt
         # traceback (it would be hundreds of kilobytes per request).
         log.warning("control request refused: nested too deeply")
         return refusal("the request nests too deeply")
+
+
+def respond(operation: Operation, arguments: dict[str, Any], line: bytes) -> bytes:
+    """The answer line of a parsed request (``line`` names it in the log);
+    never raises."""
+    try:
+        if operation.handler is None:
+            raise RequestRefused(f"{operation.name} takes a connection of its own")
+        return encode({"ok": True, **operation.handler(arguments)})
+    except (RequestRefused, Invalid) as exc:
+        return refusal(str(exc))
+    except RecursionError:
+        log.warning("control request refused: nested too deeply")
+        return refusal("the request nests too deeply")
     except Exception as exc:
         # A handler's bug must not cost the client its answer or the
         # daemon its loop; the log keeps the traceback.
         log.exception("control request failed: %s", shown(line))
         return refusal(f"internal error: {exc!r}")
+
+
+def answer(operations: dict[str, Operation], line: bytes, limits: Limits) -> bytes:
+    """The answer line to one request line; never raises."""
+    parsed = parse(operations, line, limits)
+    return parsed if isinstance(parsed, bytes) else respond(*parsed, line)

@@ -12,15 +12,14 @@ import logging
 import os
 import stat
 import threading
-from typing import Any
 
 import trio
 
 from ipufs.daemon.control.connections import Activity, Connection, Connections
 from ipufs.daemon.control.protocol import (
-    MAX_LINE, Operation, RequestRefused, answer, decode, operation_of, refusal,
+    MAX_LINE, Operation, parse, refusal, respond,
 )
-from ipufs.daemon.fields import Invalid, Limits
+from ipufs.daemon.fields import Limits
 
 log = logging.getLogger(__name__)
 
@@ -128,21 +127,6 @@ class ControlServer:
             except Exception:
                 log.exception("control connection failed")
 
-    def _answer(self, line: bytes) -> bytes:
-        with self.lock:
-            return answer(self.operations, line, self.limits)
-
-    def _stream_of(self, line: bytes) -> tuple[Operation, dict[str, Any]] | None:
-        """The streaming operation a line asks for, with its checked
-        arguments; None for any other line (or a refused one)."""
-        try:
-            request = decode(line)
-            operation = operation_of(self.operations, request)
-            if operation.stream is None:
-                return None
-            return operation, operation.arguments(request, self.limits)
-        except (RequestRefused, Invalid):
-            return None
 
     def _why_closed(self, connection: Connection) -> str:
         """What a connection whose wait was cut short is told."""
@@ -176,13 +160,16 @@ class ControlServer:
             buffer += data
             while b"\n" in buffer:
                 line, buffer = buffer.split(b"\n", 1)
-                streaming = self._stream_of(line)
-                if streaming is not None:
-                    operation, arguments = streaming
-                    assert operation.stream is not None
-                    await operation.stream(arguments, TraceStream(stream, connection, self.line_timeout))
-                    return
-                reply = self._answer(line)
+                parsed = parse(self.operations, line, self.limits)  # decoded once
+                if isinstance(parsed, bytes):
+                    reply = parsed
+                else:
+                    operation, arguments = parsed
+                    if operation.stream is not None:
+                        await operation.stream(arguments, TraceStream(stream, connection, self.line_timeout))
+                        return
+                    with self.lock:
+                        reply = respond(operation, arguments, line)
                 with connection.waiting(Activity.ANSWERING, trio.current_time() + self.line_timeout) as sending:
                     await stream.send_all(reply)
                 if sending.cancelled_caught:

@@ -29,9 +29,9 @@ from pathlib import Path
 from ipufs import compat, native, self_command
 from ipufs.fuse import mount as fmount
 from ipufs.monitoring.paths import module_dir
-from ipufs.tools import namespace, pidns
-from ipufs.tools import run_dir as working
-from ipufs.tools.grafts import Grafts
+from ipufs.run import namespace, pidns
+from ipufs.run import run_dir as working
+from ipufs.run.grafts import Grafts
 
 #: Exit statuses of `ipufs run` itself, as env(1) and docker run use them.
 FAILED, CANNOT_RUN, NOT_FOUND = pidns.FAILED, pidns.CANNOT_RUN, pidns.NOT_FOUND
@@ -166,7 +166,7 @@ def _existing(dev: Path) -> tuple[Path, str, list[int]]:
 def _service() -> Path | None:
     """For a user: the IPUs of an ipufs service they may open, served with
     passthrough, rather than a mount of their own in page-cache mode."""
-    from ipufs.doctor import usable_service
+    from ipufs.run.services import usable_service
 
     found = usable_service()
     if found is not None:

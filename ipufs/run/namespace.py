@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from ipufs import native
-from ipufs.tools.grafts import Grafts, fill_like
+from ipufs.run.grafts import Grafts, fill_like
 
 _IPU_NAME = re.compile(r"ipu[0-9]+(_ex|_mailbox|_mem)?")
 NODE_SUFFIXES = ("", "_ex", "_mailbox", "_mem")
