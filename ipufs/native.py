@@ -134,21 +134,26 @@ class Watch:
 class SpinReader:
     """Reads into ``buffer`` from non-blocking ``fd``, trying for up to a
     given time without holding the GIL (the FUSE reader's spin), with
-    ``awake`` set meanwhile. It runs once per request, so read() does as
-    little as it can around the native call."""
+    ``awake`` set meanwhile. Between tries it may scan a Watch; what that
+    scan found is kept in ``found``, apart from what was read. It runs once
+    per request, so read() does as little as it can around the native
+    call."""
 
     def __init__(self, fd: int, buffer: bytearray, awake: Awake) -> None:
         self.fd = fd
         self.awake = awake
+        #: After a read() that returned None: the positions of the watch
+        #: that differed between two tries (``awake`` stays set), or []
+        #: when nothing came within the time (``awake`` is cleared).
+        self.found: list[int] = []
         self._word = awake._word
         self._buffer = _ffi.from_buffer(buffer)
         self._length = len(buffer)
 
-    def read(self, seconds: float, watch: Watch | None = None) -> int | list[int] | None:
-        """The length read; or, when some of ``watch`` differs between two
-        tries, their positions (``awake`` stays set); or None when nothing
-        came within ``seconds`` (``awake`` is cleared). Other failures
-        raise OSError."""
+    def read(self, seconds: float, watch: Watch | None = None) -> int | None:
+        """The length read, or None when no request came: ``found`` then
+        says whether part of ``watch`` differs. Other failures raise
+        OSError."""
         if watch is None:
             n = _spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9), _NULL, 0, _NULL,
                            self._word)
@@ -159,8 +164,10 @@ class SpinReader:
             return int(n)
         if n == _SPIN_WATCHED:
             assert watch is not None
-            return [w for w in range(watch.count) if watch._spun[w]]
+            self.found = [w for w in range(watch.count) if watch._spun[w]]
+            return None
         if n == _EAGAIN:
+            self.found = []
             return None
         raise OSError(-n, os.strerror(-n))
 

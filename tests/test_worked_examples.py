@@ -5,10 +5,13 @@
 from __future__ import annotations
 
 import argparse
+import errno
 import inspect
 import os
 import re
+import socket
 import struct
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +30,13 @@ from ipufs.driver.arguments import U64, Arg, Command, Sizes
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IoctlRole, IpuDriver
 from ipufs.fuse import requests as rq
+from ipufs.fuse.kernel import KernelLink
+from ipufs.fuse.operations import Operations
+from ipufs.fuse.server import FuseServer
+from ipufs.fuse.transport import Transport
 from ipufs.model.profile import PROFILES
 from tests.driver.rig import Rig
+from tests.fuse import fakekernel as fk
 
 DOC = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 
@@ -113,3 +121,29 @@ def test_adding_a_mount_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     bad.write_text('max_clients = "eight"\n')
     with pytest.raises(ValueError, match="max_clients = .* must be an integer, such as max_clients = 64"):
         cfg.load(bad)
+
+
+def test_adding_a_transport() -> None:
+    scope = run("Adding a transport", {"socket": socket, "errno": errno})
+    cls = scope["SeqpacketTransport"]
+    members = {name for name in vars(Transport) if not name.startswith("_")}
+    assert members and all(callable(getattr(cls, name, None)) for name in members)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    transport = cls(ours)
+    server = FuseServer(Operations(), KernelLink(), "/nowhere", passthrough=False, lock=threading.RLock())
+    reader = threading.Thread(target=server.serve, args=(transport,), daemon=True)
+    reader.start()
+    try:
+        ctx = rq.Context(0, 0, 4242)
+        theirs.settimeout(5)
+        theirs.send(fk.encode(rq.Init(2, 0, ctx, 7, 44, 131072, (1 << 42) - 1)))
+        init = fk.decode_reply(theirs.recv(1 << 16))
+        assert (init.unique, init.error) == (2, 0) and server.session.negotiated is not None
+        theirs.send(fk.encode(rq.Lookup(4, 1, ctx, b"anything")))
+        lookup = fk.decode_reply(theirs.recv(1 << 16))
+        assert (lookup.unique, lookup.error) == (4, errno.ENOSYS)  # Operations' default answer
+    finally:
+        theirs.close()  # the peer hangs up: the loop ends
+        reader.join(5)
+        transport.close()
+    assert not reader.is_alive() and not transport.connected()

@@ -15,7 +15,7 @@ from typing import Any
 from ipufs.container import cdi
 from ipufs.daemon.settings import BY_KEY, SETTINGS
 from ipufs.driver.nodes import Ownership
-from ipufs.fuse.server import SPIN
+from ipufs.fuse.devfuse import SPIN
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
 
 DEFAULT_MOUNTPOINT = "/run/ipufs"

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -27,7 +28,6 @@ from ipufs.daemon.fields import Limits
 from ipufs.daemon.plan import FaultPlan
 from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.statelock import StateLock
-from ipufs.daemon.register_watcher import RegisterWatcher
 from ipufs.daemon.timers import Timers
 from ipufs.daemon.trace import Tracer
 from ipufs.driver.activity import RegisterUse
@@ -40,11 +40,13 @@ from ipufs.driver.device_nodes import DeviceNodes
 from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.pollers import PollWakeups
+from ipufs.driver.register_watcher import RegisterWatcher
 from ipufs.driver.view_files import SysfsView
 from ipufs.driver.watch import PidfdWatcher
 from ipufs.driver.work import DeviceWork
 from ipufs.model.profile import Profile
 from ipufs.fuse import mount as fmount
+from ipufs.fuse.devfuse import DevFuse
 from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.operations import Negotiated
 from ipufs.fuse.server import FuseServer
@@ -130,8 +132,7 @@ class Daemon:
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=lock,
-            spin_for=config.spin_us / 1e6,
-            scanner=self.registers,
+            transport=functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers),
         )
         self.links = DevLinks(config.dev_dir, config.mountpoint, tree) if config.link_dev else None
         mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon

@@ -1,7 +1,7 @@
-# The owner of one /dev/fuse file description: a blocking fd (the
-# server's reader sleeps in read), replies and notifications written to it,
-# passthrough backing files registered on it, the fd number cleared on
-# close. OS errors of the device are translated here, once.
+# One /dev/fuse file description and the one way anything is written to
+# /dev/fuse (``write``): replies and notifications alike, with the errors
+# that mean "nobody waits for this any more" (ENOENT, ENODEV) answered
+# here, once. Its owner is the /dev/fuse transport (ipufs/fuse/devfuse.py).
 from __future__ import annotations
 
 import errno
@@ -14,54 +14,45 @@ from ipufs.fuse import abi
 DEVICE = "/dev/fuse"
 
 
-class FuseChannel:
-    """One open /dev/fuse file description."""
+def write(message: bytes, fd: int) -> bool:
+    """Write one reply or notification to /dev/fuse ``fd``. False when the
+    kernel no longer wants it: a reply to a request that was withdrawn (its
+    caller was interrupted), a notification about a node the kernel holds
+    no inode of (both ENOENT), or a connection that has ended (ENODEV).
+    Blocking is the caller's concern: a notification may wait on page
+    locks. Other failures raise OSError."""
+    try:
+        os.write(fd, message)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOENT, errno.ENODEV):
+            raise
+        return False
+    return True
 
-    def __init__(self, fd: int) -> None:
+
+class FuseChannel:
+    """One open /dev/fuse file description (blocking unless told)."""
+
+    def __init__(self, fd: int, *, blocking: bool = True) -> None:
         self.fd = fd
-        os.set_blocking(fd, True)
+        os.set_blocking(fd, blocking)
 
     @classmethod
     def open(cls, path: str = DEVICE) -> FuseChannel:
         return cls(os.open(path, os.O_RDWR | os.O_CLOEXEC))
 
-    def send(self, message: bytes, fd: int | None = None) -> None:
-        """Write one reply, on ``fd`` when the request was read from a clone.
-        A reply to a request the kernel no longer waits for (its caller was
-        interrupted and it was withdrawn) fails with ENOENT, which is not an
-        error of ours."""
-        try:
-            os.write(self.fd if fd is None else fd, message)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENODEV):
-                raise
-
-    def notify(self, message: bytes) -> bool:
-        """Write one notification (blocking semantics are the caller's
-        concern: run it in a thread where it may wait on page locks).
-        False when the kernel holds no inode of that node (ENOENT) or the
-        connection has ended (ENODEV)."""
-        try:
-            os.write(self.fd, message)
-        except OSError as exc:
-            if exc.errno not in (errno.ENOENT, errno.ENODEV):
-                raise
-            return False
-        return True
-
-    def clone(self) -> int:
+    def clone(self) -> FuseChannel:
         """A second, non-blocking file description on the same connection
         (FUSE_DEV_IOC_CLONE). A request read from it must be answered
         through it: each keeps its own list of requests being processed.
-        The caller owns and closes the fd."""
+        The caller owns and closes it."""
         clone = os.open(DEVICE, os.O_RDWR | os.O_CLOEXEC)
         try:
             fcntl.ioctl(clone, abi.DEV_IOC_CLONE, struct.pack("<I", self.fd))
         except BaseException:
             os.close(clone)
             raise
-        os.set_blocking(clone, False)
-        return clone
+        return FuseChannel(clone, blocking=False)
 
     def backing_open(self, fd: int) -> int:
         """Register ``fd`` as a passthrough backing file; returns its id.

@@ -2,8 +2,8 @@
 # passthrough backing file (FUSE_DEV_IOC_BACKING_OPEN) and send
 # notifications (FUSE_NOTIFY_*). The filesystem and the FUSE server both
 # receive one KernelLink at construction: the server connects it to its
-# /dev/fuse channel while mounted, the filesystem uses it. So neither needs
-# the other to be built first.
+# transport (ipufs/fuse/transport.py) while mounted, the filesystem uses
+# it. So neither needs the other to be built first.
 #
 # Notifications that may wait on page locks (NOTIFY_STORE,
 # NOTIFY_INVAL_INODE) are written from their own thread, so they can never
@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import trio
 
-from ipufs.fuse.channel import FuseChannel
+from ipufs.fuse.transport import Transport
 
 log = logging.getLogger(__name__)
 
@@ -31,9 +31,9 @@ class KernelLink:
     """The kernel's side of one mount, as the filesystem sees it."""
 
     def __init__(self) -> None:
-        self.channel: FuseChannel | None = None
-        # (message, fd): a notification when fd is None, else a reply to
-        # write on fd; None stops the writer.
+        self.transport: Transport | None = None
+        # (message, tag): a notification when tag is None, else a reply to
+        # write on tag (-1: an action); None stops the writer.
         self._notes: queue.SimpleQueue[tuple[bytes, int | None, Callable[[], None] | None] | None] = \
             queue.SimpleQueue()
         self._pending = 0
@@ -43,9 +43,9 @@ class KernelLink:
     def backing_open(self, fd: int) -> int:
         """Register ``fd`` as a passthrough backing file of the connection;
         OSError (EBADF when not mounted, or the kernel's refusal)."""
-        if self.channel is None:
+        if self.transport is None:
             raise OSError(errno.EBADF, "not connected")
-        return self.channel.backing_open(fd)
+        return self.transport.backing_open(fd)
 
     def notify(self, message: bytes, lost: Callable[[], None] | None = None) -> None:
         """Queue a notification for the kernel (from any thread); ``lost``
@@ -61,12 +61,12 @@ class KernelLink:
         """Whether notifications queued so far are still to be written."""
         return self._pending > 0
 
-    def send_after(self, reply: bytes, fd: int) -> None:
-        """Write ``reply`` on ``fd`` once every notification queued before
-        it has been written (from any thread)."""
+    def send_after(self, reply: bytes, tag: int) -> None:
+        """Write ``reply`` on ``tag`` once every notification queued
+        before it has been written (from any thread)."""
         with self._pending_changed:
             self._pending += 1
-        self._notes.put((reply, fd, None))
+        self._notes.put((reply, tag, None))
 
     def call_after(self, action: Callable[[], None]) -> bool:
         """Run ``action`` on the writer's thread once every notification
@@ -89,10 +89,10 @@ class KernelLink:
         await trio.to_thread.run_sync(self._wait_drained)
 
     # --- the server's side ---------------------------------------------------
-    def connect(self, channel: FuseChannel) -> None:
-        """Serve ``channel``: start the thread that writes notifications."""
-        self.channel = channel
-        self._writer = threading.Thread(target=self._write_notes, args=(channel,), name="ipufs-notify",
+    def connect(self, transport: Transport) -> None:
+        """Serve ``transport``: start the thread that writes notifications."""
+        self.transport = transport
+        self._writer = threading.Thread(target=self._write_notes, args=(transport,), name="ipufs-notify",
                                         daemon=True)
         self._writer.start()
 
@@ -102,9 +102,9 @@ class KernelLink:
             self._notes.put(None)
             await trio.to_thread.run_sync(self._writer.join, 5)
             self._writer = None
-        self.channel = None
+        self.transport = None
 
-    def _write_notes(self, channel: FuseChannel) -> None:
+    def _write_notes(self, transport: Transport) -> None:
         while True:
             note = self._notes.get()
             if note is None:
@@ -114,10 +114,10 @@ class KernelLink:
                 if fd == -1 and lost is not None:
                     lost()  # an action queued by call_after
                 elif fd is None:
-                    if not channel.notify(message) and lost is not None:
+                    if not transport.notify(message) and lost is not None:
                         lost()
                 else:
-                    channel.send(message, fd)
+                    transport.reply(message, fd)
             except OSError as exc:
                 log.warning("%s refused by the kernel: %s", "notification" if fd is None else "reply", exc)
                 if fd is None and lost is not None:

@@ -130,7 +130,7 @@ static int ipufs_signalfd(int first, int last)
     return fd < 0 ? -errno : fd;
 }
 
-/* The register watcher's detector (ipufs/daemon/register_watcher.py). A store
+/* The register watcher's detector (ipufs/driver/register_watcher.py). A store
  * through a shared mapping reaches no daemon code, so the words a client
  * may store to are compared with what the model last put there:
  * words[index[i]] must equal expect[i], and *bell (the mailbox DOORBELL
@@ -217,7 +217,7 @@ static void ipufs_asleep(uint32_t *awake)
 
 #define IPUFS_SPIN_WATCHED (-100000L)
 
-/* The FUSE reader's spin (ipufs/fuse/server.py): read a request from the
+/* The FUSE reader's spin (ipufs/fuse/devfuse.py): read a request from the
  * non-blocking fd, trying again until spin_ns have passed. Runs without the
  * GIL and raises no exception per empty try, so a request that arrives
  * while spinning is picked up within a system call's time. Between tries

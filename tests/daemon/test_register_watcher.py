@@ -14,7 +14,7 @@ import pytest
 
 from ipufs import native
 from ipufs.driver.devices import DeviceSet
-from ipufs.daemon.register_watcher import RegisterWatcher
+from ipufs.driver.register_watcher import RegisterWatcher
 from tests.driver.rig import Rig
 from ipufs.abi.icu import Header
 from ipufs.model.profile import PROFILES
@@ -87,11 +87,11 @@ def test_a_spinning_reader_finds_a_store_and_the_watcher_acts(watcher: RegisterW
     before = ipu.sync_counts[1]
     spin = native.SpinReader(idle_fd, bytearray(64), watcher.awake)
     ipu.config.words[REGISTERS["CMD_SYNC"].offset // 4] = 12
-    assert spin.read(5.0, watch) == [0]
+    assert spin.read(5.0, watch) is None and spin.found == [0]
     assert watcher.awake  # still awake while it acts
     assert watcher.changed(watch, [0])
     assert ipu.sync_counts[1] == before + 1
-    assert spin.read(0.005, watch) is None  # nothing more; the spin ended
+    assert spin.read(0.005, watch) is None and spin.found == []  # nothing more; the spin ended
     assert not watcher.awake
 
 

@@ -16,7 +16,7 @@ from ipufs.abi.icu import MESSAGE, REQUEST_RING, Header, Op, op_word
 from ipufs.abi.interrupts import FIRST_SIGNAL, Interrupt
 from ipufs.daemon import faults
 from ipufs.daemon.faults import FaultInjector, limits_of
-from ipufs.daemon.register_watcher import RegisterWatcher
+from ipufs.driver.register_watcher import RegisterWatcher
 from ipufs.driver.devices import DeviceSet
 from ipufs.fuse import requests as rq
 from ipufs.model.profile import PROFILES

@@ -11,6 +11,7 @@ import pytest
 import trio
 
 from ipufs.fuse.channel import FuseChannel
+from ipufs.fuse.devfuse import DevFuse
 from ipufs.fuse.kernel import KernelLink
 
 
@@ -26,7 +27,7 @@ def test_notifications_queued_early_reach_the_channel_in_order() -> None:
     link.notify(b"one")  # before the server connects: kept
 
     async def main() -> None:
-        link.connect(FuseChannel(write_end))
+        link.connect(DevFuse(FuseChannel(write_end), spin_for=0))
         link.notify(b"two")
         with trio.fail_after(5):
             await link.drain()
@@ -35,7 +36,7 @@ def test_notifications_queued_early_reach_the_channel_in_order() -> None:
     try:
         trio.run(main)
         assert os.read(read_end, 100) == b"onetwo"
-        assert link.channel is None
+        assert link.transport is None
     finally:
         os.close(read_end)
         os.close(write_end)

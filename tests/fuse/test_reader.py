@@ -1,4 +1,4 @@
-# The FUSE reader's wait for a request (FuseServer._read) over plain pipes
+# The /dev/fuse transport's wait for a request (DevFuse.receive) over plain pipes
 # standing in for the connection and its non-blocking clone: while it
 # spins it scans the watcher's shared words and hands what changed to the
 # watcher, then goes on waiting; a change with nothing to do stops the
@@ -6,16 +6,14 @@
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
 from ipufs import native
-from ipufs.fuse.operations import Operations
-from ipufs.fuse.kernel import KernelLink
-from ipufs.fuse.server import FuseServer
+from ipufs.fuse.channel import FuseChannel
+from ipufs.fuse.devfuse import DevFuse
 
 
 class Words:
@@ -61,11 +59,11 @@ def pipes() -> Iterator[Pipes]:
 def test_a_change_found_while_spinning_is_handed_over_and_the_spin_goes_on(pipes: Pipes) -> None:
     (main_r, _), (clone_r, clone_w) = pipes
     watcher = Words(settles=True, then=b"request", into=clone_w)
-    server = FuseServer(Operations(), KernelLink(), "/nowhere", passthrough=True, lock=threading.RLock(),
-                        scanner=watcher, spin_for=5.0)
+    transport = DevFuse(FuseChannel(main_r), spin_for=5.0, mapped=watcher,
+                        clone=FuseChannel(clone_r, blocking=False))
     buffer = bytearray(64)
     watcher.words[2] = 1  # a client's store
-    assert server._read(main_r, native.SpinReader(clone_r, buffer, watcher.awake), buffer) == (7, clone_r)
+    assert transport.receive(buffer) == (7, clone_r)
     assert watcher.calls == [[0]]
     assert bytes(buffer[:7]) == b"request"
 
@@ -73,11 +71,11 @@ def test_a_change_found_while_spinning_is_handed_over_and_the_spin_goes_on(pipes
 def test_a_change_with_nothing_to_do_stops_the_scanning(pipes: Pipes) -> None:
     (main_r, main_w), (clone_r, _) = pipes
     watcher = Words(settles=False, then=b"late", into=main_w)
-    server = FuseServer(Operations(), KernelLink(), "/nowhere", passthrough=True, lock=threading.RLock(),
-                        scanner=watcher, spin_for=0.02)
+    transport = DevFuse(FuseChannel(main_r), spin_for=0.02, mapped=watcher,
+                        clone=FuseChannel(clone_r, blocking=False))
     buffer = bytearray(64)
     watcher.words[2] = 1  # stays: the model cannot settle it
     # One hand-over, then a plain spin that runs out, then the blocking read.
-    assert server._read(main_r, native.SpinReader(clone_r, buffer, watcher.awake), buffer) == (4, main_r)
+    assert transport.receive(buffer) == (4, main_r)
     assert watcher.calls == [[0]]
     assert not watcher.awake  # asleep in the blocking read

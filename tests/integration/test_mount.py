@@ -258,7 +258,7 @@ def test_without_a_clone_the_reader_serves_without_spinning(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from ipufs.fuse.channel import FuseChannel
 
-    def no_clone(self: FuseChannel) -> int:
+    def no_clone(self: FuseChannel) -> FuseChannel:
         raise OSError(errno.ENOTTY, "FUSE_DEV_IOC_CLONE not supported")
 
     monkeypatch.setattr(FuseChannel, "clone", no_clone)

@@ -3,9 +3,10 @@
 # every IPU whose config space or mailbox is open are polled. Detection is
 # native code (ipufs.native.Watch) that compares the words with what the
 # model expects, without holding the GIL. Two threads do it:
-# - the FUSE reader, between its tries while it spins awaiting the next
-#   request (ipufs/fuse/server.py): a store is seen within a system call's
-#   time while requests keep coming;
+# - the FUSE transport, between its tries while it spins awaiting the next
+#   request (this is its MappedMemory, ipufs/fuse/transport.py; the
+#   /dev/fuse one is ipufs/fuse/devfuse.py): a store is seen within a
+#   system call's time while requests keep coming;
 # - the watcher's own thread, while the reader sleeps: every FAST seconds
 #   while an IPU has been active within the last BUSY seconds and every
 #   IDLE seconds otherwise. While the reader is awake this thread sleeps
@@ -78,7 +79,7 @@ class RegisterWatcher:
             self._now = (native.Watch([ipus[i].watched_words() for i in watched]), watched)
         return self._now
 
-    # --- what the FUSE reader scans while it spins (fuse.server.StoreScanner) ---
+    # --- what the FUSE transport scans while it waits (fuse.transport.MappedMemory) ---
     def current(self) -> native.Watch | None:
         watch, watched = self._now
         return watch if watched else None

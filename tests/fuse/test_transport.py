@@ -1,0 +1,120 @@
+# The transport seam (ipufs/fuse/transport.py): a FuseServer's request loop
+# and its KernelLink run over any Transport. Here a scripted one in memory
+# stands in for /dev/fuse: requests come from a list, each with its own
+# tag, and the replies must go back on the tags they came with, in order;
+# notifications and replies queued behind them go through it too.
+from __future__ import annotations
+
+import errno
+import struct
+import threading
+
+import trio
+
+from ipufs.fuse import requests as rq
+from ipufs.fuse.errors import FUSEError
+from ipufs.fuse.kernel import KernelLink
+from ipufs.fuse.operations import Operations
+from ipufs.fuse.server import FuseServer
+from ipufs.fuse.transport import Transport
+from tests.fuse import fakekernel as fk
+
+CTX = rq.Context(0, 0, 4242)
+
+
+class Scripted:
+    """A Transport that delivers ``script`` (request bytes, tag) and then
+    says the connection ended."""
+
+    def __init__(self, script: list[tuple[bytes, int]]) -> None:
+        self.script = list(script)
+        self.replies: list[tuple[fk.Reply, int]] = []
+        self.notes: list[bytes] = []
+        self.receives = 0
+        self.closed = False
+
+    def mount_fd(self) -> int:
+        return -1
+
+    def mounted(self) -> None:
+        pass
+
+    def receive(self, buffer: bytearray) -> tuple[int, int] | None:
+        self.receives += 1
+        if not self.script:
+            return None
+        message, tag = self.script.pop(0)
+        buffer[:len(message)] = message
+        return len(message), tag
+
+    def reply(self, message: bytes, tag: int) -> bool:
+        self.replies.append((fk.decode_reply(message), tag))
+        return True
+
+    def notify(self, message: bytes) -> bool:
+        self.notes.append(message)
+        return True
+
+    def backing_open(self, fd: int) -> int:
+        raise OSError(errno.EPERM, "no backing files in memory")
+
+    def connected(self) -> bool:
+        return not self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class NoNames(Operations):
+    def lookup(self, req: rq.Lookup) -> object:  # type: ignore[override]
+        raise FUSEError(errno.ENOENT)
+
+
+def server() -> FuseServer:
+    return FuseServer(NoNames(), KernelLink(), "/nowhere", passthrough=False, lock=threading.RLock())
+
+
+def init(unique: int) -> bytes:
+    return fk.encode(rq.Init(unique, 0, CTX, 7, 44, 131072, (1 << 42) - 1))
+
+
+def test_a_scripted_transport_drives_the_server_loop() -> None:
+    transport = Scripted([
+        (init(2), 10),
+        (fk.encode(rq.Lookup(4, 1, CTX, b"missing")), 11),
+        (fk.encode(rq.Forget(6, 5, CTX, 1)), 12),  # answered with nothing
+        (fk.encode(rq.Lookup(8, 1, CTX, b"gone")), 13),
+    ])
+    fuse = server()
+    started: list[bool] = []
+    fuse.serve(transport, lambda: started.append(fuse.session.negotiated is not None))
+    assert started == [True]  # once, after INIT was answered
+    assert [(r.unique, r.error, tag) for r, tag in transport.replies] == [
+        (2, 0, 10), (4, errno.ENOENT, 11), (8, errno.ENOENT, 13)]
+    assert transport.receives == 5  # the fifth said the connection ended
+
+
+def test_the_loop_ends_when_the_session_is_destroyed() -> None:
+    transport = Scripted([(init(2), 1), (fk.encode(rq.Destroy(4, 0, CTX)), 2),
+                          (fk.encode(rq.Lookup(6, 1, CTX, b"late")), 3)])
+    server().serve(transport)
+    assert transport.receives == 2 and len(transport.script) == 1
+
+
+def test_the_kernel_link_writes_through_the_transport() -> None:
+    transport: Transport = Scripted([])
+    link = KernelLink()
+
+    async def main() -> None:
+        link.connect(transport)
+        link.notify(b"note")
+        link.send_after(struct.pack("<IiQ", 16, 0, 2), 7)  # a reply to unique 2: a bare header
+        with trio.fail_after(5):
+            await link.drain()
+        await link.disconnect()
+
+    link.notify(b"early")  # before connecting: kept, in order
+    trio.run(main)
+    assert isinstance(transport, Scripted)
+    assert transport.notes == [b"early", b"note"]
+    assert [(r.unique, tag) for r, tag in transport.replies] == [(2, 7)]
