@@ -13,7 +13,6 @@ these rows to docs/performance.md.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import signal
 import statistics
@@ -107,14 +106,7 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     ]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--smoke", action="store_true", help="a seconds-long run")
-    args = parser.parse_args()
-    for row in rows(args.smoke):
-        print("| " + " | ".join(row) + " |")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    from rows_main import print_rows  # beside this script
+
+    sys.exit(print_rows(__doc__, rows))
