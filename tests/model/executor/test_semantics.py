@@ -203,8 +203,8 @@ _start:
     assert any("send" in e.detail for e in ipu.execution.events)
 
 
-def test_internal_and_external_syncs() -> None:
-    ipu = run("""
+#: Each tile counts down 50 x its id, then syncs internally and with the host.
+SYNCS = """
 .text
 .supervisor
 _start:
@@ -215,21 +215,14 @@ loop:
   sync 3
   sync 4
   trap 0
-""", tiles=(0, 1, 2))
+"""
+
+
+def test_internal_and_external_syncs() -> None:
+    ipu = run(SYNCS, tiles=(0, 1, 2))
     assert ipu.sync_counts[1] == 1 and ipu.interrupts.raised[Interrupt.GS1_E0] == 1
     turns = [ipu.execution.states[t].turns for t in (0, 1, 2)]
-    again = run("""
-.text
-.supervisor
-_start:
-  get $m1, $TILE_ID
-  mul $m2, $m1, 50
-loop:
-  brnzdec $m2, loop
-  sync 3
-  sync 4
-  trap 0
-""", tiles=(0, 1, 2), budget=7)
+    again = run(SYNCS, tiles=(0, 1, 2), budget=7)
     again.execution.run(10**6)
     assert [again.execution.states[t].turns for t in (0, 1, 2)] == turns  # deterministic, whatever the slices
 
