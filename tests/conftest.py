@@ -31,14 +31,9 @@ def c_bar_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def c_ipu_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """native/src/ipu_client.c, built as a tool writer would build it."""
-    import subprocess
+    from tests.integration.harness import ROOT, compile_c
 
-    from tests.integration.harness import ROOT
-
-    out = tmp_path_factory.mktemp("ipu-client") / "ipu-client"
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
-                    "-o", str(out), str(ROOT / "native" / "src" / "ipu_client.c")], check=True)
-    return out
+    return compile_c(ROOT / "native" / "src" / "ipu_client.c", tmp_path_factory.mktemp("ipu-client"))
 
 
 @pytest.fixture(scope="session")

@@ -213,8 +213,11 @@ def python_client(path: str) -> BarClient:
 
 
 def compile_c(source: Path, out_dir: Path) -> Path:
+    """``source`` built as a tool writer would build it, against ipu.h and
+    nothing else of ipufs: OUT_DIR/its stem."""
     binary = out_dir / source.stem
-    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", str(binary), str(source)], check=True)
+    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
+                    "-o", str(binary), str(source)], check=True)
     return binary
 
 

@@ -113,11 +113,9 @@ def test_an_unmodified_c_host_runs_a_kernel_on_every_tile(ipu1: RunningDaemon, t
     sums its own slice of data the host wrote through the exchange BAR; the
     host starts them through the TDI, gets signal 46 when all have synced
     with it, and reads each tile's result."""
-    from tests.integration.harness import ROOT
+    from tests.integration.harness import ROOT, compile_c
 
-    binary = tmp_path / "tile_host"
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
-                    "-o", str(binary), str(ROOT / "tests" / "c" / "tile_host.c")], check=True)
+    binary = compile_c(ROOT / "tests" / "c" / "tile_host.c", tmp_path)
     tiles = 1216
     out = subprocess.run([str(binary), str(ipu1.mountpoint), "0", str(_elf(tmp_path, SUM)), str(tiles)],
                          capture_output=True, text=True, timeout=300)

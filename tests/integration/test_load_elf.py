@@ -90,14 +90,9 @@ def test_ipufs_load(ipu1: RunningDaemon, tmp_path: Path, capsys: pytest.CaptureF
 @pytest.fixture(scope="module")
 def c_elf_load(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/c/elf_load.c: ipu.h's ipufs_load_elf, built as a tool writer would."""
-    import subprocess
+    from tests.integration.harness import ROOT, compile_c
 
-    from tests.integration.harness import ROOT
-
-    out = tmp_path_factory.mktemp("elf-load") / "elf_load"
-    subprocess.run(["cc", "-O2", "-Wall", "-Wextra", "-Werror", "-I", str(ROOT / "native" / "include"),
-                    "-o", str(out), str(ROOT / "tests" / "c" / "elf_load.c")], check=True)
-    return out
+    return compile_c(ROOT / "tests" / "c" / "elf_load.c", tmp_path_factory.mktemp("elf-load"))
 
 
 def test_the_c_header_loads_the_same_way(ipu1: RunningDaemon, tmp_path: Path, c_elf_load: Path) -> None:
