@@ -48,12 +48,8 @@ def _round_trips(device: object, n: int) -> list[float]:
     return times
 
 
-def _p(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))] * 1e6
-
-
 def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
-    from run import daemon  # benchmarks/run.py
+    from run import daemon, p50, p99  # benchmarks/run.py
 
     from ipufs.client import Device
 
@@ -97,8 +93,8 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     what = f"every tile of {ipus} × ipu2 ({ipus * tiles:,} tiles)"
     return [
         (f"Executor: SET_IPU_ID round trip (Python client), p50 / p99, while {what} runs a loop",
-         f"{_p(busy, 0.5):.1f} µs / {_p(busy, 0.99):.1f} µs",
-         f"idle mount: {_p(idle, 0.5):.1f} µs / {_p(idle, 0.99):.1f} µs",
+         f"{p50(busy) * 1e6:.1f} µs / {p99(busy) * 1e6:.1f} µs",
+         f"idle mount: {p50(idle) * 1e6:.1f} µs / {p99(idle) * 1e6:.1f} µs",
          f"{statistics.median(busy) / statistics.median(idle):.2f}×", "≤ 2× idle"),
         (f"Executor: RESET ioctl of one IPU while {what} runs, worst of {ipus}",
          f"{max(resets) * 1e3:.1f} ms", f"RESET of an idle IPU, worst of {ipus}: {max(idle_resets) * 1e3:.1f} ms",

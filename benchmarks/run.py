@@ -496,10 +496,10 @@ def in_process_us(smoke: bool) -> dict[str, float]:
         # Wired as ipufs/daemon/daemon.py wires it, with no kernel behind it.
         tree, kernel = sysfs_tree.node_tree(len(devices)), NoKernel()
         driver = IpuDriver(devices, exits=PidfdWatcher(lock=threading.RLock()), events=NoEvents())
-        mapping = BarMapping(devices, tree, kernel, passthrough=True)
-        effects = ModelEffects(mapping, driver, PollWakeups(devices, kernel))
-        use = RegisterUse()
-        work = DeviceWork(effects, use, lock=threading.RLock())
+        use, lock = RegisterUse(), threading.RLock()
+        mapping = BarMapping(devices, tree, kernel, passthrough=True, use=use)
+        effects = ModelEffects(mapping, driver, PollWakeups(devices, kernel), lock=lock)
+        work = DeviceWork(effects, use, lock=lock)
         nodes = DeviceNodes(devices, tree, driver=driver, mapping=mapping, pollers=effects.pollers, work=work,
                             use=use, accesses=NoCounting())
         filesystem = IpuFilesystem(devices, tree, nodes=nodes, view=SysfsView(devices, tree), mapping=mapping,

@@ -11,12 +11,10 @@ TDI_CTXT_STS = 0x00
 TDI_DBG_IEXEC = 0x03
 TDI_DBG_IOWNER = 0x04
 TDI_DBG_DATA = 0x07
-TDI_STS = 0x08
-TDI_CLR = 0x09
 CSR_DBG_DATA = 0x70
 #: CTXT_STS: two bits per context, context 0 (the supervisor) lowest
 CONTEXT_BITS = 2
-CONTEXT_INACTIVE, CONTEXT_ACTIVE, CONTEXT_EXCEPTED = 0, 1, 2
+CONTEXT_INACTIVE, CONTEXT_ACTIVE, CONTEXT_EXCEPTED = 0, 1, 2  # (a test checks them against the model's)
 
 
 def branch_word(entry: int) -> int:

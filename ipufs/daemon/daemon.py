@@ -82,7 +82,7 @@ class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
         profile = config.validate()
         self.config = config
-        limits = Limits(ipus=config.ipus, tiles=profile.tiles, contexts=profile.workers_per_tile + 1)
+        limits = Limits.of(profile, config.ipus)
         plan = _read_plan(config.fault_plan, limits) if config.fault_plan else None  # before anything is held
         # What is held from here on (the state lock, the memfds, the trace
         # file) is given back if a later step fails; run() gives it back

@@ -40,8 +40,7 @@ class Fault:
 
 
 def limits_of(devices: DeviceSet) -> Limits:
-    profile = devices.profile
-    return Limits(ipus=len(devices.ipus), tiles=profile.tiles, contexts=profile.workers_per_tile + 1)
+    return Limits.of(devices.profile, len(devices.ipus))
 
 
 def parse(request: Mapping[str, Any], limits: Limits, *, ignore: frozenset[str] = frozenset()) -> Fault:

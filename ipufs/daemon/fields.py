@@ -13,6 +13,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ipufs.model.profile import Profile
+
 #: Every register is a little-endian u32 (ipufs/abi/registers.py): the
 #: widest value a fault may leave in one.
 U32_MAX = 0xFFFF_FFFF
@@ -33,6 +35,11 @@ class Limits:
     ipus: int
     tiles: int
     contexts: int  # the supervisor (0) and the workers (1..N)
+
+    @classmethod
+    def of(cls, profile: Profile, ipus: int) -> Limits:
+        """The limits of ``ipus`` IPUs of ``profile``."""
+        return cls(ipus=ipus, tiles=profile.tiles, contexts=profile.workers_per_tile + 1)
 
 
 #: A bound of a range: a number, or one read from the device's limits.

@@ -15,12 +15,12 @@ from ipufs.driver.pollers import PollWakeups
 class ModelEffects:
     """Carries the model's effects out to clients."""
 
-    def __init__(self, mapping: BarMapping, driver: IpuDriver, pollers: PollWakeups,
-                 lock: threading.RLock | None = None) -> None:
+    def __init__(self, mapping: BarMapping, driver: IpuDriver, pollers: PollWakeups, *,
+                 lock: threading.RLock) -> None:
         self.mapping = mapping
         self.driver = driver
         self.pollers = pollers
-        self.lock = lock if lock is not None else threading.RLock()  # the daemon's
+        self.lock = lock  # the daemon's
 
     def deliver(self, ipu: int | None = None) -> None:
         """After the model acted (on IPU ``ipu``, or any): publish what it

@@ -41,9 +41,9 @@ class BarMapping:
     """The mode BARs are served in, and what serving them so needs."""
 
     def __init__(self, devices: DeviceSet, tree: NodeTree, kernel: Kernel, *, passthrough: bool,
-                 use: RegisterUse | None = None) -> None:
+                 use: RegisterUse) -> None:
         self.devices = devices
-        self.use = use if use is not None else RegisterUse()
+        self.use = use  # which register nodes are open: the filesystem's, retrieval reads it
         self.tree = tree
         self.kernel = kernel
         self.wanted = passthrough

@@ -169,8 +169,9 @@ class Ipu:
             return
         synced = self._synced
         for slot, (_, value) in enumerate(STATUS):
-            if synced[slot] != value(self):  # most do not move: compare before storing
-                self._store_status(slot, value(self))
+            now = value(self)
+            if synced[slot] != now:  # most do not move: compare before the call that stores
+                self._store_status(slot, now)
 
     def read_config(self, offset: int, length: int) -> bytes:
         """A host read of config space (pread on ipuN)."""

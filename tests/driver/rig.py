@@ -192,10 +192,11 @@ class Rig:
         self.stub = StubKernel(fail)
         tree = sysfs_tree.node_tree(len(devices))
         self.driver = IpuDriver(devices, exits=self.exits, events=self.events, system=self.processes.calls())
-        mapping = BarMapping(devices, tree, self.stub, passthrough=passthrough)
-        self.effects = ModelEffects(mapping, self.driver, PollWakeups(devices, self.stub))
         self.use = RegisterUse()
-        self.work = DeviceWork(self.effects, self.use, lock=threading.RLock())
+        lock = threading.RLock()
+        mapping = BarMapping(devices, tree, self.stub, passthrough=passthrough, use=self.use)
+        self.effects = ModelEffects(mapping, self.driver, PollWakeups(devices, self.stub), lock=lock)
+        self.work = DeviceWork(self.effects, self.use, lock=lock)
         self.nodes = DeviceNodes(devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
                                  work=self.work, use=self.use, accesses=accesses or NoCounting())
         self.fs = IpuFilesystem(devices, tree, nodes=self.nodes, view=SysfsView(devices, tree), mapping=mapping,

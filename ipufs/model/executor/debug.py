@@ -22,7 +22,7 @@ def read_register(ex: Execution, tile: int, debug: TileDebug, reg: int) -> int:
     value = debug.read(reg)
     if reg == TdiRegister.CTXT_STS:
         state = ex.states.get(tile)
-        return state.ctxt_sts() if state is not None else 0
+        return state.ctxt_sts() if state is not None else value  # a tile that never ran: TileDebug's
     return value
 
 

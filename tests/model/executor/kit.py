@@ -4,38 +4,22 @@
 # through DBG_IEXEC), registers read back through DBG_DATA.
 from __future__ import annotations
 
-import mmap
-import struct
-
-from ipufs.abi.registers import REGISTERS, TdiCommand, TdiResult
+from ipufs.abi.registers import TdiCommand, TdiResult
 from ipufs.model.ipu import Ipu
 from ipufs.model.isa import Arch, encode_row
 from ipufs.model.isa.assembler import Assembled, Assembler
 from ipufs.model.isa.rows import ROWS
-from ipufs.model.memory import BarMemory
-from ipufs.model.profile import PROFILES, Region
 from ipufs.model.tdi import TdiRegister
+from tests.model.test_ipu import make, reg
+from tests.model.test_ipu import put as put_u32
 
-P = PROFILES["ipu1"]
 BASE = 0x40000
 _ROW = {r.variant: r for r in ROWS}
 
 
-def sparse(size: int) -> BarMemory:
-    m = mmap.mmap(-1, size)
-    return BarMemory(memoryview(m), discard=lambda: m.madvise(mmap.MADV_REMOVE))
-
-
-def make() -> Ipu:
-    return Ipu(P, 0, {r: sparse(P.region_size(r)) for r in Region})
-
-
 def put(ipu: Ipu, name: str, value: int) -> None:
-    ipu.write_config(REGISTERS[name].offset, struct.pack("<I", value & 0xFFFFFFFF))
-
-
-def reg(ipu: Ipu, name: str) -> int:
-    return int(struct.unpack("<I", ipu.read_config(REGISTERS[name].offset, 4))[0])
+    """A register write (the value taken modulo 2**32, as a u32 store)."""
+    put_u32(ipu, name, value & 0xFFFFFFFF)
 
 
 def tdi_write(ipu: Ipu, tile: int, register: int, value: int) -> int:

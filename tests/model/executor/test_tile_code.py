@@ -23,3 +23,22 @@ def test_bad_entries_are_refused() -> None:
         tile_code.branch_word(0x40002)
     with pytest.raises(ValueError):
         tile_code.put_dbg_data_word(16)
+
+
+def test_the_register_numbers_and_context_states_are_the_models() -> None:
+    from ipufs.model.executor.state import Status
+    from ipufs.model.tdi import TdiRegister
+
+    assert (tile_code.TDI_CTXT_STS, tile_code.TDI_DBG_IEXEC, tile_code.TDI_DBG_IOWNER, tile_code.TDI_DBG_DATA) == (
+        TdiRegister.CTXT_STS, TdiRegister.DBG_IEXEC, TdiRegister.DBG_IOWNER, TdiRegister.DBG_DATA)
+    assert (tile_code.CONTEXT_INACTIVE, tile_code.CONTEXT_ACTIVE, tile_code.CONTEXT_EXCEPTED) == (
+        Status.INACTIVE, Status.ACTIVE, Status.EXCEPTED)
+
+
+def test_ctxt_sts_of_a_tile_that_never_ran_shows_a_held_exception() -> None:
+    from ipufs.model.tdi import TdiRegister
+    from tests.model.executor.kit import make, tdi_read
+
+    ipu = make()
+    ipu.raise_exception(3, tile=5, context=2)  # as a fault would, on a tile that never ran
+    assert tdi_read(ipu, 5, TdiRegister.CTXT_STS) == tile_code.CONTEXT_EXCEPTED << (2 * tile_code.CONTEXT_BITS)
