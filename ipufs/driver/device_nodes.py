@@ -187,7 +187,8 @@ class DeviceNodes(MappedStoreRequests):
 
     def ioctl(self, req: rq.Ioctl, f: OpenFile) -> rp.IoctlReply:
         ipu = f.node.ipu
-        self._see_mapped_stores(ipu, req.unique, f.node.ino)
+        if self.mapping.stores is not None:  # page-cache mode only (the ioctl path is hot)
+            self._see_mapped_stores(ipu, req.unique, f.node.ino)
         self._count_access(ipu)
         if self.tracer.enabled:
             result, data = self._traced_ioctl(ipu, req)

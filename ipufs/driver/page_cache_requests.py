@@ -4,7 +4,7 @@
 # answered a retrieve of those pages (retrieval.py); a writeback of those
 # pages stores nothing; and which replies may wait behind the stores
 # notifications queued before them (never one the kernel waits for while
-# it holds page locks). Mixed into IpuFilesystem, whose state it uses.
+# it holds page locks). Mixed into DeviceNodes, whose state it uses.
 from __future__ import annotations
 
 from ipufs.driver.activity import RegisterUse

@@ -114,7 +114,8 @@ def bars(profile: Profile, index: int) -> list[Bar]:
     ]
 
 
-def _reg(ipu: Ipu, name: str) -> int:
+def register_value(ipu: Ipu, name: str) -> int:
+    """The value config space register ``name`` holds now."""
     return int(ipu.config.words[R.REGISTERS[name].index])
 
 
@@ -134,10 +135,10 @@ def config_space(ipu: Ipu) -> bytes:
     0x40 with its link as the LINK_SPEED and LINK_WIDTH registers say, an
     MSI-X capability at 0x80, no extended capabilities."""
     space = bytearray(CONFIG_SIZE)
-    vendor = _reg(ipu, "VENDOR_ID")
+    vendor = register_value(ipu, "VENDOR_ID")
     command = 0x0006  # memory space, bus master
     status = 0x0010  # a capabilities list
-    struct.pack_into("<HHHHI", space, 0x00, vendor, _reg(ipu, "DEVICE_ID"), command, status,
+    struct.pack_into("<HHHHI", space, 0x00, vendor, register_value(ipu, "DEVICE_ID"), command, status,
                      REVISION | PCI_CLASS << 8)
     for bar in bars(ipu.profile, ipu.index):
         offset = 0x10 + 4 * bar.number
@@ -145,7 +146,7 @@ def config_space(ipu: Ipu) -> bytes:
             struct.pack_into("<II", space, offset, (bar.start & 0xFFFF_FFFF) | bar.register_bits, bar.start >> 32)
         else:
             struct.pack_into("<I", space, offset, bar.start | bar.register_bits)
-    struct.pack_into("<HH", space, 0x2C, vendor, _reg(ipu, "BOARD_TYPE"))
+    struct.pack_into("<HH", space, 0x2C, vendor, register_value(ipu, "BOARD_TYPE"))
     space[0x34] = CAP_PCIE
     space[0x3C] = irq(ipu.index) & 0xFF
     space[0x3D] = 1  # INTA#
@@ -160,7 +161,7 @@ def _pcie_capability(space: bytearray, ipu: Ipu) -> None:
     if ipu.link_down:
         current_speed, current_width = 0, 0
     else:
-        current_speed, current_width = speed_code(_reg(ipu, "LINK_SPEED")), _reg(ipu, "LINK_WIDTH")
+        current_speed, current_width = speed_code(register_value(ipu, "LINK_SPEED")), register_value(ipu, "LINK_WIDTH")
     c = CAP_PCIE
     space[c], space[c + 1] = 0x10, CAP_MSIX
     struct.pack_into("<H", space, c + 0x02, 0x0002)  # version 2, an endpoint

@@ -81,6 +81,10 @@ class RegisterWatcher:
 
     # --- what the FUSE transport scans while it waits (fuse.transport.MappedMemory) ---
     def current(self) -> native.Watch | None:
+        """What the spinning reader scans: nothing in page-cache mode, where
+        clients' stores are in the page cache and retrieval brings them."""
+        if self.work.effects.mapping.stores is not None:
+            return None
         watch, watched = self._now
         return watch if watched else None
 

@@ -7,9 +7,9 @@
 #
 # A retrieval of one IPU is a batch: one RETRIEVE per page that holds
 # registers a host stores to (config space pages up to the TDI aperture,
-# the mailbox header and request ring), then an end marker (a RETRIEVE of
-# the root, which always exists: a page of a node never opened gets no
-# answer at all). Every notification goes through the one writer thread in
+# the mailbox header and request ring), and the last page asked for is its
+# end marker: it is asked of a node a file is open on, which the kernel
+# always answers (a page of a node never opened gets no answer at all). Every notification goes through the one writer thread in
 # order, behind the stores that pushed the model's own writes, so when the
 # kernel reads a page it holds everything the model wrote up to the moment
 # the batch was started, plus what clients stored. A snapshot of the
@@ -31,7 +31,7 @@ from ipufs.abi import icu
 from ipufs.abi.registers import REGISTERS
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.nodes import ROOT_INO, NodeTree
+from ipufs.driver.nodes import NodeTree
 from ipufs.fuse import replies as rp
 from ipufs.model.profile import Region
 

@@ -49,10 +49,6 @@ def _node_cpus(node: int) -> tuple[str, str]:
         return ",".join(f"{w:08x}" for w in reversed(words)).lstrip("0") or "0", f"0-{count - 1}"
 
 
-def _reg(ipu: Ipu, name: str) -> int:
-    return int(ipu.config.words[R.REGISTERS[name].index])
-
-
 def _version(version: tuple[int, int, int]) -> str:
     return ".".join(map(str, version))
 
@@ -68,26 +64,26 @@ def _resource(ipu: Ipu) -> str:
 
 
 def _modalias(ipu: Ipu) -> str:
-    return (f"pci:v{_reg(ipu, 'VENDOR_ID'):08X}d{_reg(ipu, 'DEVICE_ID'):08X}"
-            f"sv{_reg(ipu, 'VENDOR_ID'):08X}sd{_reg(ipu, 'BOARD_TYPE'):08X}"
+    return (f"pci:v{pci.register_value(ipu, 'VENDOR_ID'):08X}d{pci.register_value(ipu, 'DEVICE_ID'):08X}"
+            f"sv{pci.register_value(ipu, 'VENDOR_ID'):08X}sd{pci.register_value(ipu, 'BOARD_TYPE'):08X}"
             f"bc{pci.PCI_CLASS >> 16:02X}sc{pci.PCI_CLASS >> 8 & 0xFF:02X}i{pci.PCI_CLASS & 0xFF:02X}")
 
 
 def _uevent(ipu: Ipu) -> str:
-    vendor, device = _reg(ipu, "VENDOR_ID"), _reg(ipu, "DEVICE_ID")
+    vendor, device = pci.register_value(ipu, "VENDOR_ID"), pci.register_value(ipu, "DEVICE_ID")
     return (f"DRIVER={DRIVER}\nPCI_CLASS={pci.PCI_CLASS:X}\nPCI_ID={vendor:04X}:{device:04X}\n"
-            f"PCI_SUBSYS_ID={vendor:04X}:{_reg(ipu, 'BOARD_TYPE'):04X}\nPCI_SLOT_NAME={pci_address(ipu.index)}\n"
+            f"PCI_SUBSYS_ID={vendor:04X}:{pci.register_value(ipu, 'BOARD_TYPE'):04X}\nPCI_SLOT_NAME={pci_address(ipu.index)}\n"
             f"MODALIAS={_modalias(ipu)}\n")
 
 
 def _error_state(ipu: Ipu) -> str:
-    error = _reg(ipu, "ERROR_STATE")
+    error = pci.register_value(ipu, "ERROR_STATE")
     return "no errors" if error == 0 else R.ExceptionCause(error).name.lower()
 
 
 def _serial(ipu: Ipu) -> str:
     # As `ipufs info` prints the board serial number.
-    return serial_text(_reg(ipu, "BOARD_SERIAL_HI") << 32 | _reg(ipu, "BOARD_SERIAL_LO"))
+    return serial_text(pci.register_value(ipu, "BOARD_SERIAL_HI") << 32 | pci.register_value(ipu, "BOARD_SERIAL_LO"))
 
 
 def _continuous_memory(ipu: Ipu) -> str:
@@ -101,23 +97,23 @@ Attribute = Callable[[Ipu], str]
 #: them. Values end in a newline as sysfs values do, except file_name.
 ATTRIBUTES: dict[str, Attribute] = {
     # The kernel's, from config space and the profile.
-    "vendor": lambda ipu: f"0x{_reg(ipu, 'VENDOR_ID'):04x}\n",
-    "device": lambda ipu: f"0x{_reg(ipu, 'DEVICE_ID'):04x}\n",
-    "subsystem_vendor": lambda ipu: f"0x{_reg(ipu, 'VENDOR_ID'):04x}\n",
-    "subsystem_device": lambda ipu: f"0x{_reg(ipu, 'BOARD_TYPE'):04x}\n",
+    "vendor": lambda ipu: f"0x{pci.register_value(ipu, 'VENDOR_ID'):04x}\n",
+    "device": lambda ipu: f"0x{pci.register_value(ipu, 'DEVICE_ID'):04x}\n",
+    "subsystem_vendor": lambda ipu: f"0x{pci.register_value(ipu, 'VENDOR_ID'):04x}\n",
+    "subsystem_device": lambda ipu: f"0x{pci.register_value(ipu, 'BOARD_TYPE'):04x}\n",
     "revision": lambda ipu: f"0x{pci.REVISION:02x}\n",
     "class": lambda ipu: f"0x{pci.PCI_CLASS:06x}\n",
     "irq": lambda ipu: f"{pci.irq(ipu.index)}\n",
     "enable": lambda ipu: "1\n",
-    "numa_node": lambda ipu: f"{_reg(ipu, 'NUMA_NODE')}\n",
-    "local_cpus": lambda ipu: _node_cpus(_reg(ipu, "NUMA_NODE"))[0] + "\n",
-    "local_cpulist": lambda ipu: _node_cpus(_reg(ipu, "NUMA_NODE"))[1] + "\n",
+    "numa_node": lambda ipu: f"{pci.register_value(ipu, 'NUMA_NODE')}\n",
+    "local_cpus": lambda ipu: _node_cpus(pci.register_value(ipu, "NUMA_NODE"))[0] + "\n",
+    "local_cpulist": lambda ipu: _node_cpus(pci.register_value(ipu, "NUMA_NODE"))[1] + "\n",
     "modalias": lambda ipu: _modalias(ipu) + "\n",
     "uevent": _uevent,
     "resource": _resource,
     "current_link_speed": lambda ipu: ("Unknown\n" if ipu.link_down else
-                                       _link_speed(_reg(ipu, "LINK_SPEED")) + "\n"),
-    "current_link_width": lambda ipu: f"{0 if ipu.link_down else _reg(ipu, 'LINK_WIDTH')}\n",
+                                       _link_speed(pci.register_value(ipu, "LINK_SPEED")) + "\n"),
+    "current_link_width": lambda ipu: f"{0 if ipu.link_down else pci.register_value(ipu, 'LINK_WIDTH')}\n",
     "max_link_speed": lambda ipu: _link_speed(ipu.profile.link_speed_tenths) + "\n",
     "max_link_width": lambda ipu: f"{ipu.profile.link_width}\n",
     # The Graphcore driver's.
@@ -129,11 +125,11 @@ ATTRIBUTES: dict[str, Attribute] = {
     "firmware_version_int": lambda ipu: "%d\n" % (ipu.icu.board.firmware[0] << 16 | ipu.icu.board.firmware[1] << 8
                                                   | ipu.icu.board.firmware[2]),
     "bootloader_version": lambda ipu: _version(ipu.icu.board.bootloader) + "\n",
-    "parity_init_flag": lambda ipu: f"{_reg(ipu, 'PARITY_INIT')}\n",
+    "parity_init_flag": lambda ipu: f"{pci.register_value(ipu, 'PARITY_INIT')}\n",
     "continuous_memory_nodes": _continuous_memory,
     # ipufs's own: what gc-info reports that no known attribute carries.
     "ipu_error_state": lambda ipu: _error_state(ipu) + "\n",
-    "reset_count": lambda ipu: f"{_reg(ipu, 'RESET_COUNT')}\n",
+    "reset_count": lambda ipu: f"{pci.register_value(ipu, 'RESET_COUNT')}\n",
 }
 
 #: The hwmon attributes (Documentation/hwmon/sysfs-interface units):

@@ -9,7 +9,7 @@
 # Requests come in on the FUSE reader, which already holds the lock for
 # the whole request: they call `done(ipu, ...)` when the model has acted.
 # Everything else calls `act(ipu, action)`. (Fault plans count a client's
-# accesses, which is the filesystem's business: IpuFilesystem._count_access.)
+# accesses, which is the device nodes' business: DeviceNodes._count_access.)
 from __future__ import annotations
 
 import threading

@@ -99,11 +99,14 @@ class FuseServer:
             n, tag = got
             with lock:
                 reply = session.handle(view[:n], tag)
-                later, session.outbox = session.outbox, []
+                later = session.outbox
+                if later:  # postponed replies released (page-cache mode): rare
+                    session.outbox = []
             if reply is not None:
                 answer(reply, tag, None)  # None: ask the session, if it matters
-            for reply, kept, may_wait in later:
-                answer(reply, kept, may_wait)  # type: ignore[arg-type]
+            if later:
+                for reply, kept, may_wait in later:
+                    answer(reply, kept, may_wait)  # type: ignore[arg-type]
             if waiting and session.negotiated is not None:
                 waiting = False
                 started()
