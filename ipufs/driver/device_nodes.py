@@ -27,8 +27,6 @@ from ipufs.fuse import requests as rq
 from ipufs.fuse.errors import FUSEError
 from ipufs.model.profile import Region
 
-SEEK_DATA = 3
-SEEK_HOLE = 4
 POLL_READY = select.POLLIN | select.POLLOUT | select.POLLRDNORM | select.POLLWRNORM
 #: The regions whose stores are registers (a client's request to one marks
 #: its IPU busy; their mapped stores are watched).
@@ -157,17 +155,6 @@ class DeviceNodes(MappedStoreRequests):
         self.driver.released(fh)
         if f.node.region in REGISTERS:
             self.use.closed(f.node.ipu, f.node.ino)
-
-    def lseek(self, req: rq.Lseek, f: OpenFile) -> rp.LseekReply:
-        """A file without holes, as generic_file_llseek sees one."""
-        size = self.size(f.node)
-        if req.offset >= size or req.offset < 0:
-            raise FUSEError(errno.ENXIO)
-        if req.whence == SEEK_DATA:
-            return rp.LseekReply(req.offset)
-        if req.whence == SEEK_HOLE:
-            return rp.LseekReply(size)
-        raise FUSEError(errno.EINVAL)
 
     def poll(self, req: rq.Poll, f: OpenFile) -> rp.PollReply:
         """BARs are always ready. The mailbox is writable, and readable while

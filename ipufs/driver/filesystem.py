@@ -9,13 +9,14 @@
 from __future__ import annotations
 
 import errno
+import os
 import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import NoReturn
 
-from ipufs.driver import xattrs
+from ipufs.driver import sysfs, xattrs
 from ipufs.driver.device_nodes import POLL_READY, DeviceNodes
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.mapping import BarMapping
@@ -296,12 +297,23 @@ class IpuFilesystem(Operations):
         return rp.Empty()
 
     def lseek(self, req: rq.Lseek) -> rp.LseekReply:
+        """SEEK_DATA and SEEK_HOLE on a file without holes, as
+        generic_file_llseek sees one: a BAR of its size, or a view
+        attribute of sysfs's (4096), as on real sysfs."""
         if req.fh in self.view:
-            return self.view.lseek(req)
-        f = self.files.get(req.fh)
-        if f is None:
-            raise FUSEError(errno.EBADF)
-        return self.nodes.lseek(req, f)
+            size = sysfs.ATTRIBUTE_SIZE
+        else:
+            f = self.files.get(req.fh)
+            if f is None:
+                raise FUSEError(errno.EBADF)
+            size = self.nodes.size(f.node)
+        if req.offset >= size or req.offset < 0:
+            raise FUSEError(errno.ENXIO)
+        if req.whence == os.SEEK_DATA:
+            return rp.LseekReply(req.offset)
+        if req.whence == os.SEEK_HOLE:
+            return rp.LseekReply(size)
+        raise FUSEError(errno.EINVAL)
 
     def poll(self, req: rq.Poll) -> rp.PollReply:
         """BARs and the view's files are always ready; the mailbox is ready

@@ -20,9 +20,6 @@ from ipufs.fuse import requests as rq
 from ipufs.fuse.errors import FUSEError
 
 
-SEEK_DATA, SEEK_HOLE = 3, 4
-
-
 class SysfsView:
     """The view's entries, and its open attribute files by file handle."""
 
@@ -73,13 +70,3 @@ class SysfsView:
         if entry.kind is not Kind.LINK:
             raise FUSEError(errno.EINVAL)
         return rp.Data(entry.target.encode())
-
-    def lseek(self, req: rq.Lseek) -> rp.LseekReply:
-        """As on sysfs: an attribute is a 4096-byte file without holes."""
-        if req.offset >= sysfs.ATTRIBUTE_SIZE or req.offset < 0:
-            raise FUSEError(errno.ENXIO)
-        if req.whence == SEEK_DATA:
-            return rp.LseekReply(req.offset)
-        if req.whence == SEEK_HOLE:
-            return rp.LseekReply(sysfs.ATTRIBUTE_SIZE)
-        raise FUSEError(errno.EINVAL)
