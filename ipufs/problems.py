@@ -44,7 +44,7 @@ def _mountpoint_of(path: str) -> str:
     while True:
         try:
             os.statvfs(current)
-            if found != real or current != real:
+            if current != real:
                 return found  # the first live directory above the dead mount
         except OSError as exc:
             if exc.errno == errno.ENOTCONN:

@@ -23,7 +23,6 @@ class Activity(enum.Enum):
     IDLE = "idle"  #: for the first byte of a request
     RECEIVING = "receiving"  #: for the rest of a request line
     ANSWERING = "answering"  #: for the client to take its answer
-    TRACING = "tracing"  #: a live trace, between events (never evicted)
     STALLED = "stalled"  #: for the client to take a trace event
 
 
@@ -55,9 +54,7 @@ class Connection:
             try:
                 yield scope
             finally:
-                self.scope = None
-        if activity is Activity.STALLED and not scope.cancelled_caught:
-            self.activity = Activity.TRACING
+                self.scope = None  # working for it, or a trace between events: never evicted
 
 
 class Connections:
@@ -87,7 +84,7 @@ class Connections:
     def _evict(self) -> bool:
         now = trio.current_time()
         candidates = [c for c in self.served
-                      if c.scope is not None and c.activity is not Activity.TRACING
+                      if c.scope is not None
                       and (c.activity not in _SENDING or now - c.since >= self.send_grace)]
         if not candidates:
             return False
