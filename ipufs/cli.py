@@ -67,7 +67,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def _root(args: argparse.Namespace) -> Path:
     from ipufs.tools import devices
 
-    return Path(args.dev) if args.dev else devices.default_root()
+    return devices.root(args.dev)
 
 
 def _ipus(args: argparse.Namespace) -> list[int]:

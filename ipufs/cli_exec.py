@@ -37,7 +37,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         image = elf.read_elf(data)
     except elf.ElfError as exc:
         raise elf.ElfError(f"{args.file}: {exc}") from None
-    root = Path(args.dev) if args.dev else devices.default_root()
+    root = devices.root(args.dev)
     with SignalReceiver() as signals, Device(args.ipu, root) as device:
         device.attach()
         device.set_ipu_id(args.ipu)

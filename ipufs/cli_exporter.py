@@ -43,7 +43,7 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     from ipufs.sd_notify import sd_notify
     from ipufs.tools import devices
 
-    root = Path(args.dev) if args.dev else devices.default_root()
+    root = devices.root(args.dev)
     exporter = open_exporter(root, args.listen)
     host, port = exporter.address
     stop = threading.Event()

@@ -22,7 +22,7 @@ _DEST = "field_"
 def _root(args: argparse.Namespace) -> Path:
     from ipufs.tools import devices
 
-    return Path(args.dev) if args.dev else devices.default_root()
+    return devices.root(args.dev)
 
 
 def control(args: argparse.Namespace) -> Any:

@@ -150,7 +150,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     from ipufs.tools import devices
 
     data = Path(args.file).read_bytes()
-    root = Path(args.dev) if args.dev else devices.default_root()
+    root = devices.root(args.dev)
     with Device(args.ipu, root) as device:
         count = device.read_register("TILE_COUNT")
         tiles = parse_tiles(args.tiles, count) if args.tiles else list(range(count))

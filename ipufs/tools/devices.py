@@ -16,6 +16,12 @@ from ipufs.abi.registers import REGISTERS
 from ipufs.problems import Problem
 
 
+def root(dev: str | None) -> Path:
+    """Where the nodes are: ``dev`` when given (a tool's --dev), else
+    default_root()."""
+    return Path(dev) if dev else default_root()
+
+
 def default_root() -> Path:
     """Where the nodes are: $IPUFS_MOUNT when set (inside `ipufs run`),
     else /dev when /dev/ipu0 exists, else /run/ipufs."""
