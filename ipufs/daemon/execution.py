@@ -19,6 +19,11 @@ from ipufs.model.ipu import Ipu
 SLICE_TURNS = 500
 #: the pause between slices, in which the FUSE reader takes the lock
 BREATHE_S = 0.0002
+#: how long the host's starts must have paused before idle tiles begin:
+#: a host starts tiles one TDI command at a time, and tiles that ran
+#: before the last was started could complete a sync without it (a sync
+#: waits for the tiles running: docs/execution.md)
+SETTLE_S = 0.05
 
 
 class ExecutionRunner:
@@ -33,6 +38,7 @@ class ExecutionRunner:
         self.slice_turns = slice_turns
         self._token: trio.lowlevel.TrioToken | None = None
         self._wanted = trio.Event()
+        self._woken = 0.0  # trio's clock at the last wake-up
 
     def _wake(self) -> None:
         """May be called from any thread holding the lock (a TDI command in
@@ -40,9 +46,13 @@ class ExecutionRunner:
         token = self._token
         if token is not None:
             try:
-                token.run_sync_soon(self._wanted.set)
+                token.run_sync_soon(self._woke)
             except trio.RunFinishedError:
                 pass
+
+    def _woke(self) -> None:
+        self._woken = trio.current_time()
+        self._wanted.set()
 
     def _slice(self) -> bool:
         """One slice over every IPU; returns whether any context can still run."""
@@ -74,6 +84,8 @@ class ExecutionRunner:
         try:
             while True:
                 await self._wanted.wait()
+                while trio.current_time() - self._woken < SETTLE_S:  # a burst of starts: let it end
+                    await trio.sleep_until(self._woken + SETTLE_S)
                 self._wanted = trio.Event()
                 while self._slice():
                     await trio.sleep(BREATHE_S)
