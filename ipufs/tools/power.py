@@ -15,8 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-#: How busy the tiles are, 0..1. No tile code runs in ipufs yet, so none
-#: is busy: every figure is the idle one, at the IPU's present clock.
+#: How busy the tiles are, 0..1. Tiles run code now (ipufs/model/executor/),
+#: but the executed instructions are not yet counted into this figure, so
+#: every figure is the idle one, at the IPU's present clock.
 TILE_ACTIVITY = 0.0
 
 
