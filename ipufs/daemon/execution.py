@@ -19,7 +19,7 @@ from ipufs.model.ipu import Ipu
 SLICE_TURNS = 500
 #: the pause between slices, in which the FUSE reader takes the lock
 BREATHE_S = 0.0002
-#: how long the host's starts must have paused before idle tiles begin:
+#: how long the host's starts must have paused before tiles take turns:
 #: a host starts tiles one TDI command at a time, and tiles that ran
 #: before the last was started could complete a sync without it (a sync
 #: waits for the tiles running: docs/execution.md)
@@ -38,20 +38,21 @@ class ExecutionRunner:
         self.slice_turns = slice_turns
         self._token: trio.lowlevel.TrioToken | None = None
         self._wanted = trio.Event()
-        self._woken = 0.0  # trio's clock at the last wake-up
+        self._started = 0.0  # trio's clock when a tile was last started
 
-    def _wake(self) -> None:
+    def _wake(self, started: bool) -> None:
         """May be called from any thread holding the lock (a TDI command in
         the FUSE reader): the loop picks it up."""
         token = self._token
         if token is not None:
             try:
-                token.run_sync_soon(self._woke)
+                token.run_sync_soon(self._woke, started)
             except trio.RunFinishedError:
                 pass
 
-    def _woke(self) -> None:
-        self._woken = trio.current_time()
+    def _woke(self, started: bool) -> None:
+        if started:
+            self._started = trio.current_time()
         self._wanted.set()
 
     def _slice(self) -> bool:
@@ -84,10 +85,13 @@ class ExecutionRunner:
         try:
             while True:
                 await self._wanted.wait()
-                while trio.current_time() - self._woken < SETTLE_S:  # a burst of starts: let it end
-                    await trio.sleep_until(self._woken + SETTLE_S)
                 self._wanted = trio.Event()
-                while self._slice():
+                while True:
+                    # A burst of starts, running or not: let it end first.
+                    while trio.current_time() - self._started < SETTLE_S:
+                        await trio.sleep_until(self._started + SETTLE_S)
+                    if not self._slice():
+                        break
                     await trio.sleep(BREATHE_S)
         finally:
             self._token = None

@@ -61,8 +61,9 @@ class Execution:
         self.running: set[int] = set()
         self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
         self.instructions = 0  # retired since reset, every tile
-        #: called when tiles start running (the daemon wakes its runner)
-        self.wake: Callable[[], None] | None = None
+        #: called when tiles may run again (the daemon wakes its runner):
+        #: True when a tile was started, False when a sync released them
+        self.wake: Callable[[bool], None] | None = None
         self._external: int | None = None  # the zone requested of the host sync machinery
         self._cursor = 0  # the tile run() serves first next time
         self._cache: dict[int, _Decoded] = {}
@@ -160,7 +161,7 @@ class Execution:
         if t.tile not in self.running:
             self.running.add(t.tile)
             if self.wake is not None:
-                self.wake()
+                self.wake(True)
 
     # --- running -----------------------------------------------------------------------
     def run(self, budget: int, slice_turns: int = 512) -> int:
@@ -371,7 +372,7 @@ class Execution:
             if s.wait is Wait.EXTERNAL and s.wait_zone == zone:
                 s.wait = Wait.NONE
         if self.wake is not None:  # a GS2 barrier may complete from another IPU's request
-            self.wake()
+            self.wake(False)
 
     # --- injection through the TDI -------------------------------------------------------------
     def inject(self, tile: int, context: int, word: int) -> TdiResult:
