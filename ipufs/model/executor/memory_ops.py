@@ -7,6 +7,11 @@
 # (A hover/ld32step.md; R's clear loop steps 4 bytes with stride 1).
 # Alignment, aliasing and parity are the tile memory's rules, applied by
 # Execution.load/store; ld128 needs the interleaved region 1 (A hover/ld128.md).
+# The sparse loads (ld64a32, ldd16*) read a dense stream through a pointer
+# ($mAddr++, post-incremented by its size) and a sparse value at base + a
+# 16-bit byte delta; the ldd16 forms load the next delta from the stream into
+# the delta register, the data load using the delta it held before
+# (A hover/ld64a32.md, ldd16a32.md, ldd16a64.md, ldd16b16.md, ldd16v2a32.md).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -93,8 +98,9 @@ def _a_value(c: Context, r: int, width: int) -> int:
     return value
 
 
-def _m_stores() -> tuple[Handler, Handler, Handler]:
-    """st32 of $m (immediate offset), st32step of $m (immediate stride), stm32 (register offset)."""
+def _m_stores() -> tuple[Handler, Handler, Handler, Handler]:
+    """st32 of $m (immediate offset), st32step of $m (immediate stride),
+    stm32 (register offset), stm32step (base += stride register × 4)."""
     def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]] + o[3] * 4, 4, m[o[0]])
@@ -108,7 +114,12 @@ def _m_stores() -> tuple[Handler, Handler, Handler]:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]] * 4, 4, m[o[0]])
 
-    return imm, step_imm, stm
+    def stm_step(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        ex.store(t, m[o[1]], 4, m[o[0]])
+        c.set_m(o[1], m[o[1]] + s32(m[o[2]]) * 4)
+
+    return imm, step_imm, stm, stm_step
 
 
 def _a_stores(width: int) -> tuple[Handler, Handler, Handler, Handler]:
@@ -134,7 +145,47 @@ def _a_stores(width: int) -> tuple[Handler, Handler, Handler, Handler]:
     return reg, imm, step_reg, step_imm
 
 
-RULES: dict[str, Rule] = {}
+def _ld64a32(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    """ld64a32 $aQ:Q+3, $mAddr++, $mBase, $mDelta: 64 bits at $mAddr into
+    the quad's top pair, 32 bits at $mBase + $mDelta[15:0] into its second
+    register (the first unchanged); $mAddr += 8."""
+    m = c.m
+    quad, pointer, base, delta = o
+    dense = ex.load(t, m[pointer], 8)
+    sparse = ex.load(t, m[base] + (m[delta] & 0xFFFF), 4)
+    c.set_m(pointer, m[pointer] + 8)
+    _put_a(c, quad + 1, sparse, 4)
+    _put_a(c, quad + 2, dense, 8)
+
+
+def _ldd16(width: int, *, broadcast16: bool = False, delta_pair: bool = False) -> Handler:
+    """ldd16a32/a64/b16 $a, $mAddr++, $mBase, $mDelta@: data (``width``
+    bytes, a 16-bit one broadcast) at $mBase + $mDelta[15:0], the new 16-bit
+    delta from $mAddr, $mAddr += 2. ldd16v2a32: the delta is $mDelta[31:16],
+    a new pair of deltas (32 bits) comes from $mAddr, $mAddr += 4."""
+    step = 4 if delta_pair else 2
+
+    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        m = c.m
+        dst, pointer, base, delta = o
+        offset = m[delta] >> 16 if delta_pair else m[delta] & 0xFFFF
+        new_delta = ex.load(t, m[pointer], step)
+        value = ex.load(t, m[base] + offset, width)
+        c.set_m(pointer, m[pointer] + step)
+        c.set_m(delta, new_delta)
+        _put_a(c, dst, value | value << 16 if broadcast16 else value, width)
+    return run
+
+
+RULES: dict[str, Rule] = {
+    "ld64a32_mmbn": Rule(_ld64a32, A.format("ld64a32") + " (the delta in bytes: inferred, as every delta register)"),
+    "ldd16a32_mmbn": Rule(_ldd16(4), A.format("ldd16a32") + " (the old delta addresses the data: inferred)"),
+    "ldd16a64_mmbn": Rule(_ldd16(8), A.format("ldd16a64") + " (the old delta addresses the data: inferred)"),
+    "ldd16b16_mmbn": Rule(_ldd16(2, broadcast16=True),
+                          A.format("ldd16b16") + " (the old delta addresses the data: inferred)"),
+    "ldd16v2a32_mmbn": Rule(_ldd16(4, delta_pair=True),
+                            A.format("ldd16v2a32") + " (the pair replaces the delta register: inferred)"),
+}
 
 
 def _m_rows(name: str, width: int, signed: bool) -> None:
@@ -167,10 +218,11 @@ _a_rows("ld64", 8)
 _a_rows("ld128", 16, region1=True)
 _a_rows("ldb16", 2, broadcast16=True)
 
-_st_imm, _st_step, _stm = _m_stores()
+_st_imm, _st_step, _stm, _stm_step = _m_stores()
 RULES["st32_mmmn_zi"] = Rule(_st_imm, A.format("st32"))
 RULES["st32step_mmmn_si"] = Rule(_st_step, A.format("st32step") + "; R 0x40234 steps 4 bytes per 1")
 RULES["stm32_mmmn"] = Rule(_stm, A.format("stm32") + " (base + offset register × 4)")
+RULES["stm32step_mmmn"] = Rule(_stm_step, A.format("stm32step") + " (at base, then base += signed stride × 4)")
 for _name, _width in (("st32", 4), ("st64", 8)):
     _reg, _imm, _step_reg, _step_imm = _a_stores(_width)
     RULES[f"{_name}_mbmn"] = Rule(_reg, A.format(_name))

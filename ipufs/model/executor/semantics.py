@@ -34,6 +34,19 @@ NOT_PUBLIC: dict[str, str] = {
     "swap8": "the lane mapping is not public",
     "movz": "which operand is the gate is not public",
     "sufromui": "the symmetric conversion's exact rounding is not public",
+    "class": "the class numbers are not public (beyond NaN's, 0 to 2: Graphcore's IsNaN vertex)",
+    "exp": "the accuracy of its approximation is not public",
+    "ln": "the accuracy of its approximation is not public",
+    "log2": "the accuracy of its approximation is not public",
+    "sigm": "the accuracy of its approximation is not public",
+    "tanh": "the accuracy of its approximation is not public",
+    "oox": "the accuracy of its approximation is not public",
+    "oorx": "the accuracy of its approximation is not public",
+    "f16v2maxc": "where its one f16 result lands in the register is not public",
+    "f8v": "the f8 formats are not public",
+    "tof8": "the f8 formats are not public",
+    "ldb8": "the instruction is not described publicly",
+    "ldb16b16": "which packed delta steps by 2 and which by the mini-delta, and the mini-delta's unit, are not public",
 }
 
 

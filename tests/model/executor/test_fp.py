@@ -155,3 +155,148 @@ def test_conversions_between_f16_and_f32() -> None:
     assert memory_word(IPU, 0, 0x60010) == half(1.5) | half(-2.25) << 16
     rounded = half(float(np.float16(1.0 + 2.0 ** -11 + 2.0 ** -20)))  # up, past the tie
     assert memory_word(IPU, 0, 0x60014) == rounded | rounded << 16 and rounded == half(1.0 + 2.0 ** -10)
+
+
+def results(first: int, count: int) -> list[int]:
+    """``count`` words of the worker's data from word ``first`` on."""
+    return [memory_word(IPU, 0, 0x60000 + 4 * (first + i)) for i in range(count)]
+
+
+def f32s(words: list[int]) -> list[float]:
+    return [float(v) for v in np.array(words, dtype=np.uint32).view(np.float32)]
+
+
+def halves(words: list[int]) -> list[int]:
+    return [h for w in words for h in (w & 0xFFFF, w >> 16)]
+
+
+def pack16(values: list[float]) -> list[int]:
+    hs = [half(v) for v in values]
+    return [hs[i] | hs[i + 1] << 16 for i in range(0, len(hs), 2)]
+
+
+CMPS = {"eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
+        "ge": np.greater_equal}
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(sorted(CMPS)), st.lists(normal32(), min_size=3, max_size=3), st.booleans())
+def test_f32_compares_give_all_ones_or_zero(cmp: str, values: list[float], equal: bool) -> None:
+    x, y, z = values
+    if equal:
+        y = x  # equality, and +0 against -0 when x is a zero
+    run_worker(f"""
+  ld32 $a0, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f32cmp{cmp} $a4, $a0, $a2
+  f32v2cmp{cmp} $a6:7, $a0:B, $a2:3
+  st32 $a4, $m13, $m15, 4
+  st64 $a6:7, $m13, $m15, 3
+""", [bits(x), 0, bits(y), bits(z), 0, 0, 0, 0])
+    want = [0xFFFFFFFF if CMPS[cmp](np.float32(x), np.float32(v)) else 0 for v in (y, y, z)]
+    assert [results(4, 1)[0], *results(6, 2)] == want
+
+
+def test_zeros_of_either_sign_compare_equal() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  ld32 $a1, $m13, $m15, 1
+  f32cmpeq $a2, $a0, $a1
+  f32cmplt $a3, $a0, $a1
+  st64 $a2:3, $m13, $m15, 1
+""", [bits(-0.0), bits(0.0), 0, 0])
+    assert results(2, 2) == [0xFFFFFFFF, 0]
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(sorted(CMPS)), st.sampled_from(["", ":BL", ":BU"]),
+       st.lists(normal16(), min_size=8, max_size=8))
+def test_f16_compares_set_every_bit_of_a_true_lane(cmp: str, broadcast: str, values: list[float]) -> None:
+    x, y = values[:4], values[4:]
+    lanes = [x[0]] * 4 if broadcast == ":BL" else [x[1]] * 4 if broadcast == ":BU" else x
+    run_worker(f"""
+  ld64 $a0:1, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f16v4cmp{cmp} $a4:5, {"$a0" + broadcast if broadcast else "$a0:1"}, $a2:3
+  f16v2cmp{cmp} $a6, {"$a0" + broadcast if broadcast else "$a0"}, $a2
+  st64 $a4:5, $m13, $m15, 2
+  st32 $a6, $m13, $m15, 6
+""", pack16(x) + pack16(y) + [0, 0, 0])
+    want = [0xFFFF if CMPS[cmp](np.float16(a), np.float16(b)) else 0 for a, b in zip(lanes, y)]
+    assert halves(results(4, 2)) == want and halves(results(6, 1)) == want[:2]
+
+
+MINMAX = {"max": np.maximum, "min": np.minimum, "absmax": lambda a, b: np.maximum(abs(a), abs(b)),
+          "absadd": lambda a, b: abs(a) + abs(b)}
+
+
+def no_mixed_zeros(a: float, b: float) -> bool:
+    return not (a == 0 and b == 0 and np.signbit(a) != np.signbit(b))
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(sorted(MINMAX)), st.lists(normal32(), min_size=4, max_size=4),
+       st.lists(normal16(), min_size=8, max_size=8))
+def test_max_min_and_magnitudes_lane_by_lane(op: str, f: list[float], h: list[float]) -> None:
+    pairs32 = [(f[0], f[1]), (f[2], f[3])]
+    pairs16 = list(zip(h[:4], h[4:]))
+    assume(all(no_mixed_zeros(a, b) for a, b in pairs32 + pairs16))
+    with np.errstate(all="ignore"):
+        want32 = [MINMAX[op](np.float32(a), np.float32(b)) for a, b in pairs32]
+        want16 = [MINMAX[op](np.float16(a), np.float16(b)) for a, b in pairs16]
+    assume(all(np.isfinite(w) for w in want32 + want16))
+    run_worker(f"""
+  ld64 $a0:1, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f32{op} $a4, $a0, $a2
+  f32v2{op} $a6:7, $a0:1, $a2:3
+  st32 $a4, $m13, $m15, 8
+  st64 $a6:7, $m13, $m15, 5
+  ld64 $a0:1, $m13, $m15, 2
+  ld64 $a2:3, $m13, $m15, 3
+  f16v4{op} $a4:5, $a0:1, $a2:3
+  f16v2{op} $a6, $a0, $a2
+  st64 $a4:5, $m13, $m15, 6
+  st32 $a6, $m13, $m15, 9
+""", [bits(f[0]), bits(f[2]), bits(f[1]), bits(f[3])] + pack16(h[:4]) + pack16(h[4:]) + [0] * 6)
+    assert results(8, 1) == [bits(float(want32[0]))]
+    assert results(10, 2) == [bits(float(w)) for w in want32]
+    hw = [int(np.float16(w).view(np.uint16)) for w in want16]
+    assert halves(results(12, 2)) == hw and halves(results(9, 1)) == hw[:2]
+
+
+def test_which_zero_max_gives_is_not_guessed() -> None:
+    run_worker("""
+  ld64 $a0:1, $m13, $m15, 0
+  f32max $a2, $a0, $a1
+""", [bits(0.0), bits(-0.0)])
+    assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(normal32(), min_size=4, max_size=4), st.lists(normal16(), min_size=6, max_size=6))
+def test_clamp_is_min_of_max_with_the_lower_bound_first(f: list[float], h: list[float]) -> None:
+    lo32, hi32 = sorted(f[1:3])
+    lo16, hi16 = sorted(h[4:])
+    assume(all(no_mixed_zeros(a, b) for a in (f[0], f[3], lo32) for b in (lo32, hi32)))
+    assume(all(no_mixed_zeros(a, b) for a in h[:4] + [lo16] for b in (lo16, hi16)))
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f32clamp $a4, $a0, $a2:3
+  ld64 $a0:1, $m13, $m15, 2
+  f32v2clamp $a6:7, $a0:1, $a2:3
+  st32 $a4, $m13, $m15, 8
+  st64 $a6:7, $m13, $m15, 5
+  ld64 $a0:1, $m13, $m15, 3
+  ld32 $a2, $m13, $m15, 14
+  f16v4clamp $a4:5, $a0:1, $a2
+  f16v2clamp $a6, $a0, $a2
+  st64 $a4:5, $m13, $m15, 6
+  st32 $a6, $m13, $m15, 9
+""", [bits(f[0]), 0, bits(lo32), bits(hi32), bits(f[0]), bits(f[3]), *pack16(h[:4]), 0, 0, 0, 0, 0, 0,
+      half(lo16) | half(hi16) << 16, 0])
+    assert results(8, 1) == [bits(min(max(f[0], lo32), hi32))]
+    assert results(10, 2) == [bits(min(max(v, lo32), hi32)) for v in (f[0], f[3])]
+    want16 = [half(float(np.minimum(np.maximum(np.float16(v), np.float16(lo16)), np.float16(hi16)))) for v in h[:4]]
+    assert halves(results(12, 2)) == want16 and halves(results(9, 1)) == want16[:2]
