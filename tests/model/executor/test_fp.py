@@ -300,3 +300,114 @@ def test_clamp_is_min_of_max_with_the_lower_bound_first(f: list[float], h: list[
     assert results(10, 2) == [bits(min(max(v, lo32), hi32)) for v in (f[0], f[3])]
     want16 = [half(float(np.minimum(np.maximum(np.float16(v), np.float16(lo16)), np.float16(hi16)))) for v in h[:4]]
     assert halves(results(12, 2)) == want16 and halves(results(9, 1)) == want16[:2]
+
+
+def test_f32v4tof16_rounds_each_lane_to_nearest_even_and_overflows_to_infinity() -> None:
+    tie_down = 1.0 + 2.0 ** -11  # halfway between 1 and the next f16: to even, 1
+    tie_up = 1.0 + 3 * 2.0 ** -11  # halfway, to the even neighbour above
+    values = [tie_down, tie_up, -0.0, 70000.0]
+    run_worker("""
+  ld64 $a0:1, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f32v4tof16 $a4:5, $a0:3
+  st64 $a4:5, $m13, $m15, 2
+  uget $a6, $FP_STS
+  st32 $a6, $m13, $m15, 6
+""", [bits(v) for v in values] + [0, 0, 0])
+    with np.errstate(all="ignore"):
+        want = [int(np.float16(v).view(np.uint16)) for v in values]
+    assert halves(results(4, 2)) == want and want[:3] == [half(1.0), half(1.0 + 2.0 ** -9), 0x8000]
+    assert want[3] == 0x7C00 and results(6, 1) == [4]  # +inf, OFLO
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.floats(min_value=-2.0 ** 31, max_value=2.0 ** 31 - 256, width=32).filter(
+    lambda x: x == 0 or abs(x) >= 2.0 ** -126), min_size=2, max_size=2), st.integers(0, 4))
+def test_f32_to_integers_and_to_integral_values(values: list[float], mode: int) -> None:
+    x, y = values[0], abs(values[1])
+    run_worker(f"""
+  ld64 $a0:1, $m13, $m15, 0
+  f32toi32 $a2, $a0
+  f32toui32 $a3, $a1
+  f32int $a4, $a0, {mode}
+  f32int $a5, $a1, {mode}
+  st64 $a2:3, $m13, $m15, 1
+  st64 $a4:5, $m13, $m15, 2
+""", [bits(x), bits(y), 0, 0, 0, 0])
+    rounders = [np.rint, np.ceil, np.floor, np.trunc, lambda v: np.sign(v) * np.floor(abs(v) + 0.5)]
+    assert results(2, 2) == [int(np.rint(x)) & 0xFFFFFFFF, int(np.rint(y))]  # binary64: exact for f32 values
+    integral = [float(np.copysign(rounders[mode](np.float64(v)), v)) for v in (x, y)]
+    assert results(4, 2) == [bits(v) for v in integral]
+
+
+def test_rounding_ties_go_to_even_and_zeros_keep_their_sign() -> None:
+    values = [2.5, -2.5, 3.5, -0.25]
+    run_worker("""
+  ld64 $a0:1, $m13, $m15, 0
+  ld64 $a2:3, $m13, $m15, 1
+  f32toi32 $a4, $a0
+  f32toi32 $a5, $a1
+  f32toi32 $a6, $a2
+  f32int $a7, $a3, 0
+  st64 $a4:5, $m13, $m15, 2
+  st64 $a6:7, $m13, $m15, 3
+  f32int $a4, $a1, 4
+  f32int $a5, $a3, 1
+  st64 $a4:5, $m13, $m15, 4
+""", [bits(v) for v in values] + [0] * 6)
+    assert results(4, 4) == [2, (-2) & 0xFFFFFFFF, 4, bits(-0.0)]
+    assert results(8, 2) == [bits(-3.0), bits(-0.0)]  # away from zero; ceil(-0.25) = -0
+
+
+def test_out_of_range_conversions_and_unknown_rounding_modes_are_not_guessed() -> None:
+    for body, value in (("f32toi32 $a1, $a0", 2.0 ** 31), ("f32toui32 $a1, $a0", -1.0),
+                        ("f32int $a1, $a0, 5", 1.5)):
+        run_worker(f"  ld32 $a0, $m13, $m15, 0\n  {body}", [bits(value)])
+        assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE, body
+
+
+@settings(max_examples=30, deadline=None)
+@given(normal32().map(abs))
+def test_square_root_is_correctly_rounded(x: float) -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f32sqrt $a1, $a0
+  st32 $a1, $m13, $m15, 1
+""", [bits(x), 0])
+    assert results(1, 1) == [bits(float(np.sqrt(np.float32(x))))]
+
+
+def test_square_root_of_negative_zero_and_of_a_negative_number() -> None:
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f32sqrt $a1, $a0
+  st32 $a1, $m13, $m15, 1
+  ld32 $a0, $m13, $m15, 2
+  f32sqrt $a1, $a0
+""", [bits(-0.0), 0, bits(-4.0)], ictl=1)  # INV enabled: the negative operand raises it
+    assert results(1, 1) == [bits(-0.0)]
+    assert reg(IPU, "EXC_CAUSE") == ExceptionCause.FLOATING_POINT
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(normal16(), min_size=4, max_size=4))
+def test_lateral_sums_and_maxima_of_halves(h: list[float]) -> None:
+    assume(no_mixed_zeros(h[0], h[1]) and no_mixed_zeros(h[2], h[3]))
+    run_worker("""
+  ld64 $a0:1, $m13, $m15, 0
+  f16v4sum $a2:3, $a0:1
+  f16v2sum $a4, $a1
+  f16v4maxc $a5, $a0:1
+  st64 $a2:3, $m13, $m15, 1
+  st64 $a4:5, $m13, $m15, 2
+""", pack16(h) + [0] * 4)
+    sums = [float(np.float32(float(np.float16(a)) + float(np.float16(b)))) for a, b in ((h[0], h[1]), (h[2], h[3]))]
+    assert results(2, 3) == [bits(sums[0]), bits(sums[1]), bits(sums[1])]
+    assert halves(results(5, 1)) == [half(float(max(np.float16(a), np.float16(b)))) for a, b in ((h[0], h[1]),
+                                                                                                  (h[2], h[3]))]
+
+
+def test_transcendentals_and_classes_are_not_executed() -> None:
+    for body in ("f32exp $a1, $a0", "f16v2tanh $a1, $a0", "f32class $a1, $a0", "f32oox $a1, $a0"):
+        run_worker(f"  ld32 $a0, $m13, $m15, 0\n  {body}", [bits(1.0)])
+        assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE, body
