@@ -411,3 +411,20 @@ def test_transcendentals_and_classes_are_not_executed() -> None:
     for body in ("f32exp $a1, $a0", "f16v2tanh $a1, $a0", "f32class $a1, $a0", "f32oox $a1, $a0"):
         run_worker(f"  ld32 $a0, $m13, $m15, 0\n  {body}", [bits(1.0)])
         assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE, body
+
+
+def test_a_lateral_sum_tie_rounds_to_even_and_an_f16_overflow_is_flagged() -> None:
+    a, b = 2050.0, 3 * 2.0 ** -13  # 2050 + 2^-12 + 2^-13: halfway, to the even f32 above
+    run_worker("""
+  ld32 $a0, $m13, $m15, 0
+  f16v2sum $a1, $a0
+  ld32 $a2, $m13, $m15, 1
+  f16v2absadd $a3, $a2, $a2
+  st64 $a0:1, $m13, $m15, 1
+  st32 $a3, $m13, $m15, 4
+  uget $a4, $FP_STS
+  st32 $a4, $m13, $m15, 5
+""", [half(a) | half(b) << 16, half(-60000.0) | half(1.0) << 16, 0, 0, 0, 0])
+    want = float(np.float32(a + b))
+    assert results(3, 1) == [bits(want)] and want == 2050.0 + 2.0 ** -11
+    assert halves(results(4, 1)) == [0x7C00, half(2.0)] and results(5, 1) == [4]  # +inf and OFLO
