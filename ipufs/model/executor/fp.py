@@ -82,9 +82,9 @@ def _not_public(c: Context, why: str) -> TileFault:
 def _operand(c: Context, bits: int, fmt: Format = F32) -> float:
     value: float = fmt.packer.unpack(bits.to_bytes(fmt.bits // 8, "little"))[0]
     if not math.isfinite(value):
-        raise _not_public(c, "arithmetic on NaN or infinity")
+        raise _not_public(c, "an operation on NaN or infinity")
     if value != 0 and abs(value) < fmt.min_normal:
-        raise _not_public(c, "arithmetic on subnormals")
+        raise _not_public(c, "an operation on subnormals")
     return value
 
 

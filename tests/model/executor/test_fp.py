@@ -1,6 +1,7 @@
-# f32 arithmetic on a worker, checked against numpy's IEEE binary32
-# (round to nearest even); flags, enabled exceptions, and what is not
-# public faulting as NOT_EXECUTABLE.
+# Floating point on a worker (f32, f32v2, f16v2, f16v4: arithmetic,
+# compares, max/min/clamp, lateral sums, conversions, sqrt), checked against
+# numpy's IEEE binary32/binary16 (round to nearest even); flags, enabled
+# exceptions, and what is not public faulting as NOT_EXECUTABLE.
 from __future__ import annotations
 
 import struct
