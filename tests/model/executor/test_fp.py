@@ -408,10 +408,13 @@ def test_lateral_sums_and_maxima_of_halves(h: list[float]) -> None:
                                                                                                   (h[2], h[3]))]
 
 
-def test_transcendentals_and_classes_are_not_executed() -> None:
-    for body in ("f32exp $a1, $a0", "f16v2tanh $a1, $a0", "f32class $a1, $a0", "f32oox $a1, $a0"):
+def test_approximations_classes_and_f16v2maxc_are_not_executed_and_say_why() -> None:
+    for body, why in (("f32exp $a1, $a0", "accuracy"), ("f16v2tanh $a1, $a0", "accuracy"),
+                      ("f32oox $a1, $a0", "accuracy"), ("f32class $a1, $a0", "class numbers"),
+                      ("f16v2maxc $a1, $a0", "lands")):
         run_worker(f"  ld32 $a0, $m13, $m15, 0\n  {body}", [bits(1.0)])
         assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE, body
+        assert any(body.split()[0] in e.detail and why in e.detail for e in IPU.execution.events), body
 
 
 def test_a_lateral_sum_tie_rounds_to_even_and_an_f16_overflow_is_flagged() -> None:
