@@ -1,0 +1,145 @@
+# The per-tile TDI registers of profiles that place them in config space
+# (ipu1: from 0x30000, one 0x40 stride per tile instance, a register every 4
+# bytes; docs/registers.md says which public constants that comes from).
+# Register R of tile T reads what the TDI's READ_REG of (T, R) would answer,
+# and a store to it is the TDI's WRITE_REG of (T, R): the same TileDebug and
+# executor as the TDI aperture. Mapped reads reach no daemon code, so the
+# model keeps the block current: every tile whose debug state changed
+# (``dirty``) is published into it. Stores reach the model by pwrite
+# (write) or, through a mapping, when the register watcher finds the block
+# differing from ``expect`` (act).
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ipufs.abi.registers import TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiResult
+from ipufs.model.executor import Execution, debug as tile_debug
+from ipufs.model.memory import BarMemory
+from ipufs.model.profile import Profile
+from ipufs.model.tdi import WRITE_ONLY, TdiRefused, TdiRegister, TileDebug
+
+#: registers per tile (TDBG_TDI_APERTURE_SPACE)
+PER_TILE = TDI_TILE_STRIDE // TDI_REGISTER_WIDTH
+#: the registers a read answers; the others (write-only, unknown) read 0
+READABLE = tuple(r for r in TdiRegister if r not in WRITE_ONLY)
+#: stores found together are applied in the order a host's sequence needs
+#: (the owner and data first, then clearing flags and exceptions, then the
+#: injection), whatever their addresses
+_ORDER: dict[int, int] = {TdiRegister.TDI_CLR: PER_TILE, TdiRegister.DBG_ECLR: PER_TILE + 1,
+                          TdiRegister.DBG_IEXEC: PER_TILE + 2}
+
+
+class TileRegisters:
+    """The per-tile TDI registers of one IPU's config space."""
+
+    def __init__(self, profile: Profile, config: BarMemory, execution: Execution,
+                 debug: dict[int, TileDebug]) -> None:
+        if profile.tdi_tile_base is None:
+            raise ValueError(f"profile {profile.name} has no per-tile TDI registers")
+        self.start = profile.tdi_tile_base
+        self.end = self.start + profile.tdi_tile_span
+        self.tiles = profile.tiles
+        self.config = config
+        self.execution = execution
+        self.debug = debug
+        self._first = self.start // 4
+        #: the block as clients see it, and what the model last stored there
+        self.words: NDArray[np.uint32] = config.words[self._first : self.end // 4]
+        self.expect: NDArray[np.uint32] = np.zeros(self.words.size, dtype=np.uint32)
+        #: tiles whose registers must be published (the executor adds those it changed)
+        self.dirty = execution.debug_touched
+        self.clear()
+
+    def overlaps(self, offset: int, length: int) -> bool:
+        return offset < self.end and offset + length > self.start
+
+    def clear(self) -> None:
+        """Every register reads 0 (reset; and a persistent BAR's old values
+        at start), the pages dropped."""
+        self.config.clear(self.start, self.end - self.start)
+        self.expect[:] = 0
+        self.dirty.clear()
+
+    # --- what a read answers ------------------------------------------------------
+    def values(self, tile: int) -> NDArray[np.uint32]:
+        """The 16 registers of ``tile`` as a read answers them (0 for a tile
+        instance that holds no tile)."""
+        out = np.zeros(PER_TILE, dtype=np.uint32)
+        if 0 <= tile < self.tiles:
+            debug = self.debug.get(tile) or TileDebug()
+            for reg in READABLE:  # none of them refuses a read
+                out[reg] = tile_debug.read_register(self.execution, tile, debug, reg) & 0xFFFFFFFF
+        return out
+
+    def publish(self) -> None:
+        """Store the registers of every dirty tile. A word a client stored
+        and the model has not acted on yet is left for it to act on."""
+        if not self.dirty:
+            return
+        words, expect = self.words, self.expect
+        for tile in sorted(self.dirty):
+            at = tile * PER_TILE
+            now = self.values(tile)
+            untouched = words[at : at + PER_TILE] == expect[at : at + PER_TILE]
+            store = np.flatnonzero(untouched & (words[at : at + PER_TILE] != now))
+            if store.size:
+                self.config.store_words(store + (self._first + at), now[store])
+            expect[at : at + PER_TILE] = now
+        self.dirty.clear()
+
+    # --- stores ---------------------------------------------------------------------
+    def write(self, tile: int, reg: int, value: int) -> int:
+        """A store of ``value`` to register ``reg`` of ``tile``: the TDI's
+        WRITE_REG. Returns its TDI_RESULT (a refusal also sets TDI_STS as
+        the aperture's does)."""
+        if not 0 <= tile < self.tiles:
+            self.dirty.add(tile)  # restore what a mapped store changed
+            return TdiResult.BAD_TILE
+        self.dirty.add(tile)
+        try:
+            return tile_debug.write_register(self.execution, tile, self.debug.setdefault(tile, TileDebug()),
+                                             reg, value & 0xFFFFFFFF)
+        except TdiRefused as refused:
+            return refused.result
+
+    def write_words(self, offset: int, data: bytes | memoryview) -> int:
+        """A pwrite of whole registers inside the block: each word in
+        address order; stops at the first refused (TdiRefused when it is
+        the first, else returns the bytes done). Publishes what changed."""
+        if offset % TDI_REGISTER_WIDTH or len(data) % TDI_REGISTER_WIDTH:
+            raise TdiRefused(TdiResult.BAD_WIDTH, "per-tile TDI registers are written as whole, aligned u32 words")
+        done = 0
+        try:
+            for at in range(0, len(data), TDI_REGISTER_WIDTH):
+                tile, reg = divmod((offset + at - self.start) // TDI_REGISTER_WIDTH, PER_TILE)
+                result = self.write(tile, reg, int.from_bytes(data[at : at + TDI_REGISTER_WIDTH], "little"))
+                if result != TdiResult.OK:
+                    if done:
+                        return done
+                    raise TdiRefused(result, f"tile {tile} TDI register 0x{reg:02x}: {TdiResult(result).name}")
+                done += TDI_REGISTER_WIDTH
+            return done
+        finally:
+            self.publish()
+
+    def changed(self) -> bool:
+        """Whether a client stored into the block (only reads: any thread)."""
+        return not np.array_equal(self.words, self.expect)
+
+    def act(self) -> bool:
+        """Act on what clients stored through a mapping: each changed word
+        is a store to its register, in the order of a host's sequence (per
+        tile: the owner, data and other registers, then TDI_CLR, DBG_ECLR,
+        DBG_IEXEC); refused ones set TDI_STS and are undone. Returns whether
+        there was any."""
+        where = np.flatnonzero(self.words != self.expect)
+        if not where.size:
+            return False
+        values = self.words[where]
+        stores = [(int(i) // PER_TILE, int(i) % PER_TILE, int(v)) for i, v in zip(where, values, strict=True)]
+        for tile, reg, value in sorted(stores, key=lambda s: (s[0], _ORDER.get(s[1], s[1]))):
+            self.write(tile, reg, value)
+        self.expect[where] = values  # acted on: publish stores what the registers now read
+        self.publish()
+        return True
