@@ -5,6 +5,7 @@
 # client maps these very pages and nothing needs publishing.
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 
 import numpy as np
@@ -12,6 +13,14 @@ from numpy.typing import NDArray
 
 
 PAGE = 4096
+
+
+def sparse_words(count: int) -> NDArray[np.uint32]:
+    """``count`` u32 zeros that hold no memory until written (an anonymous
+    mapping: pages read before any write are the kernel's zero page). For
+    the model's large, mostly zero shadows, one per IPU."""
+    private = mmap.mmap(-1, max(count, 1) * 4, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # shared would be shmem
+    return np.frombuffer(private, dtype=np.uint32, count=count)
 
 
 class BarMemory:

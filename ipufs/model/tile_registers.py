@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from ipufs.abi.registers import TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiResult
 from ipufs.model.executor import Execution, debug as tile_debug
-from ipufs.model.memory import BarMemory
+from ipufs.model.memory import BarMemory, sparse_words
 from ipufs.model.profile import Profile
 from ipufs.model.tdi import WRITE_ONLY, TdiRefused, TdiRegister, TileDebug
 
@@ -46,19 +46,19 @@ class TileRegisters:
         self._first = self.start // 4
         #: the block as clients see it, and what the model last stored there
         self.words: NDArray[np.uint32] = config.words[self._first : self.end // 4]
-        self.expect: NDArray[np.uint32] = np.zeros(self.words.size, dtype=np.uint32)
+        self.expect: NDArray[np.uint32] = sparse_words(self.words.size)
         #: tiles whose registers must be published (the executor adds those it changed)
         self.dirty = execution.debug_touched
-        self.clear()
+        self.dirty.clear()
+        config.clear(self.start, self.end - self.start)  # a persistent BAR's old values go
 
     def overlaps(self, offset: int, length: int) -> bool:
         return offset < self.end and offset + length > self.start
 
     def clear(self) -> None:
-        """Every register reads 0 (reset; and a persistent BAR's old values
-        at start), the pages dropped."""
+        """Every register reads 0 (reset), the pages dropped."""
         self.config.clear(self.start, self.end - self.start)
-        self.expect[:] = 0
+        self.expect[self.expect != 0] = 0  # only written pages: the rest stay the zero page
         self.dirty.clear()
 
     # --- what a read answers ------------------------------------------------------

@@ -151,8 +151,9 @@ struct ipufs_watch {
 };
 
 /* The FUSE reader compares this many words of a span per try, from where
- * its last try stopped, so that a try stays short (a whole ipu1 block of
- * 20480 words took 6 us); the watcher's thread compares the whole span. */
+ * its last try stopped, so that a try stays short (a whole ipu1 block is
+ * 80 KiB, many times the 1 KiB of a try); the watcher's thread compares
+ * the whole span. */
 #define IPUFS_SPAN_PER_TRY 256
 
 static int ipufs_span_differs(struct ipufs_watch *w, size_t limit)
