@@ -17,12 +17,12 @@ from ipufs.abi.registers import TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiResult
 from ipufs.model.executor import Execution, debug as tile_debug
 from ipufs.model.memory import BarMemory, sparse_words
 from ipufs.model.profile import Profile
-from ipufs.model.tdi import WRITE_ONLY, TdiRefused, TdiRegister, TileDebug
+from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
 
 #: registers per tile (TDBG_TDI_APERTURE_SPACE)
 PER_TILE = TDI_TILE_STRIDE // TDI_REGISTER_WIDTH
-#: the registers a read answers; the others (write-only, unknown) read 0
-READABLE = tuple(r for r in TdiRegister if r not in WRITE_ONLY)
+#: the debug state of a tile never used
+_UNUSED = TileDebug()
 #: stores found together are applied in the order a host's sequence needs
 #: (the owner and data first, then clearing flags and exceptions, then the
 #: injection), whatever their addresses
@@ -62,30 +62,29 @@ class TileRegisters:
         self.dirty.clear()
 
     # --- what a read answers ------------------------------------------------------
-    def values(self, tile: int) -> NDArray[np.uint32]:
+    def values(self, tile: int) -> list[int]:
         """The 16 registers of ``tile`` as a read answers them (0 for a tile
         instance that holds no tile)."""
-        out = np.zeros(PER_TILE, dtype=np.uint32)
-        if 0 <= tile < self.tiles:
-            debug = self.debug.get(tile) or TileDebug()
-            for reg in READABLE:  # none of them refuses a read
-                out[reg] = tile_debug.read_register(self.execution, tile, debug, reg) & 0xFFFFFFFF
-        return out
+        if not 0 <= tile < self.tiles:
+            return [0] * PER_TILE
+        debug = self.debug.get(tile)
+        return [v & 0xFFFFFFFF for v in tile_debug.register_values(self.execution, tile, debug or _UNUSED)]
 
     def publish(self) -> None:
         """Store the registers of every dirty tile. A word a client stored
         and the model has not acted on yet is left for it to act on."""
         if not self.dirty:
             return
-        words, expect = self.words, self.expect
+        words, expect, config = self.words, self.expect, self.config
         for tile in sorted(self.dirty):
             at = tile * PER_TILE
             now = self.values(tile)
-            untouched = words[at : at + PER_TILE] == expect[at : at + PER_TILE]
-            store = np.flatnonzero(untouched & (words[at : at + PER_TILE] != now))
-            if store.size:
-                self.config.store_words(store + (self._first + at), now[store])
-            expect[at : at + PER_TILE] = now
+            held, stored = words[at : at + PER_TILE].tolist(), expect[at : at + PER_TILE].tolist()
+            if now != stored or held != stored:
+                for reg, value in enumerate(now):
+                    if held[reg] == stored[reg] != value:  # (held != stored: a store not acted on yet)
+                        config.store_word(self._first + at + reg, value)
+                expect[at : at + PER_TILE] = now
         self.dirty.clear()
 
     # --- stores ---------------------------------------------------------------------
