@@ -23,7 +23,7 @@ P = PROFILES["ipu1"]
 
 def sparse(size: int) -> BarMemory:
     """Anonymous memory that costs nothing until touched, and whose clear()
-    drops its pages instead of storing 304 MiB of zeros."""
+    drops its pages instead of storing 512 MiB of zeros."""
     m = mmap.mmap(-1, size)
     return BarMemory(memoryview(m), discard=lambda at, n: m.madvise(mmap.MADV_REMOVE, at, n))
 
