@@ -73,7 +73,7 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
                 d.start(d.read_register("TILE_MEM_BASE"), range(tiles))
             time.sleep(0.5)
             busy = _round_trips(devices[0], n)
-            counters = [int.from_bytes(os.pread(d.ex_fd, 4, (tiles - 1) * d.read_register("TILE_WINDOW") + COUNTER),
+            counters = [int.from_bytes(os.pread(d.ex_fd, 4, d.window_start(tiles - 1) + COUNTER),
                                        "little") for d in devices]
             if not all(counters):
                 raise RuntimeError(f"the tiles did not run: last tiles' counters {counters}")

@@ -4,8 +4,8 @@
     .venv/bin/python benchmarks/isa_decode.py --smoke  # seconds
 
 Rows: the word decoder (Decoder.decode, one word at a time), the array
-decoder (Decoder.classify, numpy), and `ipufs disasm --raw` of a whole ipu1
-exchange window (1216 tiles × 256 KiB = 304 MiB): zeros, as after a reset,
+decoder (Decoder.classify, numpy), and `ipufs disasm --raw` of the tile
+windows of an ipu1 (1216 tiles × 256 KiB = 304 MiB): zeros, as after a reset,
 and one holding the same 4 KiB of random words in every tile (a loaded
 program repeats per tile); output to /dev/null. benchmarks/run.py adds
 these rows to docs/performance.md.
@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-WINDOW = 1216 * 256 * 1024  # the ipu1 exchange window
+WINDOW = 1216 * 256 * 1024  # the ipu1 tiles' windows (from 0x0c000000 of its exchange BAR)
 
 
 def _rate(words: int, seconds: float) -> str:

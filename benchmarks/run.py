@@ -405,6 +405,10 @@ def measure(smoke: bool) -> list[Row]:
             rows.append(Row(f"mount {count} × ipu2: time to serving / daemon RSS",
                             f"{seconds:.2f} s / {rss_mib(pid):.0f} MiB", "—", "—",
                             "1024 IPUs: < 3 s and < 200 MB" if count == 1024 else "—"))
+    # ipu1: 512 MiB exchange BARs (public sizes) and per-tile TDI registers in config space
+    with daemon(64, "ipu1") as (_, pid, seconds):
+        rows.append(Row("mount 64 × ipu1: time to serving / daemon RSS",
+                        f"{seconds:.2f} s / {rss_mib(pid):.0f} MiB", "—", "—", "—"))
     rows += compat_rows(smoke)
     import isa_decode  # benchmarks/isa_decode.py, beside this script
 

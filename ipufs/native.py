@@ -99,23 +99,35 @@ class Awake:
         _lib.ipufs_asleep(self._word)
 
 
+#: One watched IPU: words, index, expect, bell_words, bell[, span, span_expect].
+WatchEntry = tuple[object, object, object, object, int] | tuple[object, object, object, object, int, object, object]
+
+
 class Watch:
     """The register watcher's detector: for each watched IPU, config space
-    ``words`` whose entries at ``index`` must equal ``expect``, and word
-    ``bell`` of ``bell_words`` that must stay 0. Each argument is a buffer
-    of uint32 (a numpy array, without numpy imported here); they must stay
-    alive and in place while the Watch is used. One thread may wait() while
-    another spins a SpinReader over the same Watch."""
+    ``words`` whose entries at ``index`` must equal ``expect``, word
+    ``bell`` of ``bell_words`` that must stay 0 and, optionally, a ``span``
+    of words that must equal ``span_expect`` (the whole span on the
+    watcher's polls, a part per try in a SpinReader). Each argument is a
+    buffer of uint32 (a numpy array, without numpy imported here); they
+    must stay alive and in place while the Watch is used. One thread may
+    wait() while another spins a SpinReader over the same Watch."""
 
-    def __init__(self, entries: list[tuple[object, object, object, object, int]]) -> None:
+    def __init__(self, entries: list[WatchEntry]) -> None:
         self._watches = _ffi.new("struct ipufs_watch[]", max(len(entries), 1))
         self._views: list[object] = []  # the buffers' cdata, alive as long as the watch
-        for slot, (words, index, expect, bell_words, bell) in zip(self._watches, entries, strict=False):
+        for slot, (words, index, expect, bell_words, bell, *span) in zip(self._watches, entries, strict=False):
             views = [_ffi.from_buffer("uint32_t[]", b) for b in (words, index, expect, bell_words)]
             self._views += views
             slot.words, slot.index, slot.expect = views[0], views[1], views[2]
             slot.count = len(views[1])
             slot.bell = views[3] + bell
+            if span and len(memoryview(span[0])):  # type: ignore[arg-type]
+                spans = [_ffi.from_buffer("uint32_t[]", b) for b in span]
+                if len(spans[0]) != len(spans[1]):
+                    raise ValueError("a watched span and its expected words differ in length")
+                self._views += spans
+                slot.span, slot.span_expect, slot.span_count = spans[0], spans[1], len(spans[0])
         self._ready = _ffi.new("unsigned char[]", max(len(entries), 1))  # wait()'s
         self._spun = _ffi.new("unsigned char[]", max(len(entries), 1))  # a SpinReader's
         self.count = len(entries)

@@ -34,12 +34,12 @@ ffibuilder.cdef(
     # The watch table's layout, declared once, in the C source.
     + re.search(r"^struct ipufs_watch \{.*?^\};$", SOURCE, re.M | re.S).group(0)  # type: ignore[union-attr]
     + """
-    int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
+    int ipufs_watch(struct ipufs_watch *watches, int n, unsigned char *ready,
                     long period_ns, long timeout_ns, uint32_t *awake);
     void ipufs_asleep(uint32_t *awake);
     #define IPUFS_SPIN_WATCHED ...
     long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
-                         const struct ipufs_watch *watches, int n, unsigned char *ready,
+                         struct ipufs_watch *watches, int n, unsigned char *ready,
                          uint32_t *awake);
     """
 )

@@ -7,6 +7,7 @@
 # `./dev generate` rewrites them all; tests compare.
 from __future__ import annotations
 
+import errno
 import sys
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from ipufs.abi import elf, icu, registers
 from ipufs.abi import ioctls as abi
 from ipufs.abi.interrupts import ALL_SOURCES, SIGNAL_NAMES, Interrupt
 from ipufs.model import sync, tdi
+from ipufs.model.profile import PROFILES
 from ipufs.abi import tile_code
 from scripts.markers import between
 
@@ -42,6 +44,7 @@ def render_header() -> str:
         "#ifndef IPUFS_IPU_H",
         "#define IPUFS_IPU_H",
         "",
+        "#include <errno.h>",
         "#include <stdint.h>",
         "#include <linux/ioctl.h>",
         "",
@@ -86,6 +89,28 @@ def render_header() -> str:
     out += ["", "/* Tile debug registers (IPU_REG_TDI_REG) and TDI_STS bits. */"]
     out += [f"#define IPU_TDI_REG_{c.name} 0x{c.value:02X}" for c in tdi.TdiRegister]
     out += [f"#define IPU_TDI_STS_{c.name} 0x{c.value:x}" for c in tdi.TdiStatus]
+    out += ["", "/* Per-tile TDI registers, where IPU_REG_TILE_TDI_BASE is not 0 (docs/registers.md):",
+            " * register `reg` of `tile` at IPU_TILE_TDI_REG(base, tile, reg) in ipuN. */",
+            f"#define IPU_TDI_TILE_STRIDE 0x{registers.TDI_TILE_STRIDE:X}",
+            f"#define IPU_TDI_REGISTER_WIDTH {registers.TDI_REGISTER_WIDTH}",
+            "#define IPU_TILE_TDI_REG(base, tile, reg) \\",
+            "    ((base) + (uint32_t)(tile) * IPU_TDI_TILE_STRIDE + (uint32_t)(reg) * IPU_TDI_REGISTER_WIDTH)",
+            "/* The errno (negated) of a TDI_RESULT: what a pwrite of a per-tile TDI register",
+            " * fails with when the TDI refuses it, and what ipufs_start() returns. */",
+            "static inline int ipufs_tdi_errno_(int result)", "{", "    switch (result) {",
+            "    case IPU_TDI_RESULT_OK: return 0;"]
+    out += [f"    case IPU_TDI_RESULT_{r.name}: return -{errno.errorcode[e]};" for r, e in registers.TDI_ERRNOS.items()]
+    out += ["    default: return result < 0 ? result : -EIO;", "    }", "}"]
+    out += ["", "/* Each profile's layout: IPU_REG_TILE_EXCHANGE_BASE, IPU_REG_TILE_WINDOW and",
+            " * IPU_REG_TILE_TDI_BASE say the same of a running IPU; tile T's window is at",
+            " * EXCHANGE_TILE_BASE + T * TILE_WINDOW of ipuN_ex (logical tile T is instance T). */"]
+    for p in PROFILES.values():
+        name = p.name.upper()
+        out += [f"#define IPUFS_{name}_EXCHANGE_SIZE 0x{p.exchange_size:08X}u",
+                f"#define IPUFS_{name}_EXCHANGE_TILE_BASE 0x{p.exchange_tile_base:08X}u",
+                f"#define IPUFS_{name}_TILE_WINDOW 0x{p.tile_window:X}u",
+                f"#define IPUFS_{name}_TILE_INSTANCES {p.tile_instances}",
+                f"#define IPUFS_{name}_TILE_TDI_BASE 0x{p.tdi_tile_base or 0:X}u"]
     out += ["", "/* Exception causes (IPU_REG_EXC_CAUSE, IPU_REG_ERROR_STATE). */"]
     out += [f"#define IPU_EXC_{c.name} {c.value}" for c in registers.ExceptionCause]
     out += ["", "/* Sync zones for IPU_REG_CMD_SYNC. */"]

@@ -2,8 +2,10 @@
 # table; they must match it, and the C compiler must agree on the values.
 from __future__ import annotations
 
+import errno
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,8 @@ from ipufs.abi import ioctls as abi
 from scripts import generate_abi as header
 from ipufs.abi.icu import Op, op_word
 from ipufs.abi.interrupts import SIGNAL_NAMES, Interrupt
-from ipufs.abi.registers import REGISTERS, ExceptionCause
+from ipufs.abi.registers import REGISTERS, TDI_ERRNOS, ExceptionCause, TdiResult
+from ipufs.model.profile import PROFILES, Profile
 
 
 def test_committed_header_is_generated_from_the_table() -> None:
@@ -33,6 +36,9 @@ def test_c_sees_the_same_numbers(tmp_path: Path) -> None:
     names += [f"IPUFS_INT_{s.name}" for s in Interrupt] + ["IPUFS_INT_ALL", "IPUFS_MAX_BUFFERS"]
     names += [f"IPU_REG_{r}" for r in REGISTERS] + [f"IPU_EXC_{c.name}" for c in ExceptionCause]
     names += [f"IPU_ICU_{o.name}" for o in Op] + ["IPU_ICU_OP_WORD(8,16)"]
+    layout = [f"IPUFS_{p.upper()}_{k}" for p in PROFILES for k in _LAYOUT]
+    names += layout + ["IPU_TILE_TDI_REG(0x30000,1215,7)"]
+    names += [f"-ipufs_tdi_errno_({r.value})" for r in TdiResult]
     src = tmp_path / "values.c"
     src.write_text(
         '#include <stdio.h>\n#include "ipufs/ipu.h"\nint main(void) {\n'
@@ -51,7 +57,19 @@ def test_c_sees_the_same_numbers(tmp_path: Path) -> None:
     expected |= {f"IPU_REG_{n}": r.offset for n, r in REGISTERS.items()}
     expected |= {f"IPU_EXC_{c.name}": c.value for c in ExceptionCause}
     expected |= {f"IPU_ICU_{o.name}": o.value for o in Op} | {"IPU_ICU_OP_WORD(8,16)": op_word(16, 8)}
+    # each profile's layout as the model has it, and the per-tile TDI register of the public constants
+    expected |= {f"IPUFS_{n.upper()}_{k}": value(p) for n, p in PROFILES.items() for k, value in _LAYOUT.items()}
+    expected["IPU_TILE_TDI_REG(0x30000,1215,7)"] = 0x30000 + 1215 * 0x40 + 7 * 4
+    expected |= {f"-ipufs_tdi_errno_({r.value})": 0 if r == TdiResult.OK else TDI_ERRNOS.get(r, errno.EIO)
+                 for r in TdiResult}
     assert {k: int(v) for k, v in out.items()} == expected
+
+
+_LAYOUT: dict[str, Callable[[Profile], int]] = {
+    "EXCHANGE_SIZE": lambda p: p.exchange_size, "EXCHANGE_TILE_BASE": lambda p: p.exchange_tile_base,
+    "TILE_WINDOW": lambda p: p.tile_window, "TILE_INSTANCES": lambda p: p.tile_instances,
+    "TILE_TDI_BASE": lambda p: p.tdi_tile_base or 0,
+}
 
 
 def test_ioctl_numbers_follow_the_known_facts() -> None:

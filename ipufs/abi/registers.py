@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import enum
+import errno
 from dataclasses import dataclass
 
 
@@ -70,6 +71,10 @@ BLOCKS: tuple[Block, ...] = (
         ("TILE_MEM_BASE", 0x44, RO, "first populated tile address"),
         ("TILE_WINDOW", 0x48, RO, "stride of a tile's window in ipuN_ex (a power of two)"),
         ("GROUP_SIZE", 0x4C, RO, "IPUs taking part in GS2 with this one (its board)"),
+        ("TILE_EXCHANGE_BASE", 0x50, RO, "offset in ipuN_ex of tile 0's window; tile T's is at "
+                                         "TILE_EXCHANGE_BASE + T * TILE_WINDOW"),
+        ("TILE_TDI_BASE", 0x54, RO, "offset in ipuN of tile 0's TDI registers; tile T's register R is at "
+                                    "TILE_TDI_BASE + T * 0x40 + R * 4; 0: none (the TDI aperture only)"),
     ),
     _block(
         "CONTROL", 0x0100, "status of the whole device",
@@ -134,6 +139,13 @@ BY_OFFSET: dict[int, Register] = {r.offset: r for r in REGISTERS.values()}
 #: The command registers, one contiguous run: [start, end) in bytes.
 DOORBELL_SPAN = (BLOCK["DOORBELL"].registers[0].offset, BLOCK["DOORBELL"].registers[-1].offset + 4)
 
+#: The per-tile TDI registers (docs/registers.md, profiles that have them):
+#: one TDI_TILE_STRIDE of config space per tile instance, registers of
+#: TDI_REGISTER_WIDTH bytes (research/ipu1/ipu1_consts.c: SOC_IPU_MEM_TILE_STRIDE,
+#: TDBG_TDI_REGISTER_WIDTH; TDBG_TDI_APERTURE_SPACE = 16 registers fill the stride).
+TDI_TILE_STRIDE = 0x40
+TDI_REGISTER_WIDTH = 4
+
 ARCH_CODES = {"ipu1": 1, "ipu2": 2, "ipu21": 21}
 BOARD_CODES = {"C2": 1, "M2000": 2, "C600": 3}
 
@@ -157,6 +169,19 @@ class TdiResult(enum.IntEnum):
     BAD_WIDTH = 8
     NOT_QUIESCENT = 9  # DBG_IEXEC: the DBG_IOWNER context is active (TDI_STS.CNQ)
     TDI_ERROR = 10  # DBG_IEXEC ignored: an error flag of TDI_STS is set (clear it with TDI_CLR)
+
+
+#: The errno a pwrite of a per-tile TDI register fails with when the TDI
+#: refuses it (the C header's ipufs_tdi_errno_() gives the same); EIO for
+#: any other refusal.
+TDI_ERRNOS: dict[TdiResult, int] = {
+    TdiResult.UNSUPPORTED: errno.EOPNOTSUPP,
+    TdiResult.BAD_REGISTER: errno.EINVAL,
+    TdiResult.BAD_TILE: errno.ERANGE,
+    TdiResult.BAD_VALUE: errno.EINVAL,
+    TdiResult.BAD_WIDTH: errno.EINVAL,
+    TdiResult.NOT_QUIESCENT: errno.EBUSY,
+}
 
 
 class ExceptionCause(enum.IntEnum):

@@ -15,7 +15,7 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi import icu
 from ipufs.abi.nodes import node_name
 from ipufs.client.where import default_root
-from ipufs.abi.registers import REGISTERS, TdiCommand, TdiResult
+from ipufs.abi.registers import REGISTERS, TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiCommand, TdiResult
 
 _U64 = struct.Struct("<Q")
 
@@ -96,6 +96,29 @@ class Device:
     def write_register(self, name: str, value: int) -> None:
         """Store a register; a command has run when this returns."""
         os.pwrite(self.fd, (value & 0xFFFFFFFF).to_bytes(4, "little"), REGISTERS[name].offset)
+
+    def window_start(self, tile: int) -> int:
+        """Where ``tile``'s window (its SRAM, tile address TILE_MEM_BASE
+        first) starts in ipuN_ex."""
+        return self.read_register("TILE_EXCHANGE_BASE") + tile * self.read_register("TILE_WINDOW")
+
+    def tile_register_offset(self, tile: int, reg: int) -> int:
+        """Where TDI register ``reg`` of ``tile`` is in ipuN (profiles with
+        per-tile TDI registers: TILE_TDI_BASE non-zero; OSError ENODEV else)."""
+        base = self.read_register("TILE_TDI_BASE")
+        if not base:
+            raise OSError(errno.ENODEV, "this IPU has no per-tile TDI registers: use the TDI aperture")
+        return base + tile * TDI_TILE_STRIDE + reg * TDI_REGISTER_WIDTH
+
+    def read_tile_register(self, tile: int, reg: int) -> int:
+        """A per-tile TDI register, by pread (docs/registers.md)."""
+        return int.from_bytes(os.pread(self.fd, 4, self.tile_register_offset(tile, reg)), "little")
+
+    def write_tile_register(self, tile: int, reg: int, value: int) -> None:
+        """Store a per-tile TDI register by pwrite: the TDI's WRITE_REG,
+        done when this returns; a refusal raises OSError with the errno of
+        docs/registers.md (EBUSY, EOPNOTSUPP, EINVAL, ERANGE, EIO)."""
+        os.pwrite(self.fd, (value & 0xFFFFFFFF).to_bytes(4, "little"), self.tile_register_offset(tile, reg))
 
     def load_elf(self, data: bytes, tiles: Iterable[int] | None = None) -> int:
         """Load an elf32-colossus file's segments into ``tiles`` (default

@@ -1,7 +1,7 @@
 # Loading tile code: the PT_LOAD segments of an elf32-colossus file into
 # the memory of chosen tiles, through each tile's window of the exchange
-# BAR (ipuN_ex: tile T's SRAM at T * TILE_WINDOW, tile address
-# TILE_MEM_BASE at its start). The checks are the model's tile memory
+# BAR (ipuN_ex: tile T's SRAM at TILE_EXCHANGE_BASE + T * TILE_WINDOW, tile
+# address TILE_MEM_BASE at its start). The checks are the model's tile memory
 # rules (ipufs/model/tiles.py) read from the config space registers: the
 # populated addresses are TILE_MEM_BASE .. + SRAM_PER_TILE, region 0 their
 # first half, and code is fetched from region 0 only. Every segment and
@@ -42,6 +42,11 @@ class TileMemoryMap:
     sram: int  # bytes per tile
     base: int  # first populated tile address
     window: int  # stride of a tile's window in ipuN_ex
+    exchange_base: int = 0  # where tile 0's window starts in ipuN_ex
+
+    def window_start(self, tile: int) -> int:
+        """Where ``tile``'s window starts in ipuN_ex."""
+        return self.exchange_base + tile * self.window
 
     @property
     def end(self) -> int:
@@ -56,7 +61,8 @@ class TileMemoryMap:
         code = device.read_register("ARCH")
         arch = next((name for name, c in ARCH_CODES.items() if c == code), f"arch {code}")
         return cls(arch, device.read_register("TILE_COUNT"), device.read_register("SRAM_PER_TILE"),
-                   device.read_register("TILE_MEM_BASE"), device.read_register("TILE_WINDOW"))
+                   device.read_register("TILE_MEM_BASE"), device.read_register("TILE_WINDOW"),
+                   device.read_register("TILE_EXCHANGE_BASE"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +128,7 @@ def load_elf(device: Device, data: bytes, tiles: Iterable[int] | None = None) ->
     chosen = list(range(memory.tiles)) if tiles is None else list(tiles)
     placements = plan(elf.read_elf(data), memory, chosen)
     for tile in chosen:
-        at = tile * memory.window
+        at = memory.window_start(tile)
         for p in placements:
             # pwrite, not the mapping: a store the daemon sees at once in
             # either serving mode (passthrough or page cache).

@@ -55,17 +55,19 @@ class BackingFile:
         file): untouched pages of a sparse BAR hold none. One fstat."""
         return os.fstat(self.fd).st_blocks if self.fd >= 0 else 0
 
-    def discard(self) -> None:
-        """Zero the whole file by dropping its pages (MADV_REMOVE punches a
-        hole in shmem and in most filesystems), so a reset of a large BAR
-        costs no memory; where that is refused, store zeros."""
+    def discard(self, offset: int = 0, length: int | None = None) -> None:
+        """Zero the file (or ``length`` bytes at ``offset``, whole pages) by
+        dropping its pages (MADV_REMOVE punches a hole in shmem and in most
+        filesystems), so a reset of a large BAR costs no memory; where that
+        is refused, store zeros."""
+        end = self.size if length is None else offset + length
         try:
-            self.map.madvise(mmap.MADV_REMOVE, 0, self.size)
+            self.map.madvise(mmap.MADV_REMOVE, offset, end - offset)
         except OSError:
             chunk = bytes(1 << 20)
-            for offset in range(0, self.size, len(chunk)):
-                n = min(len(chunk), self.size - offset)
-                self.map[offset : offset + n] = chunk[:n]
+            for at in range(offset, end, len(chunk)):
+                n = min(len(chunk), end - at)
+                self.map[at : at + n] = chunk[:n]
 
     def close(self) -> None:
         if self.fd >= 0:

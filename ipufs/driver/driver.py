@@ -17,6 +17,7 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi.icu import MESSAGE as icu_message
 from ipufs.abi.interrupts import ALL_SOURCES, FIRST_SIGNAL, SIGNAL_NAMES, Interrupt
 from ipufs.abi.ioctls import Dir, IoctlSpec
+from ipufs.abi.registers import TDI_ERRNOS, TdiResult
 from ipufs.driver import procs
 from ipufs.driver.arguments import U64, Arg, Arguments, Command, Sizes
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
@@ -27,6 +28,7 @@ from ipufs.driver.nodes import Node
 from ipufs.driver.system import REAL, SystemCalls
 from ipufs.driver.watch import ExitWatcher
 from ipufs.fuse.errors import FUSEError
+from ipufs.model.tdi import TdiRefused
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -204,11 +206,16 @@ class IpuDriver:
         """A host write of config space (pwrite on ipuN) by thread ``pid``.
         The interrupt mask is the attached process's, as with
         MASK/UNMASK_INTERRUPT: a write that would change it is refused
-        (EPERM, nothing of it stored) unless that process makes it."""
+        (EPERM, nothing of it stored) unless that process makes it. A
+        refused store to a per-tile TDI register fails with the errno of
+        registers.TDI_ERRNOS (EIO for others)."""
         model = self.devices.ipus[ipu]
         if model.changes_mask(offset, data):
             self.check_attached(ipu, pid)
-        return model.write_config(offset, data)
+        try:
+            return model.write_config(offset, data)
+        except TdiRefused as refused:  # a per-tile TDI register (docs/registers.md)
+            raise FUSEError(TDI_ERRNOS.get(TdiResult(refused.result), errno.EIO), str(refused)) from None
 
     def check_attached(self, ipu: int, pid: int) -> None:
         """Refuse (EPERM) unless thread ``pid`` belongs to the process

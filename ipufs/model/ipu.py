@@ -24,6 +24,7 @@ from ipufs.abi.registers import ExceptionCause, TdiCommand, TdiResult
 from ipufs.model.sync import SyncGroup, SyncRefused, interrupt_for
 from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
 from ipufs.model.executor import Execution, debug as tile_debug
+from ipufs.model.tile_registers import TileRegisters
 from ipufs.model.tiles import MisalignedAccess, TileMemory
 
 REG = R.REGISTERS
@@ -82,6 +83,12 @@ class Ipu:
         self.interrupts = InterruptController(index=index, outbox=set() if outbox is None else outbox)
         self.tiles = TileMemory(profile, self.memory[Region.EXCHANGE])
         self.tdi: dict[int, TileDebug] = {}
+        #: the tiles' contexts and the code they run (docs/execution.md)
+        self.execution = Execution(self)
+        #: the per-tile TDI registers in config space, where the profile has them
+        self.tile_registers = (None if profile.tdi_tile_base is None else
+                               TileRegisters(profile, self.config, self.execution, self.tdi))
+        self._no_span = np.zeros(0, dtype=np.uint32)
         self.exception: HeldException | None = None
         self.exception_count = 0
         self.raised_sticky = 0
@@ -115,8 +122,6 @@ class Ipu:
         self._status_slot = slice(doorbells.size, doorbells.size + _STATUS_INDEX.size)
         self._write_identity()
         self.sync_registers()
-        #: the tiles' contexts and the code they run (docs/execution.md)
-        self.execution = Execution(self)
 
     # --- registers -----------------------------------------------------------
     def _reg(self, reg: R.Register) -> int:
@@ -140,7 +145,8 @@ class Ipu:
             "BOOTLOADER_VERSION": bl[0] << 16 | bl[1] << 8 | bl[2],
             "LINK_SPEED": p.link_speed_tenths, "LINK_WIDTH": p.link_width, "NUMA_NODE": 0,
             "PARITY_INIT": 1, "TILE_MEM_BASE": self.tiles.base, "TILE_WINDOW": p.tile_window,
-            "GROUP_SIZE": where.group_size,
+            "GROUP_SIZE": where.group_size, "TILE_EXCHANGE_BASE": p.exchange_tile_base,
+            "TILE_TDI_BASE": p.tdi_tile_base or 0,
         }
 
     def _status(self) -> list[int]:
@@ -159,6 +165,15 @@ class Ipu:
         self.config.store_words(_STATUS_INDEX, np.array(values, dtype=np.uint32))
         self.watch_expect[self._status_slot] = values
         self._synced = values
+        self.debug_changed()
+
+    def debug_changed(self) -> None:
+        """Tiles' debug state moved (the executor, a TDI command): their
+        per-tile TDI registers show it."""
+        if self.tile_registers is not None:
+            self.tile_registers.publish()
+        else:
+            self.execution.debug_touched.clear()
 
     def _changed(self) -> None:
         """Model state changed: show it in the registers, unless a register
@@ -167,6 +182,8 @@ class Ipu:
         runs between a device event and its signal, on the interrupt path."""
         if self._batching:
             return
+        if self.execution.debug_touched:
+            self.debug_changed()
         synced = self._synced
         for slot, (_, value) in enumerate(STATUS):
             now = value(self)
@@ -182,14 +199,37 @@ class Ipu:
         register it touched takes effect before this returns. Writes to
         read-only registers are undone; offsets outside the map are plain
         memory. A write covering INT_MASK sets the mask: the driver lets
-        only the attached process make one (docs/registers.md). Returns the
-        count stored (short at the end of the BAR)."""
+        only the attached process make one (docs/registers.md). Per-tile
+        TDI registers are TDI register writes, word by word: the first
+        refused raises TdiRefused, or ends the write short after others.
+        Returns the count stored (short at the end of the BAR)."""
+        block = self.tile_registers
+        if block is not None and block.overlaps(offset, len(data)):
+            return self._write_spanning(block, offset, memoryview(data))
         n = self.config.write(offset, data)
         if n:
             if offset < _INT_MASK.offset + 4 and offset + n > _INT_MASK.offset:
                 self.interrupts.set_mask(self._reg(_INT_MASK))
             self.poll_registers()
         return n
+
+    def _write_spanning(self, block: TileRegisters, offset: int, data: memoryview) -> int:
+        """write_config of a write that covers per-tile TDI registers: what
+        lies before them, them, what lies after, in order."""
+        n = self.config.clip(offset, len(data))
+        first, last = max(offset, block.start), min(offset + n, block.end)
+        done = self.write_config(offset, data[: first - offset]) if first > offset else 0
+        try:
+            done += block.write_words(first, data[first - offset : last - offset])
+        except TdiRefused:
+            if not done:
+                raise
+            return done  # what lies before was written
+        if done < last - offset:
+            return done
+        if offset + n > last:
+            done += self.write_config(last, data[last - offset : n])
+        return done
 
     def changes_mask(self, offset: int, data: bytes | memoryview) -> bool:
         """Whether a host write of ``data`` at ``offset`` would change the
@@ -210,13 +250,19 @@ class Ipu:
         return bool(
             self.icu.mailbox.words[MAILBOX_BELL]
             or not np.array_equal(self.config.words[self.watch_index], self.watch_expect)
+            or (self.tile_registers is not None and self.tile_registers.changed())
         )
 
-    def watched_words(self) -> tuple[object, object, object, object, int]:
+    def watched_words(self) -> tuple[object, object, object, object, int, object, object]:
         """What a detector of host stores compares, as native.Watch takes it:
         config space words, the indices to watch, the values expected there,
-        the mailbox words and the index of its DOORBELL (must stay 0)."""
-        return self.config.words, self.watch_index, self.watch_expect, self.icu.mailbox.words, MAILBOX_BELL
+        the mailbox words and the index of its DOORBELL (must stay 0), and a
+        span of config space words that must equal another array (the
+        per-tile TDI registers and what the model stored there; empty
+        without them)."""
+        block = self.tile_registers
+        span = (block.words, block.expect) if block is not None else (self._no_span, self._no_span)
+        return self.config.words, self.watch_index, self.watch_expect, self.icu.mailbox.words, MAILBOX_BELL, *span
 
     def poll_registers(self) -> bool:
         """Act on what the host stored in registers, by pwrite or through a
@@ -237,6 +283,8 @@ class Ipu:
                         acted = True
             if self.icu.mailbox.words[Header.DOORBELL // 4]:
                 self.serve_mailbox()
+                acted = True
+            if self.tile_registers is not None and self.tile_registers.act():
                 acted = True
         finally:
             self._batching = False
@@ -301,6 +349,7 @@ class Ipu:
         if not 0 <= tile < self.profile.tiles:
             return TdiResult.BAD_TILE
         debug = self.tdi.setdefault(tile, TileDebug())
+        self.execution.debug_touched.add(tile)  # its per-tile registers show what this does
         data = self._reg(REG["TDI_DATA_LO"]) | self._reg(REG["TDI_DATA_HI"]) << 32
         try:
             if command == TdiCommand.READ_REG:
@@ -426,6 +475,8 @@ class Ipu:
         self.execution.reset()
         self.tiles.clear()
         self.tdi.clear()
+        if self.tile_registers is not None:
+            self.tile_registers.clear()
         self.exception = None
         self.exception_count = 0
         self.group.withdraw(self.index)

@@ -5,10 +5,22 @@
 # client maps these very pages and nothing needs publishing.
 from __future__ import annotations
 
+import mmap
 from collections.abc import Callable
 
 import numpy as np
 from numpy.typing import NDArray
+
+
+PAGE = 4096
+
+
+def sparse_words(count: int) -> NDArray[np.uint32]:
+    """``count`` u32 zeros that hold no memory until written (an anonymous
+    mapping: pages read before any write are the kernel's zero page). For
+    the model's large, mostly zero shadows, one per IPU."""
+    private = mmap.mmap(-1, max(count, 1) * 4, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)  # shared would be shmem
+    return np.frombuffer(private, dtype=np.uint32, count=count)
 
 
 class BarMemory:
@@ -19,15 +31,16 @@ class BarMemory:
         buffer: memoryview | bytearray | NDArray[np.uint8],
         *,
         track_dirty: bool = False,
-        discard: Callable[[], None] | None = None,
+        discard: Callable[[int, int], None] | None = None,
     ) -> None:
         self.bytes: NDArray[np.uint8] = np.frombuffer(buffer, dtype=np.uint8)
         self.words: NDArray[np.uint32] = self.bytes[: self.bytes.size // 4 * 4].view(np.uint32)
         self.track_dirty = track_dirty
         self._dirty: list[tuple[int, int]] = []
-        #: Zeroes the whole region by dropping its pages (provided by the
-        #: driver, which owns the backing file); without it, clear() stores
-        #: zeros, which would make a sparse BAR resident.
+        #: Zeroes ``length`` bytes at ``offset`` (whole pages) by dropping
+        #: their pages (provided by the driver, which owns the backing
+        #: file); without it, clear() stores zeros, which would make a
+        #: sparse BAR resident.
         self._discard = discard
 
     @property
@@ -70,14 +83,16 @@ class BarMemory:
             if self.track_dirty:
                 self._dirty.extend((int(i) * 4, 4) for i in where)
 
-    def clear(self) -> None:
-        """All zeros, and no memory held for it where the backing allows."""
-        if self._discard is not None:
-            self._discard()
+    def clear(self, offset: int = 0, length: int | None = None) -> None:
+        """All zeros (or ``length`` bytes at ``offset``, whole pages), and
+        no memory held for them where the backing allows."""
+        length = self.size - offset if length is None else self.clip(offset, length)
+        if self._discard is not None and not (offset | length) % PAGE:
+            self._discard(offset, length)
         else:
-            self.bytes[:] = 0
+            self.bytes[offset : offset + length] = 0
         if self.track_dirty:
-            self._dirty.append((0, self.size))
+            self._dirty.append((offset, length))
 
     def take_dirty(self) -> list[tuple[int, int]]:
         """The ranges written since the last call, and forget them."""

@@ -1,12 +1,16 @@
 # Device profiles: what kind of IPU is emulated, as data. Facts from public
 # sources (tile counts, SRAM, workers: research/ipu1/ipu1_consts.c of
 # github.com/Saghetti0/graphcore-ipu-research and Graphcore's product documentation; PCI ids: the pci.ids
-# database); BAR sizes are ipufs's own choice (the real ones are not public)
-# and are documented in docs/profiles.md.
+# database); BAR sizes are ipufs's own choice where the real ones are not
+# public, and the public constants of research/ipu1/ipu1_consts.c where they
+# are (ipu1's exchange BAR and its per-tile TDI registers), all documented in
+# docs/profiles.md and docs/registers.md.
 from __future__ import annotations
 
 import enum
 from dataclasses import dataclass
+
+from ipufs.abi.registers import TDI_TILE_STRIDE
 
 KiB = 1024
 MiB = 1024 * KiB
@@ -44,6 +48,22 @@ class Profile:
     config_size: int = 1 * MiB
     mailbox_size: int = 64 * KiB
     host_memory_size: int = 64 * MiB
+    #: the exchange BAR's size; None: tiles x tile window (ipufs's layout)
+    exchange_bar_size: int | None = None
+    #: where tile 0's window starts in the exchange BAR (tile T's is at
+    #: exchange_tile_base + T x tile_window: logical tile T is instance T)
+    exchange_tile_base: int = 0
+    #: where tile 0's per-tile TDI registers start in config space (tile T's
+    #: register R at + T x TDI_TILE_STRIDE + R x TDI_REGISTER_WIDTH); None:
+    #: the profile has none, only the TDI aperture
+    tdi_tile_base: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.exchange_tile_base + self.tile_instances * self.tile_window > self.exchange_size \
+                or self.tile_instances < self.tiles:
+            raise ValueError(f"profile {self.name}: the tiles' windows do not fit its exchange BAR")
+        if self.tdi_tile_base is not None and self.tdi_tile_base + self.tdi_tile_span > self.config_size:
+            raise ValueError(f"profile {self.name}: the per-tile TDI registers do not fit its config space")
 
     @property
     def link_speed_tenths(self) -> int:
@@ -58,7 +78,21 @@ class Profile:
 
     @property
     def exchange_size(self) -> int:
-        return self.tiles * self.tile_window
+        return self.exchange_bar_size if self.exchange_bar_size is not None else self.tiles * self.tile_window
+
+    @property
+    def tile_instances(self) -> int:
+        """Tile windows the exchange BAR has room for from exchange_tile_base
+        (ipu1: 1280, the tiles of a GC2 before repair; the others: tiles)."""
+        if self.exchange_bar_size is None:
+            return self.tiles
+        return (self.exchange_bar_size - self.exchange_tile_base) // self.tile_window
+
+    @property
+    def tdi_tile_span(self) -> int:
+        """Bytes of config space the per-tile TDI registers take: one
+        TDI_TILE_STRIDE per tile instance (0 without them)."""
+        return 0 if self.tdi_tile_base is None else self.tile_instances * TDI_TILE_STRIDE
 
     def region_size(self, region: Region) -> int:
         return {
@@ -79,6 +113,11 @@ PROFILES: dict[str, Profile] = {
             pci_device=0x0001, board_type="C2", ipus_per_board=2, tiles=1216,
             sram_per_tile=256 * KiB, workers_per_tile=6, link_speed="8 GT/s", link_width=16,
             clock_mhz=1600, power_mw=75_000,
+            # research/ipu1/ipu1_consts.c: SOC_HOST_PCI_SPACE_ONE_PCI_CPLX_BAR_SIZE,
+            # _IPU_BASE (tile memory from there, _IPU_RANGE = 1280 windows of
+            # 0x40000) and SOC_IPU_MEM_BASE (the tiles' registers in config
+            # space, SOC_IPU_MEM_TILE_STRIDE apart): docs/registers.md
+            exchange_bar_size=0x2000_0000, exchange_tile_base=0x0C00_0000, tdi_tile_base=0x30000,
         ),
         Profile(
             # The IPU-M2000 reaches its host over RDMA, not PCIe, so no PCI

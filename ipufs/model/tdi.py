@@ -34,8 +34,14 @@ class TdiStatus(enum.IntFlag):
 
 
 CONTEXTS = 7  # supervisor 0, workers 1..6
+APERTURE = 16  # register indices per tile (TDBG_TDI_APERTURE_SPACE)
 CONTEXT_IDLE = 0
 CONTEXT_EXCEPTED = 2
+_CTXT_STS, _DBG_ECSR, _TDI_STS, _DBG_IOWNER = (int(r) for r in (TdiRegister.CTXT_STS, TdiRegister.DBG_ECSR,
+                                                                 TdiRegister.TDI_STS, TdiRegister.DBG_IOWNER))
+#: registers that read what was last written
+_HELD = tuple(int(r) for r in (TdiRegister.DBG_RBRK, TdiRegister.DBG_IOWNER, TdiRegister.DBG_DATA,
+                               TdiRegister.EXCHANGE_CTL, TdiRegister.TDI_CTL))
 READ_ONLY = {TdiRegister.CTXT_STS, TdiRegister.DBG_ECSR, TdiRegister.TDI_STS, TdiRegister.INCOMING_DCOUNT}
 WRITE_ONLY = {TdiRegister.DBG_IEXEC, TdiRegister.DBG_ECLR, TdiRegister.TDI_CLR}
 
@@ -66,19 +72,23 @@ class TileDebug:
             word |= state << (2 * context)
         return word
 
+    def values(self) -> list[int]:
+        """What a read of each register index answers (0 for the write-only
+        ones and the indices the TDI does not have)."""
+        regs = self.registers
+        out = [0] * APERTURE
+        out[_CTXT_STS] = self.context_status() if self.excepted else 0
+        for reg in _HELD:
+            out[reg] = regs.get(reg, 0)
+        out[_DBG_ECSR] = self.excepted.get(regs.get(_DBG_IOWNER, 0), 0)
+        out[_TDI_STS] = int(self.status)
+        return out  # INCOMING_DCOUNT: 0, no exchange runs
+
     def read(self, reg: int) -> int:
         if reg not in TdiRegister.__members__.values() or reg in WRITE_ONLY:
             self.status |= TdiStatus.INV
             raise TdiRefused(TdiResult.BAD_REGISTER, f"TDI register 0x{reg:02x} cannot be read")
-        if reg == TdiRegister.CTXT_STS:
-            return self.context_status()
-        if reg == TdiRegister.DBG_ECSR:
-            return self.excepted.get(self.registers.get(TdiRegister.DBG_IOWNER, 0), 0)
-        if reg == TdiRegister.TDI_STS:
-            return int(self.status)
-        if reg == TdiRegister.INCOMING_DCOUNT:
-            return 0
-        return self.registers.get(reg, 0)
+        return self.values()[reg]
 
     def write(self, reg: int, value: int) -> None:
         if reg not in TdiRegister.__members__.values() or reg in READ_ONLY:

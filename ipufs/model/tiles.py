@@ -11,7 +11,8 @@
 #   eight 64-bit banks; region 0 banks are contiguous, region 1 banks are
 #   interleaved by address bit 3 (odd/even 64-bit words);
 # - loads and stores must be naturally aligned.
-# A tile's SRAM lives in the exchange BAR at tile * WINDOW (tile-major).
+# A tile's SRAM lives in the exchange BAR at EXCHANGE_BASE + tile * WINDOW
+# (tile-major; logical tile T is window instance T: docs/registers.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,6 +45,8 @@ class TileMemory:
         self.window = profile.tile_window
         self.sram = profile.sram_per_tile
         self.base = self.window
+        #: where tile 0's window starts in the exchange BAR
+        self.exchange_base = profile.exchange_tile_base
         self.exchange = exchange
         self.bad_parity: set[tuple[int, int]] = set()  # (tile, word offset)
 
@@ -77,10 +80,14 @@ class TileMemory:
         la, lb = self.locate(a), self.locate(b)
         return (la.region, la.bank) == (lb.region, lb.bank)
 
-    def _exchange_offset(self, tile: int, offset: int) -> int:
+    def window_start(self, tile: int) -> int:
+        """Where ``tile``'s window starts in the exchange BAR."""
         if not 0 <= tile < self.profile.tiles:
             raise IndexError(f"tile {tile} of {self.profile.tiles}")
-        return tile * self.window + offset
+        return self.exchange_base + tile * self.window
+
+    def _exchange_offset(self, tile: int, offset: int) -> int:
+        return self.window_start(tile) + offset
 
     def read(self, tile: int, address: int, width: int) -> bytes:
         """A naturally aligned load; raises MisalignedAccess. Parity is the

@@ -133,18 +133,41 @@ static int ipufs_signalfd(int first, int last)
 /* The register watcher's detector (ipufs/driver/register_watcher.py). A store
  * through a shared mapping reaches no daemon code, so the words a client
  * may store to are compared with what the model last put there:
- * words[index[i]] must equal expect[i], and *bell (the mailbox DOORBELL
- * word) must be 0. The model may update expect[] while this reads it: a
- * torn read is a spurious wake-up, which the callers tolerate. */
+ * words[index[i]] must equal expect[i], *bell (the mailbox DOORBELL word)
+ * must be 0, and span[0..span_count) must equal span_expect (a block of
+ * registers too large to list word by word: the per-tile TDI registers).
+ * The model may update expect[] while this reads it: a torn read is a
+ * spurious wake-up, which the callers tolerate. */
 struct ipufs_watch {
     const uint32_t *words;
     const uint32_t *index;
     const uint32_t *expect;
     size_t count;
     const uint32_t *bell;
+    const uint32_t *span;
+    const uint32_t *span_expect;
+    size_t span_count;
+    size_t span_cursor;
 };
 
-static int ipufs_watch_differs(const struct ipufs_watch *w)
+/* The FUSE reader compares this many words of a span per try, from where
+ * its last try stopped, so that a try stays short (a whole ipu1 block is
+ * 80 KiB, many times the 1 KiB of a try); the watcher's thread compares
+ * the whole span. */
+#define IPUFS_SPAN_PER_TRY 256
+
+static int ipufs_span_differs(struct ipufs_watch *w, size_t limit)
+{
+    size_t count = w->span_count;
+    if (limit >= count)
+        return memcmp(w->span, w->span_expect, count * sizeof(uint32_t)) != 0;
+    size_t at = __atomic_load_n(&w->span_cursor, __ATOMIC_RELAXED) % count;
+    size_t n = count - at < limit ? count - at : limit;
+    __atomic_store_n(&w->span_cursor, (at + n) % count, __ATOMIC_RELAXED);
+    return memcmp(w->span + at, w->span_expect + at, n * sizeof(uint32_t)) != 0;
+}
+
+static int ipufs_watch_differs(struct ipufs_watch *w, size_t span_limit)
 {
     if (__atomic_load_n(w->bell, __ATOMIC_RELAXED) != 0)
         return 1;
@@ -152,15 +175,15 @@ static int ipufs_watch_differs(const struct ipufs_watch *w)
         if (__atomic_load_n(&w->words[w->index[i]], __ATOMIC_RELAXED)
             != __atomic_load_n(&w->expect[i], __ATOMIC_RELAXED))
             return 1;
-    return 0;
+    return w->span_count > 0 && ipufs_span_differs(w, span_limit);
 }
 
 /* Marks ready[w] for each watch that differs; returns how many. */
-static int ipufs_watch_scan(const struct ipufs_watch *watches, int n, unsigned char *ready)
+static int ipufs_watch_scan(struct ipufs_watch *watches, int n, unsigned char *ready, size_t span_limit)
 {
     int found = 0;
     for (int w = 0; w < n; w++) {
-        ready[w] = (unsigned char)ipufs_watch_differs(&watches[w]);
+        ready[w] = (unsigned char)ipufs_watch_differs(&watches[w], span_limit);
         found += ready[w];
     }
     return found;
@@ -186,7 +209,7 @@ static struct timespec ipufs_timespec(int64_t ns)
  * futex) instead of polling: a wake-up of this thread on the reader's CPU
  * would delay the request being answered. Runs without the GIL (cffi
  * releases it). Sets the calling thread's timer slack to 1 us. */
-static int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
+static int ipufs_watch(struct ipufs_watch *watches, int n, unsigned char *ready,
                        long period_ns, long timeout_ns, uint32_t *awake)
 {
     /* The default timer slack (50 us) would stretch a 100 us period by
@@ -194,7 +217,7 @@ static int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     int64_t deadline = ipufs_now_ns() + timeout_ns;
     for (;;) {
-        int found = ipufs_watch_scan(watches, n, ready);
+        int found = ipufs_watch_scan(watches, n, ready, SIZE_MAX);
         int64_t left = deadline - ipufs_now_ns();
         if (found || left <= 0)
             return found;
@@ -227,7 +250,7 @@ static void ipufs_asleep(uint32_t *awake)
  * Returns the length read, IPUFS_SPIN_WATCHED when some watch differs
  * (ready[] marked), or -errno (-EAGAIN when the time ran out). */
 static long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
-                            const struct ipufs_watch *watches, int n, unsigned char *ready,
+                            struct ipufs_watch *watches, int n, unsigned char *ready,
                             uint32_t *awake)
 {
     __atomic_store_n(awake, 1, __ATOMIC_RELEASE);
@@ -237,7 +260,7 @@ static long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
         if (got >= 0)
             return (long)got;
         int error = errno;
-        if (error == EAGAIN && n > 0 && ipufs_watch_scan(watches, n, ready))
+        if (error == EAGAIN && n > 0 && ipufs_watch_scan(watches, n, ready, IPUFS_SPAN_PER_TRY))
             return IPUFS_SPIN_WATCHED;
         if (error != EAGAIN || ipufs_now_ns() >= deadline) {
             ipufs_asleep(awake);

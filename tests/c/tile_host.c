@@ -54,10 +54,11 @@ int main(int argc, char **argv)
         perror("SET_IPU_ID");
         return 1;
     }
-    uint32_t window, base, ntiles = (uint32_t)strtoul(argv[4], NULL, 0);
+    uint32_t window, base, first, ntiles = (uint32_t)strtoul(argv[4], NULL, 0);
     int err;
     if ((err = ipufs_register_(config, IPU_REG_TILE_WINDOW, &window)) ||
-        (err = ipufs_register_(config, IPU_REG_TILE_MEM_BASE, &base)))
+        (err = ipufs_register_(config, IPU_REG_TILE_MEM_BASE, &base)) ||
+        (err = ipufs_register_(config, IPU_REG_TILE_EXCHANGE_BASE, &first)))
         return fail("registers", err);
     uint32_t *tiles = calloc(ntiles, sizeof *tiles);
     for (uint32_t t = 0; t < ntiles; t++) {
@@ -66,7 +67,7 @@ int main(int argc, char **argv)
         words[0] = n;
         for (uint32_t i = 0; i < n; i++)
             words[1 + i] = t * 1000u + 17u * i;
-        if (pwrite(exchange, words, (n + 1) * 4, (off_t)t * window + DATA - base) != (ssize_t)((n + 1) * 4))
+        if (pwrite(exchange, words, (n + 1) * 4, (off_t)first + (off_t)t * window + DATA - base) != (ssize_t)((n + 1) * 4))
             return fail("pwrite data", -1);
         tiles[t] = t;
     }
@@ -85,7 +86,7 @@ int main(int argc, char **argv)
     for (uint32_t t = 0; t < ntiles; t++) {
         unsigned char b[4];
         uint32_t dbg = 0;
-        if (pread(exchange, b, 4, (off_t)t * window + DATA + 400 - base) != 4)
+        if (pread(exchange, b, 4, (off_t)first + (off_t)t * window + DATA + 400 - base) != 4)
             return fail("pread result", -1);
         if ((err = ipufs_debug_data(config, t, &dbg)))
             return fail("ipufs_debug_data", err);

@@ -44,7 +44,7 @@ def entry_attr(payload: bytes, offset: int = 40) -> dict[str, int]:
 def test_lookup_gives_every_node_with_profile_sizes(devices: DeviceSet) -> None:
     _, kernel, _ = make(devices, ownership=Ownership(uid=7, gid=8, mode=0o640))
     p = PROFILES["ipu1"]
-    for name, size in [("ipu0", p.config_size), ("ipu1_ex", 1216 * 256 * 1024),
+    for name, size in [("ipu0", p.config_size), ("ipu1_ex", 0x2000_0000),  # the public size of a GC2's exchange BAR
                        ("ipu0_mailbox", p.mailbox_size), ("ipu1_mem", p.host_memory_size)]:
         reply = kernel.call(rq.Lookup, 1, name.encode())
         assert reply.error == 0, name

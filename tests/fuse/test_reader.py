@@ -79,3 +79,32 @@ def test_a_change_with_nothing_to_do_stops_the_scanning(pipes: Pipes) -> None:
     assert transport.receive(buffer) == (4, main_r)
     assert watcher.calls == [[0]]
     assert not watcher.awake  # asleep in the blocking read
+
+
+class Span(Words):
+    """A watcher over one word that must be 0 and a span of words that must
+    equal their copy (the per-tile TDI registers of an ipu1: 20480 words)."""
+
+    def __init__(self, then: bytes, into: int) -> None:
+        super().__init__(settles=True, then=then, into=into)
+        self.span = np.zeros(20480, dtype=np.uint32)
+        self.copy = np.zeros(20480, dtype=np.uint32)
+        self.watch = native.Watch([(self.words, self._index, self._expect, self._bell, 0, self.span, self.copy)])
+
+    def changed(self, watch: native.Watch, positions: list[int]) -> bool:
+        self.copy[:] = self.span  # acted on
+        return super().changed(watch, positions)
+
+
+def test_a_store_anywhere_in_a_span_is_found_by_the_watchers_poll_and_by_the_spin(pipes: Pipes) -> None:
+    (main_r, _), (clone_r, clone_w) = pipes
+    watcher = Span(then=b"request", into=clone_w)
+    assert watcher.watch.wait(0.0001, 0.01, watcher.awake) == []
+    watcher.span[20479] = 5  # the last word: the poll compares it all at once
+    assert watcher.watch.wait(0.0001, 1.0, watcher.awake) == [0]
+    watcher.copy[20479] = 5
+    transport = DevFuse(FuseChannel(main_r), spin_for=5.0, mapped=watcher,
+                        clone=FuseChannel(clone_r, blocking=False))
+    watcher.span[12345] = 7  # the spin compares a part per try, and comes round to it
+    assert transport.receive(bytearray(64)) == (7, clone_r)
+    assert watcher.calls == [[0]]

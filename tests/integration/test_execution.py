@@ -74,12 +74,11 @@ def test_each_tile_sums_its_slice_and_syncs_with_the_host(ipu1: RunningDaemon, t
     tiles = range(16)
     slices = {t: [(t * 1000 + 17 * i) & 0xFFFFFFFF for i in range(10 + t)] for t in tiles}
     with Device(0, ipu1.mountpoint) as device:
-        window = device.read_register("TILE_WINDOW")
         base = device.read_register("TILE_MEM_BASE")
         for t, values in slices.items():
             words = [len(values), *values]
             os.pwrite(device.ex_fd, b"".join(v.to_bytes(4, "little") for v in words),
-                      t * window + 0x60000 - base)
+                      device.window_start(t) + 0x60000 - base)
     done = _exec(ipu1, _elf(tmp_path, SUM), "0-15")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
@@ -174,10 +173,10 @@ def test_tile_stores_reach_a_mapping_in_page_cache_mode(tmp_path: Path) -> None:
     with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", passthrough=False) as board:
         with Device(0, board.mountpoint) as device:
             base = device.read_register("TILE_MEM_BASE")
-            window = device.read_register("TILE_WINDOW")
+            window = device.window_start(2)
             os.pwrite(device.ex_fd, b"".join(v.to_bytes(4, "little") for v in (3, 5, 6, 7)),
-                      2 * window + 0x60000 - base)
-        at = str(2 * window + 0x60000 + 400 - base)
+                      window + 0x60000 - base)
+        at = str(window + 0x60000 + 400 - base)
 
         def mapped() -> int:
             return int(subprocess.run([sys.executable, "-c", _READ_MAPPED, board.path("ipu0_ex"), at],

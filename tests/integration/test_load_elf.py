@@ -11,7 +11,7 @@ import pytest
 from ipufs import cli
 from ipufs.abi import elf
 from ipufs.client import Device, LoadError
-from ipufs.model.profile import Region
+from ipufs.model.profile import PROFILES, Region
 from tests.integration.harness import RunningDaemon, python_client, running_daemon
 
 pytestmark = pytest.mark.mount
@@ -41,7 +41,7 @@ def _assembled(tmp_path: Path, source: str = SOURCE) -> bytes:
 def _tile_bytes(board: RunningDaemon, tile: int, address: int, size: int) -> bytes:
     ipu = board.daemon.devices.ipus[0]
     return board.call(lambda: ipu.tiles.read(tile, address, 4) if size == 4 else
-                      ipu.memory[Region.EXCHANGE].read(tile * 0x40000 + address - 0x40000, size))
+                      ipu.memory[Region.EXCHANGE].read(ipu.tiles.window_start(tile) + address - 0x40000, size))
 
 
 def test_segments_land_in_the_chosen_tiles_only(ipu1: RunningDaemon, tmp_path: Path) -> None:
@@ -51,10 +51,11 @@ def test_segments_land_in_the_chosen_tiles_only(ipu1: RunningDaemon, tmp_path: P
     # process's own daemon thread).
     watcher = python_client(ipu1.path("ipu0_ex"))
     try:
-        assert watcher.load(5 * 0x40000, 4) == bytes(4)
+        tile5 = PROFILES["ipu1"].exchange_tile_base + 5 * 0x40000  # tile 5's window (docs/registers.md)
+        assert watcher.load(tile5, 4) == bytes(4)
         with Device(0, ipu1.mountpoint) as device:
             assert device.load_elf(data, [0, 5, 1215]) == 8 + 8
-        assert watcher.load(5 * 0x40000, 4) == (0x41000003).to_bytes(4, "little")
+        assert watcher.load(tile5, 4) == (0x41000003).to_bytes(4, "little")
     finally:
         watcher.close()
     for tile in (0, 5, 1215):

@@ -38,9 +38,32 @@ def test_dirty_ranges_are_recorded_only_when_tracking() -> None:
 def test_exchange_bar_holds_every_tile_in_power_of_two_windows(profile) -> None:  # type: ignore[no-untyped-def]
     window = profile.tile_window
     assert window & (window - 1) == 0 and window >= profile.sram_per_tile
-    assert profile.region_size(Region.EXCHANGE) == profile.tiles * window
+    assert profile.exchange_tile_base + profile.tiles * window <= profile.region_size(Region.EXCHANGE)
     assert profile.pci_vendor == 0x1D95
     assert all(profile.region_size(r) % 4096 == 0 for r in Region)
+
+
+def test_ipu1_follows_the_public_exchange_and_tdi_constants() -> None:
+    """research/ipu1/ipu1_consts.c: SOC_HOST_PCI_SPACE_ONE_PCI_CPLX_BAR_SIZE
+    0x20000000, _IPU_BASE 0xc000000, _IPU_RANGE 0x14000000 (1280 windows
+    of 0x40000: the GC2's tiles before repair), SOC_IPU_MEM_BASE 0x30000 and
+    SOC_IPU_MEM_TILE_STRIDE 0x40."""
+    p = PROFILES["ipu1"]
+    assert (p.exchange_size, p.exchange_tile_base, p.tile_window) == (0x2000_0000, 0x0C00_0000, 0x40000)
+    assert p.tile_instances * p.tile_window == 0x1400_0000 and p.tile_instances == 1280
+    assert (p.tdi_tile_base, p.tdi_tile_span) == (0x30000, 1280 * 0x40)
+    for other in ("ipu2", "ipu21"):
+        q = PROFILES[other]
+        assert (q.exchange_size, q.exchange_tile_base, q.tdi_tile_base) == (q.tiles * q.tile_window, 0, None)
+
+
+def test_a_profile_whose_layout_does_not_fit_is_refused() -> None:
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="do not fit its exchange BAR"):
+        replace(PROFILES["ipu1"], exchange_bar_size=0x1000_0000)
+    with pytest.raises(ValueError, match="do not fit its config space"):
+        replace(PROFILES["ipu1"], tdi_tile_base=0xF0000)
 
 
 def test_profile_facts() -> None:

@@ -1,6 +1,8 @@
 # The seed's tile memory rules, table by table, on the model alone.
 from __future__ import annotations
 
+import mmap
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -12,7 +14,7 @@ from ipufs.model.tiles import Location, MisalignedAccess, TileMemory
 
 def tiles(profile: str = "ipu1") -> TileMemory:
     p = PROFILES[profile]
-    return TileMemory(p, BarMemory(bytearray(p.tile_window * 2)))
+    return TileMemory(p, BarMemory(memoryview(mmap.mmap(-1, p.exchange_size))))  # sparse: untouched pages cost nothing
 
 
 # address -> (offset in SRAM, region, bank) on GC2: populated 0x40000..0x7FFFF,
@@ -100,7 +102,9 @@ def test_every_address_lands_in_populated_memory(address: int) -> None:
 def test_reads_and_writes_reach_the_tile_window_of_the_exchange_bar() -> None:
     t = tiles()
     t.write(1, 0x40010, b"\x01\x02\x03\x04")
-    assert t.exchange.read(0x40000 + 0x10, 4) == b"\x01\x02\x03\x04"  # tile 1 window, offset 0x10
+    # ipu1: the windows start at 0x0c000000 (the public SOC_..._IPU_BASE), tile 1's 0x40000 after
+    assert t.exchange.read(0x0C00_0000 + 0x40000 + 0x10, 4) == b"\x01\x02\x03\x04"
+    assert t.window_start(1215) == 0x0C00_0000 + 1215 * 0x40000
     assert t.read(1, 0x80010, 4) == b"\x01\x02\x03\x04"  # an alias reads the same word
     with pytest.raises(MisalignedAccess):
         t.read(1, 0x40011, 4)

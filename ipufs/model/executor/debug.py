@@ -17,12 +17,21 @@ if TYPE_CHECKING:
 _ERRORS = TdiStatus.CNQ | TdiStatus.INV | TdiStatus.DBLE
 
 
+def register_values(ex: Execution, tile: int, debug: TileDebug) -> list[int]:
+    """What a read of each TDI register index of ``tile`` answers
+    (TileDebug.values, with CTXT_STS from the executor once the tile ran)."""
+    out = debug.values()
+    state = ex.states.get(tile)
+    if state is not None:
+        out[TdiRegister.CTXT_STS] = state.ctxt_sts()
+    return out
+
+
 def read_register(ex: Execution, tile: int, debug: TileDebug, reg: int) -> int:
     """A TDI register read (raises TdiRefused as TileDebug.read does)."""
     value = debug.read(reg)
     if reg == TdiRegister.CTXT_STS:
-        state = ex.states.get(tile)
-        return state.ctxt_sts() if state is not None else value  # a tile that never ran: TileDebug's
+        return register_values(ex, tile, debug)[reg]
     return value
 
 

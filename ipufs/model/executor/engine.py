@@ -61,6 +61,9 @@ class Execution:
         self.running: set[int] = set()
         self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
         self.instructions = 0  # retired since reset, every tile
+        #: tiles whose TDI registers (CTXT_STS, DBG_DATA, ...) may have
+        #: changed since the IPU last published them (tile_registers.py)
+        self.debug_touched: set[int] = set()
         #: called when tiles may run again (the daemon wakes its runner):
         #: True when a tile was started, False when a sync released them
         self.wake: Callable[[bool], None] | None = None
@@ -69,6 +72,7 @@ class Execution:
         self._cache: dict[int, _Decoded] = {}
         self._words = ipu.tiles.exchange.words
         self._window = ipu.tiles.window
+        self._exchange_base = ipu.tiles.exchange_base
         self._sram = ipu.tiles.sram
 
     # --- state -----------------------------------------------------------------
@@ -85,15 +89,20 @@ class Execution:
         self.events.clear()
         self._external = None
         self.instructions = 0
+        self.debug_touched.clear()
 
     def event(self, t: TileState, kind: str, context: int, pc: int, detail: str = "") -> None:
+        """A program event: start, exit, exception (a context's state moved), sync."""
         self.events.append(Event(kind, t.tile, context, pc, detail))
+        if kind != "sync":  # a context waiting for a sync stays active
+            self.debug_touched.add(t.tile)
 
     def debug_data(self, tile: int) -> int:
         return self.ipu.tdi.setdefault(tile, TileDebug()).registers.get(TdiRegister.DBG_DATA, 0) & MASK
 
     def set_debug_data(self, tile: int, value: int) -> None:
         self.ipu.tdi.setdefault(tile, TileDebug()).registers[TdiRegister.DBG_DATA] = value & MASK
+        self.debug_touched.add(tile)
 
     # --- memory ------------------------------------------------------------------
     def executable(self, address: int) -> bool:
@@ -114,7 +123,8 @@ class Execution:
         if tiles.bad_parity and tiles.bad_word(t.tile, address, width):
             raise TileFault(*_PARITY_FAULT, address, f"parity error loading 0x{address:x}")
         if width == 4:  # the common case, one word of the BAR without building bytes
-            return int(self._words[(t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram) >> 2])
+            at = self._exchange_base + t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram
+            return int(self._words[at >> 2])
         return int.from_bytes(tiles.read(t.tile, address, width), "little")
 
     def store(self, t: TileState, address: int, width: int, value: int) -> None:
@@ -124,8 +134,8 @@ class Execution:
                             f"{width}-byte store at 0x{address:x}")
         tiles = self.ipu.tiles
         if width == 4 and not tiles.bad_parity:  # one word, recorded dirty as BarMemory.write does
-            tiles.exchange.store_word((t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram) >> 2,
-                                      value & MASK)
+            at = self._exchange_base + t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram
+            tiles.exchange.store_word(at >> 2, value & MASK)
             return
         tiles.write(t.tile, address, (value & ((1 << 8 * width) - 1)).to_bytes(width, "little"))
 
@@ -138,7 +148,7 @@ class Execution:
         tiles = self.ipu.tiles
         if tiles.bad_parity and tiles.bad_word(t.tile, address, 4):
             raise TileFault(*_PARITY_FAULT, address, f"parity error fetching 0x{address:x}")
-        return int(self._words[(t.tile * self._window + offset) >> 2])
+        return int(self._words[(self._exchange_base + t.tile * self._window + offset) >> 2])
 
     # --- workers -------------------------------------------------------------------
     def launch(self, t: TileState, w: Context, entry: int, vertex_base: int) -> None:
@@ -185,6 +195,8 @@ class Execution:
             released = self._settle()
             if not taken and not released:
                 break
+        if self.debug_touched:
+            self.ipu.debug_changed()
         return done
 
     def busy(self) -> bool:
@@ -314,6 +326,7 @@ class Execution:
         if c.status is not Status.EXCEPTED:
             c.stop()
             c.status = Status.EXCEPTED
+            self.debug_touched.add(tile)
 
     def clear_exception(self, tile: int, context: int) -> None:
         """DBG_ECLR: an excepted context becomes inactive."""
@@ -321,6 +334,7 @@ class Execution:
         if t is not None and context <= self.workers and t.contexts[context].status is Status.EXCEPTED:
             t.contexts[context].stop()
             t.contexts[context].sr &= ~0xF0
+            self.debug_touched.add(tile)
 
     # --- syncs ------------------------------------------------------------------------------
     def _release_local(self, t: TileState) -> bool:

@@ -4,6 +4,7 @@
 #ifndef IPUFS_IPU_H
 #define IPUFS_IPU_H
 
+#include <errno.h>
 #include <stdint.h>
 #include <linux/ioctl.h>
 
@@ -87,6 +88,8 @@ struct ipufs_buffer {
 #define IPU_REG_TILE_MEM_BASE 0x0044 /* ro: first populated tile address */
 #define IPU_REG_TILE_WINDOW 0x0048 /* ro: stride of a tile's window in ipuN_ex (a power of two) */
 #define IPU_REG_GROUP_SIZE 0x004C /* ro: IPUs taking part in GS2 with this one (its board) */
+#define IPU_REG_TILE_EXCHANGE_BASE 0x0050 /* ro: offset in ipuN_ex of tile 0's window; tile T's is at TILE_EXCHANGE_BASE + T * TILE_WINDOW */
+#define IPU_REG_TILE_TDI_BASE 0x0054 /* ro: offset in ipuN of tile 0's TDI registers; tile T's register R is at TILE_TDI_BASE + T * 0x40 + R * 4; 0: none (the TDI aperture only) */
 /* CONTROL: status of the whole device */
 #define IPU_REG_STATUS 0x0100 /* ro: bit 0 READY; bit 1 EXCEPTION (an exception is held); bit 2 LINK_DOWN; bit 3 ICU_UNRESPONSIVE */
 #define IPU_REG_ERROR_STATE 0x0104 /* ro: 0: no errors; else the cause of the held exception */
@@ -160,6 +163,47 @@ struct ipufs_buffer {
 #define IPU_TDI_STS_INV 0x2
 #define IPU_TDI_STS_DBLE 0x4
 #define IPU_TDI_STS_BUSY 0x8
+
+/* Per-tile TDI registers, where IPU_REG_TILE_TDI_BASE is not 0 (docs/registers.md):
+ * register `reg` of `tile` at IPU_TILE_TDI_REG(base, tile, reg) in ipuN. */
+#define IPU_TDI_TILE_STRIDE 0x40
+#define IPU_TDI_REGISTER_WIDTH 4
+#define IPU_TILE_TDI_REG(base, tile, reg) \
+    ((base) + (uint32_t)(tile) * IPU_TDI_TILE_STRIDE + (uint32_t)(reg) * IPU_TDI_REGISTER_WIDTH)
+/* The errno (negated) of a TDI_RESULT: what a pwrite of a per-tile TDI register
+ * fails with when the TDI refuses it, and what ipufs_start() returns. */
+static inline int ipufs_tdi_errno_(int result)
+{
+    switch (result) {
+    case IPU_TDI_RESULT_OK: return 0;
+    case IPU_TDI_RESULT_UNSUPPORTED: return -ENOTSUP;
+    case IPU_TDI_RESULT_BAD_REGISTER: return -EINVAL;
+    case IPU_TDI_RESULT_BAD_TILE: return -ERANGE;
+    case IPU_TDI_RESULT_BAD_VALUE: return -EINVAL;
+    case IPU_TDI_RESULT_BAD_WIDTH: return -EINVAL;
+    case IPU_TDI_RESULT_NOT_QUIESCENT: return -EBUSY;
+    default: return result < 0 ? result : -EIO;
+    }
+}
+
+/* Each profile's layout: IPU_REG_TILE_EXCHANGE_BASE, IPU_REG_TILE_WINDOW and
+ * IPU_REG_TILE_TDI_BASE say the same of a running IPU; tile T's window is at
+ * EXCHANGE_TILE_BASE + T * TILE_WINDOW of ipuN_ex (logical tile T is instance T). */
+#define IPUFS_IPU1_EXCHANGE_SIZE 0x20000000u
+#define IPUFS_IPU1_EXCHANGE_TILE_BASE 0x0C000000u
+#define IPUFS_IPU1_TILE_WINDOW 0x40000u
+#define IPUFS_IPU1_TILE_INSTANCES 1280
+#define IPUFS_IPU1_TILE_TDI_BASE 0x30000u
+#define IPUFS_IPU2_EXCHANGE_SIZE 0x5C000000u
+#define IPUFS_IPU2_EXCHANGE_TILE_BASE 0x00000000u
+#define IPUFS_IPU2_TILE_WINDOW 0x100000u
+#define IPUFS_IPU2_TILE_INSTANCES 1472
+#define IPUFS_IPU2_TILE_TDI_BASE 0x0u
+#define IPUFS_IPU21_EXCHANGE_SIZE 0x5C000000u
+#define IPUFS_IPU21_EXCHANGE_TILE_BASE 0x00000000u
+#define IPUFS_IPU21_TILE_WINDOW 0x100000u
+#define IPUFS_IPU21_TILE_INSTANCES 1472
+#define IPUFS_IPU21_TILE_TDI_BASE 0x0u
 
 /* Exception causes (IPU_REG_EXC_CAUSE, IPU_REG_ERROR_STATE). */
 #define IPU_EXC_NONE 0

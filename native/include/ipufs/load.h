@@ -47,13 +47,14 @@ static inline int ipufs_load_elf(int config_fd, int exchange_fd, const void *ima
 {
     static const unsigned char zeros[4096];
     const unsigned char *e = (const unsigned char *)image;
-    uint32_t arch, count, sram, base, window;
+    uint32_t arch, count, sram, base, window, first;
     int err;
     if ((err = ipufs_register_(config_fd, IPU_REG_ARCH, &arch)) ||
         (err = ipufs_register_(config_fd, IPU_REG_TILE_COUNT, &count)) ||
         (err = ipufs_register_(config_fd, IPU_REG_SRAM_PER_TILE, &sram)) ||
         (err = ipufs_register_(config_fd, IPU_REG_TILE_MEM_BASE, &base)) ||
-        (err = ipufs_register_(config_fd, IPU_REG_TILE_WINDOW, &window)))
+        (err = ipufs_register_(config_fd, IPU_REG_TILE_WINDOW, &window)) ||
+        (err = ipufs_register_(config_fd, IPU_REG_TILE_EXCHANGE_BASE, &first)))
         return err;
     if (size < 52 || memcmp(e, "ELF", 6) != 0 ||
         (e[18] | e[19] << 8) != IPUFS_EM_GRAPHCORE_IPU)
@@ -91,7 +92,7 @@ static inline int ipufs_load_elf(int config_fd, int exchange_fd, const void *ima
             }
             size_t n = tiles != NULL ? ntiles : count;
             for (size_t t = 0; t < n; t++) {
-                off_t at = (off_t)(tiles != NULL ? tiles[t] : t) * window + (vaddr - base);
+                off_t at = (off_t)first + (off_t)(tiles != NULL ? tiles[t] : t) * window + (vaddr - base);
                 for (uint32_t done = 0; done < memsz;) {
                     const void *from = done < filesz ? (const void *)(e + off + done) : (const void *)zeros;
                     size_t len = done < filesz ? filesz - done : memsz - done;

@@ -38,22 +38,13 @@ static inline int ipufs_tdi_register(int config_fd, uint32_t command, uint32_t t
     return (int)result;
 }
 
-static inline int ipufs_tdi_errno_(int result)
-{
-    switch (result) {
-    case IPU_TDI_RESULT_OK: return 0;
-    case IPU_TDI_RESULT_NOT_QUIESCENT: return -EBUSY;
-    case IPU_TDI_RESULT_BAD_TILE: return -ERANGE;
-    case IPU_TDI_RESULT_UNSUPPORTED: return -ENOTSUP;
-    default: return result < 0 ? result : -EIO;
-    }
-}
-
 /* Start `context` (0: the supervisor) of tiles[0..ntiles) at `entry` (a
- * 4-byte aligned tile address): 0, or -errno naming the first refusal:
- *   -EINVAL  entry not 4-byte aligned or past 21 bits;
+ * 4-byte aligned tile address): 0, or -errno naming the first refusal
+ * (ipufs_tdi_errno_() of ipu.h):
+ *   -EINVAL  entry not 4-byte aligned or past 21 bits, or context past 6;
  *   -ERANGE  a tile past TILE_COUNT;
  *   -EBUSY   the context is active (TDI_RESULT NOT_QUIESCENT);
+ *   -ENOTSUP the word cannot be injected (TDI_RESULT UNSUPPORTED);
  *   -EIO     any other TDI refusal (an error flag of TDI_STS still set:
  *            clear it with TDI_CLR);
  * or pread/pwrite's errno. Tiles before the refused one have started. */

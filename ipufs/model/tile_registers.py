@@ -1,0 +1,144 @@
+# The per-tile TDI registers of profiles that place them in config space
+# (ipu1: from 0x30000, one 0x40 stride per tile instance, a register every 4
+# bytes; docs/registers.md says which public constants that comes from).
+# Register R of tile T reads what the TDI's READ_REG of (T, R) would answer,
+# and a store to it is the TDI's WRITE_REG of (T, R): the same TileDebug and
+# executor as the TDI aperture. Mapped reads reach no daemon code, so the
+# model keeps the block current: every tile whose debug state changed
+# (``dirty``) is published into it. Stores reach the model by pwrite
+# (write) or, through a mapping, when the register watcher finds the block
+# differing from ``expect`` (act).
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ipufs.abi.registers import TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiResult
+from ipufs.model.executor import Execution, debug as tile_debug
+from ipufs.model.memory import BarMemory, sparse_words
+from ipufs.model.profile import Profile
+from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
+
+#: registers per tile (TDBG_TDI_APERTURE_SPACE)
+PER_TILE = TDI_TILE_STRIDE // TDI_REGISTER_WIDTH
+#: the debug state of a tile never used
+_UNUSED = TileDebug()
+#: stores found together are applied in the order a host's sequence needs
+#: (the owner and data first, then clearing flags and exceptions, then the
+#: injection), whatever their addresses
+_ORDER: dict[int, int] = {TdiRegister.TDI_CLR: PER_TILE, TdiRegister.DBG_ECLR: PER_TILE + 1,
+                          TdiRegister.DBG_IEXEC: PER_TILE + 2}
+
+
+class TileRegisters:
+    """The per-tile TDI registers of one IPU's config space."""
+
+    def __init__(self, profile: Profile, config: BarMemory, execution: Execution,
+                 debug: dict[int, TileDebug]) -> None:
+        if profile.tdi_tile_base is None:
+            raise ValueError(f"profile {profile.name} has no per-tile TDI registers")
+        self.start = profile.tdi_tile_base
+        self.end = self.start + profile.tdi_tile_span
+        self.tiles = profile.tiles
+        self.config = config
+        self.execution = execution
+        self.debug = debug
+        self._first = self.start // 4
+        #: the block as clients see it, and what the model last stored there
+        self.words: NDArray[np.uint32] = config.words[self._first : self.end // 4]
+        self.expect: NDArray[np.uint32] = sparse_words(self.words.size)
+        #: tiles whose registers must be published (the executor adds those it changed)
+        self.dirty = execution.debug_touched
+        self.dirty.clear()
+        config.clear(self.start, self.end - self.start)  # a persistent BAR's old values go
+
+    def overlaps(self, offset: int, length: int) -> bool:
+        return offset < self.end and offset + length > self.start
+
+    def clear(self) -> None:
+        """Every register reads 0 (reset), the pages dropped."""
+        self.config.clear(self.start, self.end - self.start)
+        self.expect[self.expect != 0] = 0  # only written pages: the rest stay the zero page
+        self.dirty.clear()
+
+    # --- what a read answers ------------------------------------------------------
+    def values(self, tile: int) -> list[int]:
+        """The 16 registers of ``tile`` as a read answers them (0 for a tile
+        instance that holds no tile)."""
+        if not 0 <= tile < self.tiles:
+            return [0] * PER_TILE
+        debug = self.debug.get(tile)
+        return [v & 0xFFFFFFFF for v in tile_debug.register_values(self.execution, tile, debug or _UNUSED)]
+
+    def publish(self) -> None:
+        """Store the registers of every dirty tile. A word a client stored
+        and the model has not acted on yet is left for it to act on."""
+        if not self.dirty:
+            return
+        words, expect, config = self.words, self.expect, self.config
+        for tile in sorted(self.dirty):
+            at = tile * PER_TILE
+            now = self.values(tile)
+            held, stored = words[at : at + PER_TILE].tolist(), expect[at : at + PER_TILE].tolist()
+            if now != stored or held != stored:
+                for reg, value in enumerate(now):
+                    if held[reg] == stored[reg] != value:  # (held != stored: a store not acted on yet)
+                        config.store_word(self._first + at + reg, value)
+                expect[at : at + PER_TILE] = now
+        self.dirty.clear()
+
+    # --- stores ---------------------------------------------------------------------
+    def write(self, tile: int, reg: int, value: int) -> int:
+        """A store of ``value`` to register ``reg`` of ``tile``: the TDI's
+        WRITE_REG. Returns its TDI_RESULT (a refusal also sets TDI_STS as
+        the aperture's does)."""
+        if not 0 <= tile < self.tiles:
+            self.dirty.add(tile)  # restore what a mapped store changed
+            return TdiResult.BAD_TILE
+        self.dirty.add(tile)
+        try:
+            return tile_debug.write_register(self.execution, tile, self.debug.setdefault(tile, TileDebug()),
+                                             reg, value & 0xFFFFFFFF)
+        except TdiRefused as refused:
+            return refused.result
+
+    def write_words(self, offset: int, data: bytes | memoryview) -> int:
+        """A pwrite of whole registers inside the block: each word in
+        address order; stops at the first refused (TdiRefused when it is
+        the first, else returns the bytes done). Publishes what changed."""
+        if offset % TDI_REGISTER_WIDTH or len(data) % TDI_REGISTER_WIDTH:
+            raise TdiRefused(TdiResult.BAD_WIDTH, "per-tile TDI registers are written as whole, aligned u32 words")
+        done = 0
+        try:
+            for at in range(0, len(data), TDI_REGISTER_WIDTH):
+                tile, reg = divmod((offset + at - self.start) // TDI_REGISTER_WIDTH, PER_TILE)
+                result = self.write(tile, reg, int.from_bytes(data[at : at + TDI_REGISTER_WIDTH], "little"))
+                if result != TdiResult.OK:
+                    if done:
+                        return done
+                    raise TdiRefused(result, f"tile {tile} TDI register 0x{reg:02x}: {TdiResult(result).name}")
+                done += TDI_REGISTER_WIDTH
+            return done
+        finally:
+            self.publish()
+
+    def changed(self) -> bool:
+        """Whether a client stored into the block (only reads: any thread)."""
+        return not np.array_equal(self.words, self.expect)
+
+    def act(self) -> bool:
+        """Act on what clients stored through a mapping: each changed word
+        is a store to its register, in the order of a host's sequence (per
+        tile: the owner, data and other registers, then TDI_CLR, DBG_ECLR,
+        DBG_IEXEC); refused ones set TDI_STS and are undone. Returns whether
+        there was any."""
+        where = np.flatnonzero(self.words != self.expect)
+        if not where.size:
+            return False
+        values = self.words[where]
+        stores = [(int(i) // PER_TILE, int(i) % PER_TILE, int(v)) for i, v in zip(where, values, strict=True)]
+        for tile, reg, value in sorted(stores, key=lambda s: (s[0], _ORDER.get(s[1], s[1]))):
+            self.write(tile, reg, value)
+        self.expect[where] = values  # acted on: publish stores what the registers now read
+        self.publish()
+        return True

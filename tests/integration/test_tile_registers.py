@@ -1,0 +1,106 @@
+# The ipu1 layout through a real mount: the per-tile TDI registers of
+# config space driven by pwrite/pread (Python) and by stores into the
+# mapping (an unmodified C host), and the exchange BAR's tile windows from
+# 0x0c000000 as the executor sees them. docs/registers.md.
+from __future__ import annotations
+
+import errno
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from ipufs.abi.registers import TdiResult
+from ipufs.client import Device
+from ipufs.model.isa import encode_row
+from ipufs.model.isa.rows import ROWS
+from ipufs.model.tdi import TdiRegister as T
+from tests.integration.harness import ROOT, RunningDaemon, compile_c, running_daemon
+
+pytestmark = pytest.mark.mount
+
+_ROW = {r.variant: r for r in ROWS}
+
+
+def word(variant: str, *operands: int) -> int:
+    return encode_row(_ROW[variant], operands, False)
+
+
+SETZI_M2 = word("setzi_mmmn_zi", 2, 0x60000)
+LD32_M3 = word("ld32_mmmn_zi", 3, 2, 15, 0)  # ld32 $m3, $m2, $m15, 0
+PUT_M3 = word("put_mmmn_zi", 0x70, 3)  # put $DBG_DATA, $m3
+
+
+@pytest.fixture
+def ipu1(tmp_path: Path) -> object:
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1") as d:
+        yield d
+
+
+def test_pwrite_and_pread_of_a_tiles_registers_inject_and_read_dbg_data(ipu1: RunningDaemon) -> None:
+    with Device(0, ipu1.mountpoint) as device:
+        assert device.tile_register_offset(1215, T.DBG_DATA) == 0x30000 + 1215 * 0x40 + 7 * 4
+        assert device.window_start(1215) == 0x0C00_0000 + 1215 * 0x40000
+        os.pwrite(device.ex_fd, (0xC0FFEE).to_bytes(4, "little"), device.window_start(1215) + 0x20000)
+        device.write_tile_register(1215, T.DBG_IOWNER, 0)
+        for instruction in (SETZI_M2, LD32_M3, PUT_M3):
+            device.write_tile_register(1215, T.DBG_IEXEC, instruction)
+        assert device.read_tile_register(1215, T.DBG_DATA) == 0xC0FFEE
+        assert device.tdi_read_register(1215, T.DBG_DATA) == (TdiResult.OK, 0xC0FFEE)  # the same TileDebug
+        assert device.read_tile_register(1215, T.TDI_STS) == 0
+
+
+@pytest.mark.parametrize(("tile", "register", "value", "error"), [
+    (1216, T.DBG_IOWNER, 0, errno.ERANGE),  # tile instances 1216..1279 hold no tile
+    (0, T.CTXT_STS, 1, errno.EINVAL),  # read-only
+    (0, 0xE, 1, errno.EINVAL),  # no such register
+    (0, T.DBG_IEXEC, 0xFFFFFFFF, errno.EOPNOTSUPP),  # no instruction
+])
+def test_a_refused_register_write_fails_with_its_errno(ipu1: RunningDaemon, tile: int, register: int, value: int,
+                                                      error: int) -> None:
+    with Device(0, ipu1.mountpoint) as device:
+        with pytest.raises(OSError) as failed:
+            device.write_tile_register(tile, register, value)
+        assert failed.value.errno == error
+        with pytest.raises(OSError) as misaligned:
+            os.pwrite(device.fd, b"\0\0\0\0", device.tile_register_offset(0, T.DBG_DATA) + 2)
+        assert misaligned.value.errno == errno.EINVAL
+
+
+def test_an_injection_into_a_running_context_is_busy(ipu1: RunningDaemon) -> None:
+    with Device(0, ipu1.mountpoint) as device:
+        os.pwrite(device.ex_fd, word("bri_mmmn_zi", 0x40000).to_bytes(4, "little"), device.window_start(3))
+        device.write_tile_register(3, T.DBG_IOWNER, 0)
+        device.write_tile_register(3, T.DBG_IEXEC, word("bri_mmmn_zi", 0x40000))  # a loop: bri to itself
+        assert device.read_tile_register(3, T.CTXT_STS) == 1
+        with pytest.raises(OSError) as busy:
+            device.write_tile_register(3, T.DBG_IEXEC, PUT_M3)
+        assert busy.value.errno == errno.EBUSY
+        assert device.read_tile_register(3, 8) == 1  # TDI_STS.CNQ
+        device.reset()
+        assert device.read_tile_register(3, T.CTXT_STS) == 0 and device.read_tile_register(3, 8) == 0
+
+
+def test_a_store_into_a_tile_window_lands_in_that_tiles_memory(ipu1: RunningDaemon) -> None:
+    ipu = ipu1.daemon.devices.ipus[0]
+    with Device(0, ipu1.mountpoint) as device:
+        assert len(device.exchange) == 0x2000_0000
+        for tile in (0, 1, 608, 1215):
+            at = 0x0C00_0000 + tile * 0x40000 + 0x100
+            device.exchange[at:at + 4] = (0xA000 + tile).to_bytes(4, "little")  # through the mapping
+            assert ipu1.call(lambda t=tile: int.from_bytes(ipu.tiles.read(t, 0x40100, 4), "little")) == 0xA000 + tile
+            assert device.tdi_read_memory(tile, 0x40100, 4) == (TdiResult.OK, 0xA000 + tile)
+
+
+def test_a_c_host_drives_a_tile_through_the_mapped_registers(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    """tests/c/tile_registers.c, built against ipu.h alone: the tile's data
+    stored through the exchange mapping, three instructions stored into
+    its DBG_IEXEC through the config mapping, DBG_DATA read there."""
+    binary = compile_c(ROOT / "tests" / "c" / "tile_registers.c", tmp_path)
+    out = subprocess.run([str(binary), str(ipu1.mountpoint), "0", "1000", "0x5EED1", *map(hex, (SETZI_M2, LD32_M3,
+                          PUT_M3))], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["dbg 0x0005eed1", "ctxt_sts 0x0", f"beyond errno {errno.ERANGE}"]
+    ipu = ipu1.daemon.devices.ipus[0]
+    assert ipu1.call(lambda: int.from_bytes(ipu.tiles.read(1000, 0x60000, 4), "little")) == 0x5EED1
