@@ -2,6 +2,7 @@
 # OS errors are translated here, once, into OSError with the right errno.
 from __future__ import annotations
 
+import enum
 import errno
 import os
 
@@ -184,6 +185,17 @@ class SpinReader:
         raise OSError(-n, os.strerror(-n))
 
 
+class FastAnswer(enum.IntEnum):
+    """How the fast path answers an ioctl (enum ipufs_fast_kind): the
+    ``fast`` column of the driver's ioctl table."""
+
+    NONE = int(_lib.IPUFS_FAST_NONE)  # always by Python
+    #: MAILBOX_READ_ONLY: the u64 count; EAGAIN when no response waits.
+    MAILBOX_COUNT = int(_lib.IPUFS_FAST_MAILBOX_COUNT)
+    #: MAILBOX_GET_OFFSETS: the rings' offsets and slots.
+    MAILBOX_OFFSETS = int(_lib.IPUFS_FAST_MAILBOX_OFFSETS)
+
+
 class FastPath:
     """The native fast path's state (native/src/fastpath.h) for ``ipus``
     IPUs: what its answers need, published here, and what it did. It
@@ -191,10 +203,6 @@ class FastPath:
     hand to the native readers. Publishing calls are made by one thread at
     a time (the daemon's lock); the buffers given must stay alive and in
     place while published."""
-
-    #: How an ioctl of the ABI table is answered natively (its ``fast`` column).
-    MAILBOX_COUNT = int(_lib.IPUFS_FAST_MAILBOX_COUNT)
-    MAILBOX_OFFSETS = int(_lib.IPUFS_FAST_MAILBOX_OFFSETS)
 
     def __init__(self, ipus: int) -> None:
         pointer = _lib.ipufs_fast_new(ipus)
@@ -211,8 +219,8 @@ class FastPath:
     def ioctl_type(self, type_: int) -> None:
         _lib.ipufs_fast_ioctl_type(self.pointer, type_)
 
-    def ioctl(self, nr: int, kind: int, needs_write: bool) -> None:
-        _lib.ipufs_fast_ioctl(self.pointer, nr, kind, int(needs_write))
+    def ioctl(self, nr: int, kind: FastAnswer, needs_write: bool) -> None:
+        _lib.ipufs_fast_ioctl(self.pointer, nr, int(kind), int(needs_write))
 
     def rings(self, request_ring: int, request_slots: int, response_ring: int, response_slots: int,
               head_word: int) -> None:
