@@ -55,6 +55,10 @@ class OpenFiles(Protocol):
     """Told of every open and release of a device node: the native fast
     path (ipufs/driver/fast_path.py) answers requests on open files."""
 
+    @property
+    def state(self) -> str:
+        """Whether it answers now (the root's user.ipufs.fast_path)."""
+
     def opened(self, fh: int, f: OpenFile) -> None: ...
 
     def released(self, fh: int) -> None: ...
@@ -62,6 +66,8 @@ class OpenFiles(Protocol):
 
 class NoFastPath:
     """The open files' listener of a daemon without the fast path."""
+
+    state = "off"
 
     def opened(self, fh: int, f: OpenFile) -> None:
         pass

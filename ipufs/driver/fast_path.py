@@ -42,6 +42,10 @@ class Hold(enum.IntFlag):
     PAGE_CACHE = 4  # mapped stores are retrieved before requests
 
 
+_HELD = {Hold.TRACED: "a trace listens", Hold.COUNTED: "a fault plan counts accesses",
+         Hold.PAGE_CACHE: "page-cache mode"}
+
+
 class FastAnswers:
     """Keeps ``path`` (the native state) current for ``devices``; the
     device nodes tell it of opens and releases, the tracer and the plan
@@ -81,6 +85,12 @@ class FastAnswers:
         """Publish the hold anew (something it depends on may have changed)."""
         with self._lock:
             self.path.hold(int(self.hold))
+
+    @property
+    def state(self) -> str:
+        """"on", or "held" and why."""
+        hold = self.hold
+        return "on" if not hold else "held: " + ", ".join(_HELD[bit] for bit in Hold if bit in hold)
 
     def opened(self, fh: int, f: OpenFile) -> None:
         """A device node was opened (the mode may have settled with it)."""

@@ -156,10 +156,12 @@ def test_while_anything_around_a_request_is_active_python_answers_it(rig: Rig) -
         switch.enabled = switch.counting = True  # type: ignore[union-attr]
         rig.fast.refresh()
         assert rig.fast.hold == bit
+        assert rig.fs.xattrs(1)[b"user.ipufs.fast_path"].startswith(b"held: ")
         assert rig.fast.path.answer(message(rig, fh, count)) is None
         switch.enabled = switch.counting = False  # type: ignore[union-attr]
         rig.fast.refresh()
     assert rig.fast.path.answer(message(rig, fh, count)) is not None
+    assert rig.fs.xattrs(1)[b"user.ipufs.fast_path"] == b"on"
     # Flags the Python path reads differently (compat, unrestricted) and a
     # released file are Python's too.
     for flags in fabi.IoctlFlag:
