@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import errno
 import os
+from collections.abc import Callable
 
 from ipufs import _native  # type: ignore[attr-defined]
 
@@ -190,8 +191,8 @@ class FastAnswer(enum.IntEnum):
     ``fast`` column of the driver's ioctl table."""
 
     NONE = int(_lib.IPUFS_FAST_NONE)  # always by Python
-    #: MAILBOX_READ_ONLY: the u64 count; EAGAIN when no response waits.
-    MAILBOX_COUNT = int(_lib.IPUFS_FAST_MAILBOX_COUNT)
+    #: MAILBOX_READ_ONLY: the u64 count, the next response, or EAGAIN.
+    MAILBOX_READ = int(_lib.IPUFS_FAST_MAILBOX_READ)
     #: MAILBOX_GET_OFFSETS: the rings' offsets and slots.
     MAILBOX_OFFSETS = int(_lib.IPUFS_FAST_MAILBOX_OFFSETS)
 
@@ -223,12 +224,13 @@ class FastPath:
         _lib.ipufs_fast_ioctl(self.pointer, nr, int(kind), int(needs_write))
 
     def rings(self, request_ring: int, request_slots: int, response_ring: int, response_slots: int,
-              head_word: int) -> None:
-        _lib.ipufs_fast_rings(self.pointer, request_ring, request_slots, response_ring, response_slots, head_word)
+              slot_size: int, head_word: int, status_word: int, status_responses: int) -> None:
+        _lib.ipufs_fast_rings(self.pointer, request_ring, request_slots, response_ring, response_slots, slot_size,
+                              head_word, status_word, status_responses)
 
     def mailbox(self, ipu: int, words: object | None, sequence: object | None) -> None:
-        """IPU ``ipu``'s mailbox words and the ICU's change sequence (uint32
-        buffers, such as numpy arrays), or None to withdraw them."""
+        """IPU ``ipu``'s mailbox words and the ICU's change sequence (writable
+        uint32 buffers, such as numpy arrays), or None to withdraw them."""
         if words is None or sequence is None:
             _lib.ipufs_fast_mailbox(self.pointer, ipu, _NULL, 0, _NULL)
             self._kept.pop(ipu, None)
@@ -236,6 +238,15 @@ class FastPath:
         views = (_ffi.from_buffer("uint32_t[]", words), _ffi.from_buffer("uint32_t[]", sequence))
         _lib.ipufs_fast_mailbox(self.pointer, ipu, views[0], len(views[0]), views[1])
         self._kept[ipu] = views
+
+    @staticmethod
+    def claimer(sequence: object) -> tuple[Callable[[], None], Callable[[], None]]:
+        """Functions that claim and release change sequence ``sequence`` (a
+        uint32 buffer) atomically, as the fast path does before it pops a
+        response; they keep the buffer alive."""
+        word = _ffi.from_buffer("uint32_t[]", sequence)
+        claim, release = _lib.ipufs_fast_claim, _lib.ipufs_fast_release
+        return (lambda: claim(word)), (lambda: release(word))
 
     def opened(self, fh: int, ipu: int, writable: bool) -> bool:
         """Whether the fast path now knows file ``fh`` (False: its slot is

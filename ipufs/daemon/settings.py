@@ -93,7 +93,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spin_us", I, "after answering a request, keep looking for the next one (and for stores to "
             "mapped registers) this many µs before sleeping (default 50; 0 saves CPU, costs latency: "
             "docs/performance.md)", "50", run=True),
-    Setting("fast_path", B, "answer the hot requests (MAILBOX_READ_ONLY's count, MAILBOX_GET_OFFSETS) in "
+    Setting("fast_path", B, "answer the hot requests (MAILBOX_READ_ONLY, MAILBOX_GET_OFFSETS) in "
             "native code, without Python, while no trace or fault plan needs each one (the default; "
             "docs/architecture.md)", "true", Form.OFF, run=True,
             off_help="serve every request in Python (for comparison: docs/performance.md)"),

@@ -461,7 +461,7 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
     abi.BY_NAME["MAILBOX_READ_ONLY"]: IoctlRole(
         IpuDriver._mailbox_read, caller_matters=False,
         sizes=Sizes((U64,), icu_message.size, "room for a message (20 bytes) or a u64 count"),
-        fast=FastAnswer.MAILBOX_COUNT),
+        fast=FastAnswer.MAILBOX_READ),
     abi.BY_NAME["MAILBOX_WRITE_ONLY"]: IoctlRole(
         IpuDriver._mailbox_write, caller_matters=False,
         sizes=Sizes((), icu_message.size, "a message of 5 x u32 (20 bytes)")),

@@ -8,7 +8,8 @@
 #
 # - the ioctl table (type byte, and for each number its answer and its
 #   needs-a-writable-open column), the mailbox rings' layout, and each
-#   IPU's mailbox words with the ICU's change sequence;
+#   IPU's mailbox words with the ICU's change sequence (which the model
+#   then claims atomically, as the native code does to pop a response);
 # - the open files (file handle -> IPU, opened for writing), as the device
 #   nodes open and release them;
 # - a hold word, nonzero while anything the Python path does around a
@@ -64,8 +65,12 @@ class FastAnswers:
             path.ioctl(spec.nr, role.fast, spec.needs_write)
         head = icu.Header.RESPONSE_HEAD // 4
         assert icu.Header.RESPONSE_TAIL // 4 == head + 1  # one 64-bit load reads both
-        path.rings(icu.REQUEST_RING, icu.SLOTS, icu.RESPONSE_RING, icu.SLOTS, head)
+        path.rings(icu.REQUEST_RING, icu.SLOTS, icu.RESPONSE_RING, icu.SLOTS, icu.SLOT_SIZE, head,
+                   icu.Header.STATUS // 4, icu.STATUS_RESPONSES)
         for index, ipu in enumerate(devices.ipus):
+            # The fast path pops responses: the model's changes of the
+            # ring claim its sequence atomically from now on.
+            ipu.icu.claim, ipu.icu.release = FastPath.claimer(ipu.icu.sequence)
             path.mailbox(index, ipu.icu.mailbox.words, ipu.icu.sequence)
         self.refresh()
 

@@ -54,43 +54,62 @@ class Icu:
     unresponsive: bool = False
     #: Told of every request and its answer (the driver's trace); no I/O here.
     observer: IcuObserver | None = None
-    #: The change sequence of RESPONSE_HEAD and RESPONSE_TAIL (a seqlock):
-    #: odd while the model changes them together or copies bytes over
-    #: them, even otherwise. Each single change is one aligned word store.
-    #: Readers on other threads (the native fast path, which counts the
-    #: responses waiting without the daemon's lock) read the pair inside
-    #: it, and try elsewhere while it is odd or moves.
+    #: The response ring's change sequence (a seqlock, and a claim): odd
+    #: while someone changes the ring (RESPONSE_HEAD, RESPONSE_TAIL, STATUS,
+    #: its slots) or copies bytes over the header, even otherwise. Each
+    #: single change is one aligned word store. Native code on other
+    #: threads (the fast path, without the daemon's lock) reads the count
+    #: inside it, and pops a response only after claiming it (even to odd,
+    #: atomically); the model's changes claim it too: ``claim`` and
+    #: ``release`` (the fast path gives atomic ones; without it nothing
+    #: else changes the ring, and the sequence is simply bumped).
     sequence: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(1, dtype=np.uint32))
+    claim: Callable[[], None] | None = None
+    release: Callable[[], None] | None = None
+    _claims: int = 0  # nested changes (a pop refreshes the status) claim once
 
     # --- the rings -------------------------------------------------------------
+    def _begin(self) -> None:
+        if not self._claims:
+            if self.claim is None:
+                self.sequence += 1
+            else:
+                self.claim()
+        self._claims += 1
+
+    def _end(self) -> None:
+        self._claims -= 1
+        if not self._claims:
+            if self.release is None:
+                self.sequence += 1
+            else:
+                self.release()
+
     def format(self) -> None:
         """Write the mailbox header: layout, empty rings."""
-        self.sequence += 1
+        self._begin()
         try:
             self._write_header()
         finally:
-            self.sequence += 1
+            self._end()
 
     def clear(self) -> None:
         """A zeroed mailbox with a fresh header (a reset)."""
-        self.sequence += 1
+        self._begin()
         try:
             self.mailbox.clear()
             self._write_header()
         finally:
-            self.sequence += 1
+            self._end()
 
     def host_write(self, offset: int, data: bytes | memoryview) -> int:
         """Store bytes the host wrote (pwrite on the mailbox node): a byte
-        copy, inside the change sequence when it covers the response
-        ring's head or tail."""
-        if offset < Header.RESPONSE_TAIL + 4 and offset + len(data) > Header.RESPONSE_HEAD:
-            self.sequence += 1
-            try:
-                return self.mailbox.write(offset, data)
-            finally:
-                self.sequence += 1
-        return self.mailbox.write(offset, data)
+        copy, inside the change sequence."""
+        self._begin()
+        try:
+            return self.mailbox.write(offset, data)
+        finally:
+            self._end()
 
     def _write_header(self) -> None:
         m = self.mailbox
@@ -138,29 +157,42 @@ class Icu:
         return 0 if response is None else self.queue_response(response)
 
     def queue_response(self, response: tuple[int, ...]) -> int:
-        head = self._get(Header.RESPONSE_HEAD)
-        if self.responses_waiting >= SLOTS:
-            self._set(Header.DROPPED, self._get(Header.DROPPED) + 1)
-            self._set(Header.STATUS, self._get(Header.STATUS) | STATUS_OVERFLOW)
-            return 0
-        self.mailbox.write(RESPONSE_RING + (head % SLOTS) * SLOT_SIZE, MESSAGE.pack(*response))
-        self._set(Header.RESPONSE_HEAD, head + 1)
-        self._set(Header.STATUS, self._get(Header.STATUS) | STATUS_RESPONSES)
-        return 1
+        self._begin()
+        try:
+            head = self._get(Header.RESPONSE_HEAD)
+            if self.responses_waiting >= SLOTS:
+                self._set(Header.DROPPED, self._get(Header.DROPPED) + 1)
+                self._set(Header.STATUS, self._get(Header.STATUS) | STATUS_OVERFLOW)
+                return 0
+            self.mailbox.write(RESPONSE_RING + (head % SLOTS) * SLOT_SIZE, MESSAGE.pack(*response))
+            self._set(Header.RESPONSE_HEAD, head + 1)
+            self._set(Header.STATUS, self._get(Header.STATUS) | STATUS_RESPONSES)
+            return 1
+        finally:
+            self._end()
 
     def pop_response(self) -> tuple[int, ...] | None:
-        """Take the next response (the MAILBOX_READ_ONLY ioctl)."""
-        if not self.responses_waiting:
-            return None
-        tail = self._get(Header.RESPONSE_TAIL)
-        data = self.mailbox.read(RESPONSE_RING + (tail % SLOTS) * SLOT_SIZE, MESSAGE.size)
-        self._set(Header.RESPONSE_TAIL, tail + 1)
-        self.refresh_status()
-        return MESSAGE.unpack(data)
+        """Take the next response (the MAILBOX_READ_ONLY ioctl; the native
+        fast path does the same, native/src/fastpath.c)."""
+        self._begin()
+        try:
+            if not self.responses_waiting:
+                return None
+            tail = self._get(Header.RESPONSE_TAIL)
+            data = self.mailbox.read(RESPONSE_RING + (tail % SLOTS) * SLOT_SIZE, MESSAGE.size)
+            self._set(Header.RESPONSE_TAIL, tail + 1)
+            self.refresh_status()
+            return MESSAGE.unpack(data)
+        finally:
+            self._end()
 
     def refresh_status(self) -> None:
-        status = self._get(Header.STATUS) & ~STATUS_RESPONSES
-        self._set(Header.STATUS, status | (STATUS_RESPONSES if self.responses_waiting else 0))
+        self._begin()
+        try:
+            status = self._get(Header.STATUS) & ~STATUS_RESPONSES
+            self._set(Header.STATUS, status | (STATUS_RESPONSES if self.responses_waiting else 0))
+        finally:
+            self._end()
 
     # --- commands ------------------------------------------------------------
     def handle(self, request: tuple[int, ...]) -> tuple[int, ...] | None:

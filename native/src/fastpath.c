@@ -1,10 +1,11 @@
 /* The native fast path (fastpath.h): answers qualifying FUSE requests
  * without the GIL, byte for byte as the Python path would
  * (ipufs/driver/driver.py, ipufs/fuse/session.py), or hands them to
- * Python. It only ever answers what Python would answer the same way with
- * no side effect; any doubt (a size, direction or flag the Python path
- * would refuse, a response to pop, a file opened read-only for an ioctl
- * that needs writing, a header being changed) sends the request to Python.
+ * Python. It only answers what Python would answer the same way, with no
+ * effect beyond what Python's answer has (a response popped); any doubt (a
+ * size, direction or flag the Python path would refuse, a file opened
+ * read-only for an ioctl that needs writing, the response ring being
+ * changed) sends the request to Python.
  *
  * Consistency. Writers (Python) are serialised by the daemon's lock.
  * Readers take no lock:
@@ -12,13 +13,17 @@
  *   then info; a reader loads fh, info, and fh again, and trusts info only
  *   when both fh loads name its file and info is marked valid;
  * - a mailbox's RESPONSE_HEAD and RESPONSE_TAIL are adjacent words read
- *   as one 64-bit load, inside the ICU's change sequence (a seqlock the
- *   model bumps to odd before a change of several header words or a byte
- *   copy into the header, and to even after; ipufs/model/icu.py): an odd
- *   or moved sequence sends the request to Python rather than wait.
- * Python stores those words with plain aligned stores from one thread, in
- * program order; the reader relies on x86's total store order to see them
- * in that order, so elsewhere the fast path answers nothing. */
+ *   as one 64-bit load, inside the ICU's change sequence (a seqlock, odd
+ *   while the ring is being changed; ipufs/model/icu.py): an odd or moved
+ *   sequence sends the request to Python rather than wait;
+ * - a response is popped only by whoever claimed that sequence (even to
+ *   odd, atomically): here with one try (taken: Python's request), in the
+ *   model with ipufs_fast_claim, which waits the few loads and stores a
+ *   pop here takes.
+ * Without a fast path the model bumps the sequence with plain stores; the
+ * counting reader relies on x86's total store order to see them in
+ * program order, so elsewhere the fast path answers nothing. */
+#include <sched.h>
 #include "fastpath.h"
 
 #include <errno.h>
@@ -73,8 +78,9 @@ struct fast_ioctl {
 };
 
 struct fast_ipu {
-    const uint32_t *words; /* the mailbox, NULL: none */
-    const uint32_t *sequence; /* the ICU's change sequence */
+    uint32_t *words; /* the mailbox, NULL: none */
+    size_t count; /* its words */
+    uint32_t *sequence; /* the ICU's change sequence */
     int64_t last_ns; /* activity time of the last request answered here */
 } __attribute__((aligned(64)));
 
@@ -82,7 +88,9 @@ struct ipufs_fast {
     uint32_t hold;
     uint32_t type;
     uint32_t rings[4]; /* request ring, slots, response ring, slots */
+    uint32_t slot_size;
     uint32_t head_word;
+    uint32_t status_word, status_responses;
     int ipus;
     struct fast_ioctl ioctls[256];
     uint64_t answered __attribute__((aligned(64)));
@@ -137,28 +145,54 @@ void ipufs_fast_ioctl(struct ipufs_fast *fast, unsigned nr, int kind, int needs_
 }
 
 void ipufs_fast_rings(struct ipufs_fast *fast, uint32_t request_ring, uint32_t request_slots,
-                      uint32_t response_ring, uint32_t response_slots, uint32_t head_word)
+                      uint32_t response_ring, uint32_t response_slots, uint32_t slot_size,
+                      uint32_t head_word, uint32_t status_word, uint32_t status_responses)
 {
+    /* Set once, before any mailbox is published. */
     fast->rings[0] = request_ring;
     fast->rings[1] = request_slots;
     fast->rings[2] = response_ring;
     fast->rings[3] = response_slots;
+    fast->slot_size = slot_size;
+    fast->status_word = status_word;
+    fast->status_responses = status_responses;
     __atomic_store_n(&fast->head_word, head_word, __ATOMIC_RELEASE);
 }
 
-void ipufs_fast_mailbox(struct ipufs_fast *fast, int ipu, const uint32_t *words, size_t count,
-                        const uint32_t *sequence)
+void ipufs_fast_mailbox(struct ipufs_fast *fast, int ipu, uint32_t *words, size_t count,
+                        uint32_t *sequence)
 {
     if (ipu < 0 || ipu >= fast->ipus)
         return;
     uint32_t head = fast->head_word;
-    /* The two words must be readable as one aligned 64-bit load. */
-    if (words != NULL && (head % 2 || (size_t)head + 2 > count || ((uintptr_t)words % 8) || sequence == NULL))
+    /* The two words must be readable as one aligned 64-bit load, and the
+       status word and every response slot must lie inside. */
+    size_t ring_end = ((size_t)fast->rings[2] + (size_t)fast->rings[3] * fast->slot_size) / 4;
+    if (words != NULL && (head % 2 || (size_t)head + 2 > count || ((uintptr_t)words % 8) || sequence == NULL
+                          || fast->status_word >= count || ring_end > count || fast->rings[3] == 0
+                          || fast->slot_size < 20 || fast->rings[2] % 4 || fast->slot_size % 4))
         words = NULL;
     struct fast_ipu *state = &fast->ipu[ipu];
     __atomic_store_n(&state->words, NULL, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&state->count, count, __ATOMIC_SEQ_CST);
     __atomic_store_n(&state->sequence, sequence, __ATOMIC_SEQ_CST);
     __atomic_store_n(&state->words, words, __ATOMIC_SEQ_CST);
+}
+
+void ipufs_fast_claim(uint32_t *sequence)
+{
+    for (;;) {
+        uint32_t seen = __atomic_load_n(sequence, __ATOMIC_RELAXED);
+        if (!(seen & 1) && __atomic_compare_exchange_n(sequence, &seen, seen + 1, 0, __ATOMIC_ACQUIRE,
+                                                       __ATOMIC_RELAXED))
+            return;
+        sched_yield();
+    }
+}
+
+void ipufs_fast_release(uint32_t *sequence)
+{
+    __atomic_add_fetch(sequence, 1, __ATOMIC_RELEASE);
 }
 
 int ipufs_fast_opened(struct ipufs_fast *fast, uint64_t fh, int ipu, int writable)
@@ -227,6 +261,38 @@ static int64_t responses_waiting(struct ipufs_fast *fast, int ipu)
     return (uint32_t)(head - tail);
 }
 
+/* Take the next response off IPU `ipu`'s response ring into `message`,
+   as the model's Icu.pop_response does (RESPONSE_TAIL advanced, STATUS's
+   responses bit refreshed): 1 when taken, 0 when none waits, -1 when the
+   ring is being changed (its sequence claimed). */
+static int pop_response(struct ipufs_fast *fast, int ipu, uint32_t message[5])
+{
+    struct fast_ipu *state = &fast->ipu[ipu];
+    uint32_t *words = __atomic_load_n(&state->words, __ATOMIC_ACQUIRE);
+    if (words == NULL)
+        return -1;
+    uint32_t *sequence = __atomic_load_n(&state->sequence, __ATOMIC_ACQUIRE);
+    uint32_t seen = __atomic_load_n(sequence, __ATOMIC_RELAXED);
+    if ((seen & 1) || !__atomic_compare_exchange_n(sequence, &seen, seen + 1, 0, __ATOMIC_ACQUIRE,
+                                                   __ATOMIC_RELAXED))
+        return -1;
+    uint32_t *head = words + fast->head_word, *tail = head + 1, *status = words + fast->status_word;
+    uint32_t taken = __atomic_load_n(tail, __ATOMIC_RELAXED);
+    uint32_t waiting = __atomic_load_n(head, __ATOMIC_RELAXED) - taken;
+    if (waiting) {
+        const uint32_t *slot = words + (fast->rings[2] + (taken % fast->rings[3]) * fast->slot_size) / 4;
+        for (int i = 0; i < 5; i++)
+            message[i] = __atomic_load_n(&slot[i], __ATOMIC_RELAXED);
+        __atomic_store_n(tail, taken + 1, __ATOMIC_RELAXED);
+        uint32_t was = __atomic_load_n(status, __ATOMIC_RELAXED);
+        uint32_t now = (was & ~fast->status_responses) | (waiting > 1 ? fast->status_responses : 0);
+        if (now != was)
+            __atomic_store_n(status, now, __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(sequence, seen + 2, __ATOMIC_RELEASE);
+    return waiting != 0;
+}
+
 static int64_t now_ns(void)
 {
     struct timespec ts;
@@ -243,6 +309,8 @@ static long reply_error(uint64_t unique, int error, void *reply, size_t capacity
     memcpy(reply, &out, sizeof out);
     return (long)sizeof out;
 }
+
+#define REPLY_HEADERS (sizeof(struct fuse_out_header) + sizeof(struct fuse_ioctl_out))
 
 static long reply_ioctl(uint64_t unique, const void *data, size_t n, void *reply, size_t capacity)
 {
@@ -287,7 +355,7 @@ static long answer_ioctl(struct ipufs_fast *fast, const struct fuse_in_header *i
         return 0;
     long n = 0;
     switch (row.kind) {
-    case IPUFS_FAST_MAILBOX_COUNT: {
+    case IPUFS_FAST_MAILBOX_READ: {
         int64_t waiting = responses_waiting(fast, ipu);
         if (waiting < 0)
             return 0;
@@ -296,8 +364,17 @@ static long answer_ioctl(struct ipufs_fast *fast, const struct fuse_in_header *i
             n = reply_ioctl(in->unique, &count, arg->out_size < 8 ? arg->out_size : 8, reply, capacity);
         } else if (size >= 20 && waiting == 0) {
             n = reply_error(in->unique, EAGAIN, reply, capacity);
+        } else if (size >= 20 && (dir & IOC_READ) && capacity >= REPLY_HEADERS + 20) {
+            /* (room for the reply known before a response is taken) */
+            uint32_t message[5];
+            size_t length = arg->out_size < sizeof message ? arg->out_size : sizeof message;
+            int popped = pop_response(fast, ipu, message);
+            if (popped > 0)
+                n = reply_ioctl(in->unique, message, length, reply, capacity);
+            else if (popped == 0)
+                n = reply_error(in->unique, EAGAIN, reply, capacity);
         }
-        break; /* a response to pop, an answer into the caller's memory, a bad size: Python */
+        break; /* an answer into the caller's memory, a bad size, a ring being changed: Python */
     }
     case IPUFS_FAST_MAILBOX_OFFSETS:
         if (size >= 8 && (dir & IOC_READ)) {

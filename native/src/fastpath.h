@@ -32,9 +32,10 @@ long ipufs_fast_answer(struct ipufs_fast *fast, const void *request, size_t leng
 /* How a qualifying ioctl is answered (the ABI table's `fast` column). */
 enum ipufs_fast_kind {
     IPUFS_FAST_NONE = 0,
-    /* MAILBOX_READ_ONLY: the u64 count of responses waiting; EAGAIN for
-       the message form when none waits (a response to pop: Python). */
-    IPUFS_FAST_MAILBOX_COUNT = 1,
+    /* MAILBOX_READ_ONLY: the u64 count of responses waiting; the message
+       form takes the next response off the ring, or EAGAIN when none
+       waits. */
+    IPUFS_FAST_MAILBOX_READ = 1,
     /* MAILBOX_GET_OFFSETS: the ring offsets and slot counts published. */
     IPUFS_FAST_MAILBOX_OFFSETS = 2,
 };
@@ -55,16 +56,26 @@ void ipufs_fast_ioctl_type(struct ipufs_fast *fast, unsigned type);
 void ipufs_fast_ioctl(struct ipufs_fast *fast, unsigned nr, int kind, int needs_write);
 
 /* The mailbox rings: request ring offset and slots, response ring offset
-   and slots (MAILBOX_GET_OFFSETS), and the index of the RESPONSE_HEAD
-   word, RESPONSE_TAIL being the next (both read as one 64-bit load). */
+   and slots (MAILBOX_GET_OFFSETS), a slot's size; the index of the
+   RESPONSE_HEAD word, RESPONSE_TAIL being the next (both read as one
+   64-bit load), and of the STATUS word with its responses-waiting bit. */
 void ipufs_fast_rings(struct ipufs_fast *fast, uint32_t request_ring, uint32_t request_slots,
-                      uint32_t response_ring, uint32_t response_slots, uint32_t head_word);
+                      uint32_t response_ring, uint32_t response_slots, uint32_t slot_size,
+                      uint32_t head_word, uint32_t status_word, uint32_t status_responses);
 
 /* IPU `ipu`'s mailbox words (NULL: none; its requests go to Python) and
-   the ICU's change sequence, odd while the model changes several header
-   words at once (a seqlock: ipufs/model/icu.py). After ipufs_fast_rings. */
-void ipufs_fast_mailbox(struct ipufs_fast *fast, int ipu, const uint32_t *words, size_t count,
-                        const uint32_t *sequence);
+   the ICU's change sequence: odd while someone changes the response ring
+   (a seqlock readers read inside, and a claim writers take atomically:
+   ipufs_fast_claim; ipufs/model/icu.py). After ipufs_fast_rings. */
+void ipufs_fast_mailbox(struct ipufs_fast *fast, int ipu, uint32_t *words, size_t count,
+                        uint32_t *sequence);
+
+/* Claim a change sequence (even to odd, atomically; waits, yielding, while
+   another holds it, which the fast path does for a few loads and stores),
+   and release it (odd to even). The model claims through these while a
+   fast path may pop responses. */
+void ipufs_fast_claim(uint32_t *sequence);
+void ipufs_fast_release(uint32_t *sequence);
 
 /* File handle `fh` is open on IPU `ipu` (`writable`: not O_RDONLY).
    Returns 1 when the fast path knows it, 0 when its slot is taken by

@@ -91,10 +91,10 @@ def _fast_path() -> tuple[native.FastPath, bytes, bytes]:
     it does not (GETATTR)."""
     fast = native.FastPath(1)
     fast.ioctl_type(0xED)
-    fast.ioctl(29, native.FastAnswer.MAILBOX_COUNT, needs_write=False)
-    fast.rings(0x1000, 64, 0x2000, 64, 0x48 // 4)
+    fast.ioctl(29, native.FastAnswer.MAILBOX_READ, needs_write=False)
+    fast.rings(0x1000, 64, 0x2000, 64, 32, 0x48 // 4, 0x54 // 4, 1)
     # A mailbox with no response waiting (the fast path keeps the buffers alive).
-    fast.mailbox(0, np.zeros(1024, dtype=np.uint32), np.zeros(1, dtype=np.uint32))
+    fast.mailbox(0, np.zeros(4096, dtype=np.uint32), np.zeros(1, dtype=np.uint32))
     fast.opened(1, 0, writable=True)
     fast.hold(0)
     ioctl = struct.pack("<IIQQIIIHH", 72, 39, 2, 2, 0, 0, 1, 0, 0) + struct.pack("<QIIQII", 1, 0, 0x8008ED1D, 0, 0, 8)
