@@ -72,7 +72,7 @@ class Icu:
     def _begin(self) -> None:
         if not self._claims:
             if self.claim is None:
-                self.sequence += 1
+                self._bump()
             else:
                 self.claim()
         self._claims += 1
@@ -81,9 +81,13 @@ class Icu:
         self._claims -= 1
         if not self._claims:
             if self.release is None:
-                self.sequence += 1
+                self._bump()
             else:
                 self.release()
+
+    def _bump(self) -> None:
+        """The sequence one further: one aligned word store."""
+        self.sequence[0] = (int(self.sequence[0]) + 1) & 0xFFFFFFFF
 
     def format(self) -> None:
         """Write the mailbox header: layout, empty rings."""
