@@ -20,9 +20,9 @@
  *   odd, atomically): here with one try (taken: Python's request), in the
  *   model with ipufs_fast_claim, which waits the few loads and stores a
  *   pop here takes.
- * Without a fast path the model bumps the sequence with plain stores; the
- * counting reader relies on x86's total store order to see them in
- * program order, so elsewhere the fast path answers nothing. */
+ * The fast path answers only on x86, where it is tested (its readers and
+ * the model's plain word stores inside a claim were reasoned about with
+ * x86's total store order in mind); elsewhere it answers nothing. */
 #include <sched.h>
 #include "fastpath.h"
 
