@@ -1,10 +1,11 @@
 # The native fast path (native/src/fastpath.c, ipufs/driver/fast_path.py)
-# against the Python path, in process: the same request bytes go to the
-# native function and to the Session, and wherever the native function
-# answers, its reply must be the Session's byte for byte. What it must
-# leave to Python (holds, files it does not know, a change of the
-# mailbox header under way) it must leave. tests/integration/
-# test_fast_path_mount.py runs a stream through a mount, fast on and off.
+# against the Python path, in process: the same request bytes go to a
+# driver stack with the fast path (the native function first) and to one
+# without (the Session alone); every reply must be the same byte for
+# byte, and so must the mailboxes after. What it must leave to Python
+# (holds, files it does not know, a ring being changed) it must leave.
+# tests/integration/test_fast_path_mount.py runs a stream through a
+# mount, fast on and off.
 from __future__ import annotations
 
 import errno
