@@ -6,9 +6,11 @@
 # unshare(2) and what a child of `ipufs run` does before exec, and
 # signalfd(2), through which a Python client can read si_int; and the
 # register watcher's detector, which polls shared memory without the GIL,
-# and the FUSE reader's spin, which scans the same watches while it waits.
+# and the FUSE reader's spin, which scans the same watches while it waits;
+# and the fast path (src/fastpath.c), which answers hot requests natively.
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 
@@ -16,6 +18,9 @@ from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
+#: Sources compiled into the same module beside SOURCE (their functions
+#: are declared in the headers of src/ and in the cdef below).
+SOURCES = [os.path.relpath(HERE / "src" / name) for name in ("fastpath.c",)]
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -37,15 +42,25 @@ ffibuilder.cdef(
     int ipufs_watch(struct ipufs_watch *watches, int n, unsigned char *ready,
                     long period_ns, long timeout_ns, uint32_t *awake);
     void ipufs_asleep(uint32_t *awake);
+    struct ipufs_fast;
     #define IPUFS_SPIN_WATCHED ...
+    #define IPUFS_FAST_ANSWERED ...
     long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
                          struct ipufs_watch *watches, int n, unsigned char *ready,
-                         uint32_t *awake);
+                         uint32_t *awake, struct ipufs_fast *fast);
+    long ipufs_sleep_read(int fd, void *buffer, size_t length, struct ipufs_fast *fast);
     """
+    # The fast path's interface, declared once, in its header.
+    + "\n".join(re.findall(r"^(?:long|void|int|uint64_t|int64_t|struct ipufs_fast \*)\s*ipufs_fast_\w+\(.*?\);$",
+                           (HERE / "src" / "fastpath.h").read_text(), re.M | re.S))
+    + re.search(r"^enum ipufs_fast_kind \{.*?^\};$", (HERE / "src" / "fastpath.h").read_text(),
+                re.M | re.S).group(0)  # type: ignore[union-attr]
 )
 ffibuilder.set_source(
     "ipufs._native",
     SOURCE,
+    sources=SOURCES,
+    include_dirs=[str(HERE / "src")],
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
 )
 

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import trio
 
+from ipufs import native
 from ipufs.container.cdi import SpecFile, default_prefix
 from ipufs.container.follow import Holder
 from ipufs.daemon.config import DaemonConfig
@@ -36,7 +37,8 @@ from ipufs.driver.events import FaultFired
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.effects import ModelEffects
 from ipufs.driver import sysfs_tree
-from ipufs.driver.device_nodes import DeviceNodes
+from ipufs.driver.device_nodes import DeviceNodes, NoFastPath
+from ipufs.driver.fast_path import FastAnswers
 from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.pollers import PollWakeups
@@ -120,9 +122,19 @@ class Daemon:
         self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
         self.execution = ExecutionRunner(self.devices, self.work, self.tracer)
+        # The native fast path: it answers the hot requests while nothing
+        # around them needs Python (a trace, a fault plan, page-cache mode).
+        self.fast: FastAnswers | None = None
+        if config.fast_path:
+            self.fast = FastAnswers(native.FastPath(config.ipus), self.devices, tracer=self.tracer,
+                                    accesses=self.plans, mapping=mapping)
+            self.tracer.watchers.append(self.fast.refresh)
+            self.plans.watchers.append(self.fast.refresh)
+            use.elsewhere = self.fast.last
         # The filesystem and its server.
         nodes = DeviceNodes(self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
-                            work=self.work, use=use, accesses=self.plans)
+                            work=self.work, use=use, accesses=self.plans,
+                            fast=self.fast if self.fast is not None else NoFastPath())
         self.filesystem = IpuFilesystem(self.devices, tree, nodes=nodes, view=SysfsView(self.devices, tree),
                                         mapping=mapping, ownership=config.ownership,
                                         control_path=config.control_path)
@@ -132,7 +144,8 @@ class Daemon:
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=lock,
-            transport=functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers),
+            transport=functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers,
+                                        fast=self.fast.path if self.fast is not None else None),
         )
         self.links = DevLinks(config.dev_dir, config.mountpoint, tree) if config.link_dev else None
         mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon
@@ -144,7 +157,7 @@ class Daemon:
         # The control socket.
         device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock)
         status = StatusQueries(self.devices, self.driver, lambda: self.filesystem.mode,
-                               lambda: self.server.session.requests)
+                               self._requests)
         o = config.ownership
         self.control = ControlServer(
             config.control_path, status.operations() + device_side.operations(),
@@ -156,6 +169,10 @@ class Daemon:
             o = config.ownership
             self.tracer.open_file(config.trace_file, config.trace_max_bytes, uid=o.uid, gid=o.gid, mode=o.mode)
             undo.callback(self.tracer.close)
+
+    def _requests(self) -> int:
+        """Requests served, by Python and by the fast path."""
+        return self.server.session.requests + (self.fast.answered if self.fast is not None else 0)
 
     def _traced_fault(self, fault: Fault) -> None:
         if self.tracer.enabled:

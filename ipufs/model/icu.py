@@ -9,6 +9,9 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import NDArray
+
 from ipufs.abi.icu import (
     ERROR_MARKER, LAYOUT_VERSION, LOWER, MAGIC, MESSAGE, REQUEST_RING, RESPONSE_RING, SLOT_SIZE, SLOTS,
     STATUS_OVERFLOW, STATUS_RESPONSES, Header, IcuError, Op, op_of,
@@ -51,10 +54,68 @@ class Icu:
     unresponsive: bool = False
     #: Told of every request and its answer (the driver's trace); no I/O here.
     observer: IcuObserver | None = None
+    #: The response ring's change sequence (a seqlock, and a claim): odd
+    #: while someone changes the ring (RESPONSE_HEAD, RESPONSE_TAIL, STATUS,
+    #: its slots) or copies bytes over the header, even otherwise. Each
+    #: single change is one aligned word store. Native code on other
+    #: threads (the fast path, without the daemon's lock) reads the count
+    #: inside it, and pops a response only after claiming it (even to odd,
+    #: atomically); the model's changes claim it too: ``claim`` and
+    #: ``release`` (the fast path gives atomic ones; without it nothing
+    #: else changes the ring, and the sequence is simply bumped).
+    sequence: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(1, dtype=np.uint32))
+    claim: Callable[[], None] | None = None
+    release: Callable[[], None] | None = None
+    _claims: int = 0  # nested changes (a pop refreshes the status) claim once
 
     # --- the rings -------------------------------------------------------------
+    def _begin(self) -> None:
+        if not self._claims:
+            if self.claim is None:
+                self._bump()
+            else:
+                self.claim()
+        self._claims += 1
+
+    def _end(self) -> None:
+        self._claims -= 1
+        if not self._claims:
+            if self.release is None:
+                self._bump()
+            else:
+                self.release()
+
+    def _bump(self) -> None:
+        """The sequence one further: one aligned word store."""
+        self.sequence[0] = (int(self.sequence[0]) + 1) & 0xFFFFFFFF
+
     def format(self) -> None:
         """Write the mailbox header: layout, empty rings."""
+        self._begin()
+        try:
+            self._write_header()
+        finally:
+            self._end()
+
+    def clear(self) -> None:
+        """A zeroed mailbox with a fresh header (a reset)."""
+        self._begin()
+        try:
+            self.mailbox.clear()
+            self._write_header()
+        finally:
+            self._end()
+
+    def host_write(self, offset: int, data: bytes | memoryview) -> int:
+        """Store bytes the host wrote (pwrite on the mailbox node): a byte
+        copy, inside the change sequence."""
+        self._begin()
+        try:
+            return self.mailbox.write(offset, data)
+        finally:
+            self._end()
+
+    def _write_header(self) -> None:
         m = self.mailbox
         for name, value in ((Header.MAGIC, MAGIC), (Header.LAYOUT_VERSION, LAYOUT_VERSION),
                             (Header.SLOT_SIZE, SLOT_SIZE), (Header.REQUEST_SLOTS, SLOTS),
@@ -70,7 +131,7 @@ class Icu:
 
     def _set(self, field_: Header, value: int) -> None:
         if self._get(field_) != value & 0xFFFFFFFF:
-            self.mailbox.write(field_, struct.pack("<I", value & 0xFFFFFFFF))
+            self.mailbox.store_word(field_ // 4, value & 0xFFFFFFFF)
 
     @property
     def responses_waiting(self) -> int:
@@ -100,29 +161,42 @@ class Icu:
         return 0 if response is None else self.queue_response(response)
 
     def queue_response(self, response: tuple[int, ...]) -> int:
-        head = self._get(Header.RESPONSE_HEAD)
-        if self.responses_waiting >= SLOTS:
-            self._set(Header.DROPPED, self._get(Header.DROPPED) + 1)
-            self._set(Header.STATUS, self._get(Header.STATUS) | STATUS_OVERFLOW)
-            return 0
-        self.mailbox.write(RESPONSE_RING + (head % SLOTS) * SLOT_SIZE, MESSAGE.pack(*response))
-        self._set(Header.RESPONSE_HEAD, head + 1)
-        self._set(Header.STATUS, self._get(Header.STATUS) | STATUS_RESPONSES)
-        return 1
+        self._begin()
+        try:
+            head = self._get(Header.RESPONSE_HEAD)
+            if self.responses_waiting >= SLOTS:
+                self._set(Header.DROPPED, self._get(Header.DROPPED) + 1)
+                self._set(Header.STATUS, self._get(Header.STATUS) | STATUS_OVERFLOW)
+                return 0
+            self.mailbox.write(RESPONSE_RING + (head % SLOTS) * SLOT_SIZE, MESSAGE.pack(*response))
+            self._set(Header.RESPONSE_HEAD, head + 1)
+            self._set(Header.STATUS, self._get(Header.STATUS) | STATUS_RESPONSES)
+            return 1
+        finally:
+            self._end()
 
     def pop_response(self) -> tuple[int, ...] | None:
-        """Take the next response (the MAILBOX_READ_ONLY ioctl)."""
-        if not self.responses_waiting:
-            return None
-        tail = self._get(Header.RESPONSE_TAIL)
-        data = self.mailbox.read(RESPONSE_RING + (tail % SLOTS) * SLOT_SIZE, MESSAGE.size)
-        self._set(Header.RESPONSE_TAIL, tail + 1)
-        self.refresh_status()
-        return MESSAGE.unpack(data)
+        """Take the next response (the MAILBOX_READ_ONLY ioctl; the native
+        fast path does the same, native/src/fastpath.c)."""
+        self._begin()
+        try:
+            if not self.responses_waiting:
+                return None
+            tail = self._get(Header.RESPONSE_TAIL)
+            data = self.mailbox.read(RESPONSE_RING + (tail % SLOTS) * SLOT_SIZE, MESSAGE.size)
+            self._set(Header.RESPONSE_TAIL, tail + 1)
+            self.refresh_status()
+            return MESSAGE.unpack(data)
+        finally:
+            self._end()
 
     def refresh_status(self) -> None:
-        status = self._get(Header.STATUS) & ~STATUS_RESPONSES
-        self._set(Header.STATUS, status | (STATUS_RESPONSES if self.responses_waiting else 0))
+        self._begin()
+        try:
+            status = self._get(Header.STATUS) & ~STATUS_RESPONSES
+            self._set(Header.STATUS, status | (STATUS_RESPONSES if self.responses_waiting else 0))
+        finally:
+            self._end()
 
     # --- commands ------------------------------------------------------------
     def handle(self, request: tuple[int, ...]) -> tuple[int, ...] | None:
