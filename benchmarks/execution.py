@@ -78,7 +78,7 @@ def _ipu(profile: str = "ipu1") -> Any:
 
 def _measure(source: str, tiles: range) -> tuple[int, float]:
     from ipufs.abi import tile_code
-    from ipufs.daemon.execution import SLICE_TURNS
+    from ipufs.daemon.execution import slice_turns
     from ipufs.model.executor import debug as tdi_side
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
@@ -95,7 +95,7 @@ def _measure(source: str, tiles: range) -> tuple[int, float]:
                                 tile_code.branch_word(program.entry))
     start = time.perf_counter()
     while ipu.execution.busy():
-        ipu.execution.run(SLICE_TURNS)
+        ipu.execution.run(slice_turns(ipu.execution))
     return ipu.execution.instructions, time.perf_counter() - start
 
 

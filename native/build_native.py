@@ -7,6 +7,8 @@
 # signalfd(2), through which a Python client can read si_int; and the
 # register watcher's detector, which polls shared memory without the GIL,
 # and the FUSE reader's spin, which scans the same watches while it waits.
+# Further sources are compiled beside it (SOURCES), each declared once in
+# its header, which both the C code and the cffi definitions read.
 from __future__ import annotations
 
 import pathlib
@@ -16,6 +18,9 @@ from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
+#: other sources of the module and their headers (plain declarations, no preprocessor lines)
+SOURCES = {"executor.c": "executor.h"}  # the tile executor's hot loop
+HEADERS = [(HERE / "src" / header).read_text() for header in SOURCES.values()]
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -42,10 +47,13 @@ ffibuilder.cdef(
                          const struct ipufs_watch *watches, int n, unsigned char *ready,
                          uint32_t *awake);
     """
+    + "".join(HEADERS)
 )
 ffibuilder.set_source(
     "ipufs._native",
-    SOURCE,
+    SOURCE + "".join(f'\n#include "{header}"\n' for header in SOURCES.values()),
+    sources=[f"native/src/{source}" for source in SOURCES],  # setup.py wants them relative to itself
+    include_dirs=["native/src"],
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
 )
 

@@ -4,17 +4,22 @@
 # tiles, external zones through the IPU's host sync machinery); turns
 # faults into tile exceptions (EXC_* registers, signal 44); and takes
 # instructions injected through the tile debug interface. Pure: no I/O, no
-# clocks; the daemon calls run() in bounded slices. docs/execution.md.
+# clocks; the daemon calls run() in bounded slices. Turns run in the native
+# loop (native.py) where the semantic rules name a native form, on the same
+# state, and here otherwise. docs/execution.md.
 from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
+import numpy as np
+
 from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
+from ipufs.model.executor import native
 from ipufs.model.executor.rule import Rule
 from ipufs.model.executor.semantics import SEMANTICS, why_not
-from ipufs.model.executor.state import MASK, Context, Etype, Status, TileFault, TileState, Wait
+from ipufs.model.executor.state import MASK, WAIT_CODES, Context, Etype, Status, TileFault, TileState, Wait
 from ipufs.model.isa import Arch, Bundle, Context as Contexts, Decoder, Group, Instruction
 from ipufs.model.tdi import TdiRegister, TileDebug
 
@@ -23,6 +28,8 @@ if TYPE_CHECKING:
 
 #: tile exceptions of faults and what EXC_CAUSE they show, as docs/execution.md maps them
 _PARITY_FAULT = (Etype.MEMERR, ExceptionCause.PARITY)
+#: status and wait as the arrays hold them
+_ACTIVE, _INTERNAL, _EXTERNAL = int(Status.ACTIVE), WAIT_CODES[Wait.INTERNAL], WAIT_CODES[Wait.EXTERNAL]
 _MAX_EVENTS = 4096
 
 
@@ -40,7 +47,7 @@ class Event:
 #: a decoded word (or pair): the instruction or bundle, its rule(s), and
 #: which contexts may run it (bit 0 the supervisor, bit 1 workers); or why not
 _Decoded = tuple[Instruction, Rule | None, int] | tuple[Bundle, Rule | None, Rule | None, int] | str
-_SUPERVISOR_BIT, _WORKER_BIT = 1, 2
+_SUPERVISOR_BIT, _WORKER_BIT = native.SUPERVISOR_BIT, native.WORKER_BIT
 
 
 def _who(inst: Instruction) -> int:
@@ -57,6 +64,11 @@ class Execution:
         self.decoder = Decoder(self.arch)
         self.memory_base = ipu.tiles.base
         self.workers = ipu.profile.workers_per_tile
+        #: every tile's registers, PC, status, turns..., shared by both paths
+        self.arrays = native.Arrays(ipu.profile.tiles, self.workers + 1)
+        #: the native loop: on, off, or None for the process's default (native.enabled())
+        self.native: bool | None = None
+        self._loop: native.Loop | None = None
         self.states: dict[int, TileState] = {}
         self.running: set[int] = set()
         self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
@@ -75,7 +87,8 @@ class Execution:
     def state(self, tile: int) -> TileState:
         t = self.states.get(tile)
         if t is None:
-            t = self.states[tile] = TileState(tile, self.workers)
+            a = self.arrays
+            t = self.states[tile] = TileState(tile, self.workers, a.registers[tile], a.fields[tile], a.counters[tile])
         return t
 
     def reset(self) -> None:
@@ -175,12 +188,20 @@ class Execution:
             # Fair across calls: start after the tile served last, and give
             # each tile a share of the budget.
             first = next((i for i, tile in enumerate(order) if tile >= self._cursor), 0)
-            share = max(16, min(slice_turns, (budget - done) // len(order)))
-            for tile in order[first:] + order[:first]:
-                taken += self._run_tile(self.states[tile], min(share, budget - done - taken))
-                self._cursor = tile + 1
-                if done + taken >= budget:
-                    break
+            loop = self._native_loop()
+            # The share only makes the tiles fair within a call: the native
+            # loop's passes take the whole budget, the Python's slices.
+            share = max(16, min(slice_turns if loop is None else budget, (budget - done) // len(order)))
+            if loop is not None:
+                taken, self._cursor, retired = loop.run(order[first:] + order[:first], share, budget - done,
+                                                        self._cursor, self._learn, self._python_turn)
+                self.instructions += retired
+            else:
+                for tile in order[first:] + order[:first]:
+                    taken += self._run_tile(self.states[tile], min(share, budget - done - taken))
+                    self._cursor = tile + 1
+                    if done + taken >= budget:
+                        break
             done += taken
             released = self._settle()
             if not taken and not released:
@@ -189,7 +210,23 @@ class Execution:
 
     def busy(self) -> bool:
         """Whether some context can take a turn now."""
-        return any(c.runnable() for tile in self.running for c in self.states[tile].contexts)
+        if not self.running:
+            return False
+        f = self.arrays.fields[np.fromiter(self.running, np.intp, len(self.running))]
+        return bool(((f[..., native.STATUS] == _ACTIVE) & (f[..., native.WAIT] == native.WAIT_NONE)).any())
+
+    def native_on(self) -> bool:
+        """Whether turns run in the native loop (Execution.native, else
+        IPUFS_NATIVE_EXECUTOR), and may now: not while a parity mark
+        exists (loads and fetches check those on the Python path)."""
+        return (native.enabled() if self.native is None else self.native) and not self.ipu.tiles.bad_parity
+
+    def _native_loop(self) -> native.Loop | None:
+        if not self.native_on():
+            return None
+        if self._loop is None:
+            self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._window, self._sram)
+        return self._loop
 
     def _run_tile(self, t: TileState, turns: int) -> int:
         n = 0
@@ -200,15 +237,38 @@ class Execution:
                     break
                 continue
             n += 1
-            t.turns += 1
-            if c.delay:
-                c.delay -= 1
-                continue
-            try:
-                self._issue(t, c)
-            except TileFault as fault:
-                self.fault(t, c, fault)
+            self._turn(t, c)
         return n
+
+    def _turn(self, t: TileState, c: Context) -> None:
+        t.turns += 1
+        if c.delay:
+            c.delay -= 1
+            return
+        try:
+            self._issue(t, c)
+        except TileFault as fault:
+            self.fault(t, c, fault)
+
+    def _python_turn(self, tile: int) -> None:
+        """The turn the native loop hands back: a context of ``tile`` can run."""
+        t = self.states[tile]
+        c = t.next_runnable()
+        assert c is not None, "the native loop hands back only turns a context can take"
+        self._turn(t, c)
+
+    def _learn(self, word: int) -> tuple[int, int, int, tuple[int, ...]]:
+        """What the native loop does with ``word``: its form, kind, who may
+        run it and its operands, from the decoder and the rule's native
+        column; the Python form for anything else."""
+        found = self._decode_key(word)
+        if isinstance(found, str) or len(found) != 3:
+            return native.PYTHON_FORM, 0, 0, ()
+        inst, rule, who = found
+        if rule is None or not rule.native:
+            return native.PYTHON_FORM, 0, 0, ()
+        form, kind = native.code(rule.native)
+        return form, kind, who, inst.operands
 
     def _decode(self, t: TileState, pc: int) -> _Decoded:
         word = self._word(t, pc)
@@ -276,13 +336,16 @@ class Execution:
             # Both halves read the registers as they were before the bundle
             # (ours: the public record does not say); the aux half runs on
             # a copy of $a taken before the main half wrote it.
-            before = c.a[:]
+            a = c.a
+            before = a.tolist()
             main_rule.handler(self, t, c, bundle.main.operands)
-            after_main, c.a = c.a, before
+            after_main = a.tolist()
+            for i in range(16):
+                a[i] = before[i]
             aux_rule.handler(self, t, c, bundle.aux.operands)
             for i in range(16):
                 if after_main[i] != before[i]:
-                    c.a[i] = after_main[i]
+                    a[i] = after_main[i]
             retired = 2
         r = c.repeat
         if r is not None and c.next_pc == r.end and r.first <= pc:
@@ -333,20 +396,27 @@ class Execution:
     def _settle(self) -> bool:
         """Drop tiles that stopped; complete syncs every running tile has
         reached. Returns whether a context was released."""
-        for tile in [tile for tile in self.running if not self.states[tile].active()]:
-            self.running.discard(tile)
+        # Over the arrays: one look at every running tile's contexts.
         if not self.running:
             return False
-        supervisors = [self.states[tile].supervisor for tile in sorted(self.running)]
-        members = [s for s in supervisors if s.status is Status.ACTIVE]
-        if not members:
+        fields = self.arrays.fields
+        tiles = np.array(sorted(self.running), np.intp)
+        active = (fields[tiles, :, native.STATUS] == _ACTIVE).any(axis=1)
+        if not active.all():
+            for tile in tiles[~active].tolist():
+                self.running.discard(tile)
+            tiles = tiles[active]
+            if not tiles.size:
+                return False
+        members = tiles[fields[tiles, 0, native.STATUS] == _ACTIVE]  # the running tiles' active supervisors
+        if not members.size:
             return False
-        if all(s.wait is Wait.INTERNAL for s in members):
-            for s in members:
-                s.wait = Wait.NONE
+        waits = fields[members, 0, native.WAIT]
+        if (waits == _INTERNAL).all():
+            fields[members, 0, native.WAIT] = native.WAIT_NONE
             return True
-        if self._external is None and all(s.wait is Wait.EXTERNAL for s in members):
-            zones = {s.wait_zone for s in members}
+        if self._external is None and (waits == _EXTERNAL).all():
+            zones = {self.states[tile].supervisor.wait_zone for tile in members.tolist()}
             if len(zones) == 1:
                 zone = self._external = zones.pop()
                 self.ipu.request_sync(zone)

@@ -116,6 +116,6 @@ RULES: dict[str, Rule] = {
     "uput_aaan_zi": Rule(_uput, A.format("uput")),
     "sync_mmmn_zi": Rule(_sync, "R docs/sync zones.md (zones); LOCAL waits for the workers: inferred from R's "
                         "boot loader (runall then sync 2)"),
-    "delay_mmmn_zi": Rule(_delay, "S (encoding); a stall of N turns of the context: ours"),
+    "delay_mmmn_zi": Rule(_delay, "S (encoding); a stall of N turns of the context: ours", "delay"),
     "trap_mmmn_zi": Rule(_trap, A.format("trap") + " (patched breakpoint: ETYPE PBRK0)"),
 }

@@ -1,0 +1,127 @@
+# The native loop's Python side (native/src/executor.c, in ipufs._native):
+# the layout of the arrays that hold the tiles' execution state (shared in
+# place by the Python path, state.py, and the C loop), the forms a semantic
+# rule's `native` column may name (the C loop's own list, read from it),
+# and Loop, which runs passes over an IPU's tiles in C, handing the turns
+# it does not take back to the Python path. On/off: IPUFS_NATIVE_EXECUTOR=0
+# in the environment, or Execution.native. docs/execution.md, "Speed".
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ipufs import _native  # type: ignore[attr-defined]
+from ipufs.model.memory import BarMemory
+
+_lib: Any = _native.lib
+_ffi: Any = _native.ffi
+
+#: each context's fields and each tile's counters (int64), as executor.h lays them out
+PC, STATUS, WAIT, DELAY, REPEAT = _lib.IPUFS_X_PC, _lib.IPUFS_X_STATUS, _lib.IPUFS_X_WAIT, _lib.IPUFS_X_DELAY, \
+    _lib.IPUFS_X_REPEAT
+CONTEXT_FIELDS = _lib.IPUFS_X_CONTEXT_FIELDS
+TURN, TURNS, INSTRUCTIONS, TILE_FIELDS = _lib.IPUFS_X_TURN, _lib.IPUFS_X_TURNS, _lib.IPUFS_X_INSTRUCTIONS, \
+    _lib.IPUFS_X_TILE_FIELDS
+REGISTERS = _lib.IPUFS_X_REGISTERS  # $m0..$m15, then $a0..$a15
+WAIT_NONE, WAIT_WORKERS = _lib.IPUFS_X_WAIT_NONE, _lib.IPUFS_X_WAIT_WORKERS
+SUPERVISOR_BIT, WORKER_BIT = _lib.IPUFS_X_SUPERVISOR, _lib.IPUFS_X_WORKER
+
+FORMS: dict[str, int] = {_ffi.string(_lib.ipufs_x_form_name(i)).decode(): i for i in range(_lib.ipufs_x_form_count())}
+KINDS: dict[str, int] = {_ffi.string(_lib.ipufs_x_kind_name(i)).decode(): i for i in range(_lib.ipufs_x_kind_count())}
+PYTHON_FORM = FORMS["python"]
+#: the environment variable that turns the native loop off ("0")
+SWITCH = "IPUFS_NATIVE_EXECUTOR"
+_DIRTY_PAIRS = 4096
+
+
+def enabled() -> bool:
+    """The process's default: on unless IPUFS_NATIVE_EXECUTOR=0."""
+    return os.environ.get(SWITCH, "1") != "0"
+
+
+def code(native: str) -> tuple[int, int]:
+    """A rule's native name (``FORM`` or ``FORM.KIND``) as the C loop's
+    form and kind numbers; ValueError naming what it lacks."""
+    form, _, kind = native.partition(".")
+    if form not in FORMS or form == "python" or kind not in KINDS:
+        raise ValueError(f"native form {native!r}: the C loop has no such form or kind")
+    return FORMS[form], KINDS[kind]
+
+
+class Arrays:
+    """The execution state of every tile of one IPU, as arrays: registers
+    [tile, context, 32] (u32), fields [tile, context, CONTEXT_FIELDS] and
+    counters [tile, TILE_FIELDS] (i64)."""
+
+    def __init__(self, tiles: int, contexts: int) -> None:
+        self.registers: NDArray[np.uint32] = np.zeros((tiles, contexts, REGISTERS), np.uint32)
+        self.fields: NDArray[np.int64] = np.zeros((tiles, contexts, CONTEXT_FIELDS), np.int64)
+        self.counters: NDArray[np.int64] = np.zeros((tiles, TILE_FIELDS), np.int64)
+
+
+#: what the loop asks of Python: decode a word into (form, kind, who,
+#: operands), and take one turn of a tile on the Python path
+Decode = Callable[[int], tuple[int, int, int, tuple[int, ...]]]
+Turn = Callable[[int], None]
+
+
+class Loop:
+    """The C loop over the tiles of one IPU: its state arrays, tile memory
+    and decode cache."""
+
+    def __init__(self, arrays: Arrays, exchange: BarMemory, window: int, sram: int) -> None:
+        if window & (window - 1) or window > 1 << 21 or window >= 2 * sram or exchange.size >= 1 << 32:
+            raise ValueError("the native loop needs a power-of-two tile window below 2 MiB and twice the SRAM")
+        self.exchange = exchange
+        self._keep = [_ffi.from_buffer(a, require_writable=True)
+                      for a in (arrays.registers, arrays.fields, arrays.counters, exchange.bytes)]
+        self._dirty: NDArray[np.uint32] = np.zeros(2 * _DIRTY_PAIRS, np.uint32)
+        self._keep.append(_ffi.from_buffer(self._dirty, require_writable=True))
+        self._cache = _ffi.gc(_lib.ipufs_x_cache_new(), _lib.ipufs_x_cache_free)
+        if self._cache == _ffi.NULL:
+            raise MemoryError("the native loop's decode cache")
+        x = self._x = _ffi.new("struct ipufs_x *")
+        x.registers, x.contexts, x.tiles, x.memory, x.dirty = (_ffi.cast(t, b) for t, b in zip(
+            ("uint32_t *", "int64_t *", "int64_t *", "uint8_t *", "uint32_t *"), self._keep))
+        x.window, x.sram, x.count = window, sram, arrays.registers.shape[1]
+        x.cache = self._cache
+        self._pass = _ffi.new("struct ipufs_x_pass *")
+        self.retired = 0  # instructions the C loop retired, ever
+
+    def learn(self, word: int, form: int, kind: int, who: int, operands: tuple[int, ...]) -> None:
+        o = [v & 0xFFFFFFFF for v in operands] + [0] * (4 - len(operands))
+        if _lib.ipufs_x_learn(self._cache, word, form, kind, who, *o[:4]) < 0:
+            raise MemoryError("the native loop's decode cache")
+
+    def run(self, order: list[int], share: int, limit: int, cursor: int, decode: Decode,
+            turn: Turn) -> tuple[int, int, int]:
+        """One pass over ``order`` (Execution.run's): returns the turns
+        taken, the cursor after it and the instructions the C loop retired."""
+        x, p = self._x, self._pass
+        x.dirty_capacity = _DIRTY_PAIRS if self.exchange.track_dirty else 0
+        x.retired = 0
+        p.index, p.base, p.partial, p.cursor = 0, 0, 0, cursor
+        tiles = np.array(order, np.uint32)
+        at = _ffi.from_buffer("uint32_t[]", tiles)
+        while True:
+            rc = _lib.ipufs_x_run(x, at, len(order), share, limit, p)
+            if x.dirty_count:
+                self._drain()
+            if rc == _lib.IPUFS_X_DONE:
+                self.retired += x.retired
+                return p.base, p.cursor, x.retired
+            if rc == _lib.IPUFS_X_MISS:
+                self.learn(x.miss, *decode(x.miss))
+            elif rc == _lib.IPUFS_X_PYTHON:
+                turn(order[p.index])
+                p.partial += 1
+
+    def _drain(self) -> None:
+        pairs = self._dirty[:2 * self._x.dirty_count].tolist()
+        self._x.dirty_count = 0
+        for i in range(0, len(pairs), 2):
+            self.exchange.written(pairs[i], pairs[i + 1])

@@ -1,0 +1,76 @@
+/* The tile executor's native loop (executor.c): declarations shared by the
+ * C source and the cffi definitions of native/build_native.py, which reads
+ * this file as it is (so: no preprocessor lines here).
+ *
+ * The state it works on is the model's own, in place: numpy arrays that
+ * ipufs/model/executor/state.py reads and writes too (registers, each
+ * context's PC, status, wait, delay; each tile's turn, turn count and
+ * instruction count) and the exchange BAR holding the tiles' SRAM. What an
+ * instruction is, and which native form executes it, comes from the model's
+ * tables: the decoder fills the decode cache (ipufs_x_learn) from the
+ * semantic rules' `native` column. Anything else returns to Python, which
+ * executes that turn and calls again. docs/execution.md, "Speed". */
+
+enum {
+    /* per context, IPUFS_X_CONTEXT_FIELDS int64 each */
+    IPUFS_X_PC = 0,
+    IPUFS_X_STATUS = 1,  /* CTXT_STS: 0 inactive, 1 active, 2 excepted */
+    IPUFS_X_WAIT = 2,    /* 0: none; else what an active context waits for */
+    IPUFS_X_DELAY = 3,   /* turns still to stall */
+    IPUFS_X_REPEAT = 4,  /* 1 while an rpt loop runs (Python's turns) */
+    IPUFS_X_CONTEXT_FIELDS = 8,
+    /* per tile, IPUFS_X_TILE_FIELDS int64 each */
+    IPUFS_X_TURN = 0,          /* the context whose turn comes next */
+    IPUFS_X_TURNS = 1,         /* turns taken */
+    IPUFS_X_INSTRUCTIONS = 2,  /* instructions retired */
+    IPUFS_X_TILE_FIELDS = 4,
+    IPUFS_X_REGISTERS = 32,    /* $m0..$m15, then $a0..$a15 */
+    IPUFS_X_ACTIVE = 1,
+    IPUFS_X_WAIT_NONE = 0,
+    IPUFS_X_WAIT_WORKERS = 1,
+    /* who may run a decoded instruction */
+    IPUFS_X_SUPERVISOR = 1,
+    IPUFS_X_WORKER = 2,
+    /* what ipufs_x_run returns */
+    IPUFS_X_DONE = 0,    /* the pass ended: every tile served, or the limit reached */
+    IPUFS_X_PYTHON = 1,  /* the next turn of order[index] is Python's */
+    IPUFS_X_MISS = 2,    /* the word in `miss` is not in the decode cache */
+    IPUFS_X_DIRTY = 3    /* the dirty log is full */
+};
+
+struct ipufs_x {
+    uint32_t *registers;  /* [tiles][contexts][32] */
+    int64_t *contexts;    /* [tiles][contexts][IPUFS_X_CONTEXT_FIELDS] */
+    int64_t *tiles;       /* [tiles][IPUFS_X_TILE_FIELDS] */
+    uint8_t *memory;      /* the exchange BAR: tile t's SRAM at t * window */
+    uint32_t window;      /* a power of two, at most 2 MiB, below 2 * sram */
+    uint32_t sram;
+    uint32_t count;       /* contexts per tile */
+    uint32_t dirty_capacity;  /* 0: stores are not logged */
+    uint32_t *dirty;      /* (BAR offset, length) pairs of stores */
+    uint32_t dirty_count;
+    uint32_t miss;        /* IPUFS_X_MISS: the word to decode */
+    int64_t retired;      /* instructions retired, added up across calls */
+    void *cache;          /* ipufs_x_cache_new() */
+};
+
+/* Where ipufs_x_run stands in a pass over tiles: the tile it serves
+ * (order[index]), the turns taken by the tiles before it (base) and by it
+ * (partial), and the tile after the last one served (cursor). */
+struct ipufs_x_pass {
+    int32_t index;
+    int64_t base;
+    int64_t partial;
+    int64_t cursor;
+};
+
+void *ipufs_x_cache_new(void);
+void ipufs_x_cache_free(void *cache);
+int ipufs_x_learn(void *cache, uint32_t word, int form, int kind, int who,
+                  uint32_t o0, uint32_t o1, uint32_t o2, uint32_t o3);
+int ipufs_x_form_count(void);
+const char *ipufs_x_form_name(int form);
+int ipufs_x_kind_count(void);
+const char *ipufs_x_kind_name(int kind);
+int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t share, int64_t limit,
+                struct ipufs_x_pass *pass);
