@@ -461,23 +461,80 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile,
     return IPUFS_X_DONE;
 }
 
-/* A pass over `order` as Execution.run makes it: each tile up to `share`
- * turns, until the turns of the pass reach `limit`. */
-int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t share, int64_t limit,
+/* What Execution._settle and busy() read of the running tiles `order`
+ * (counts[IPUFS_X_COUNTS]); the tiles with no active context go to
+ * `stopped`, and their number is returned. */
+int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *stopped,
+                     int64_t *counts)
+{
+    int32_t gone = 0;
+    memset(counts, 0, IPUFS_X_COUNTS * sizeof *counts);
+    for (int32_t i = 0; i < n; i++) {
+        const int64_t *fields = x->contexts + (uint64_t)order[i] * x->count * IPUFS_X_CONTEXT_FIELDS;
+        int active = 0;
+        for (uint32_t c = 0; c < x->count; c++) {
+            const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
+            if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE) {
+                active = 1;
+                counts[IPUFS_X_RUNNABLE] += f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE;
+            }
+        }
+        if (!active) {
+            stopped[gone++] = order[i];
+        } else if (fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE) {
+            counts[IPUFS_X_MEMBERS]++;
+            counts[IPUFS_X_INTERNAL] += fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_INTERNAL;
+            counts[IPUFS_X_EXTERNAL] += fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_EXTERNAL;
+        }
+    }
+    return gone;
+}
+
+/* Passes over the running tiles `order` (sorted) as Execution.run makes
+ * them: each from the tile at or after the cursor, wrapping, each tile up
+ * to its share of what is left of `budget`, `slice` at most. */
+int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t slice, int64_t budget,
                 struct ipufs_x_pass *pass)
 {
     const struct cache *cache = x->cache;
-    while (pass->index < n) {
-        uint32_t tile = order[pass->index];
-        int64_t allowance = limit - pass->base < share ? limit - pass->base : share;
-        int rc = run_tile(x, cache, tile, allowance, &pass->partial);
-        if (rc != IPUFS_X_DONE)
-            return rc;
-        pass->base += pass->partial;
-        pass->partial = 0;
-        pass->cursor = (int64_t)tile + 1;
-        pass->index++;
-        if (pass->base >= limit)
+    while (pass->done < budget) {
+        if (!pass->underway) {
+            int32_t lo = 0, hi = n;  /* the first tile at or after the cursor */
+            while (lo < hi) {
+                int32_t mid = lo + (hi - lo) / 2;
+                if ((int64_t)order[mid] < pass->cursor)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            int64_t even = (budget - pass->done) / n;
+            pass->first = lo < n ? lo : 0;
+            pass->share = even < slice ? even : slice;
+            if (pass->share < 16)
+                pass->share = 16;
+            pass->index = 0;
+            pass->base = pass->partial = 0;
+            pass->underway = 1;
+        }
+        int64_t limit = budget - pass->done;
+        while (pass->index < n) {
+            int32_t at = pass->first + pass->index;
+            uint32_t tile = order[at < n ? at : at - n];
+            int64_t allowance = limit - pass->base < pass->share ? limit - pass->base : pass->share;
+            int rc = run_tile(x, cache, tile, allowance, &pass->partial);
+            if (rc != IPUFS_X_DONE)
+                return rc;
+            pass->base += pass->partial;
+            pass->partial = 0;
+            pass->cursor = (int64_t)tile + 1;
+            pass->index++;
+            if (pass->base >= limit)
+                break;
+        }
+        pass->underway = 0;
+        pass->done += pass->base;
+        pass->last = pass->base;
+        if (pass->settle || pass->handed || !pass->base)
             break;
     }
     return IPUFS_X_DONE;

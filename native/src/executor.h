@@ -28,11 +28,19 @@ enum {
     IPUFS_X_ACTIVE = 1,
     IPUFS_X_WAIT_NONE = 0,
     IPUFS_X_WAIT_WORKERS = 1,
+    IPUFS_X_WAIT_INTERNAL = 2,
+    IPUFS_X_WAIT_EXTERNAL = 3,
+    /* what ipufs_x_scan counts */
+    IPUFS_X_RUNNABLE = 0,   /* contexts that can take a turn */
+    IPUFS_X_MEMBERS = 1,    /* active supervisors of tiles that stay running */
+    IPUFS_X_INTERNAL = 2,   /* of them, waiting in sync 3 */
+    IPUFS_X_EXTERNAL = 3,   /* of them, waiting in an external sync */
+    IPUFS_X_COUNTS = 4,
     /* who may run a decoded instruction */
     IPUFS_X_SUPERVISOR = 1,
     IPUFS_X_WORKER = 2,
     /* what ipufs_x_run returns */
-    IPUFS_X_DONE = 0,    /* the pass ended: every tile served, or the limit reached */
+    IPUFS_X_DONE = 0,    /* the budget is spent, a pass took no turn, or _settle is due */
     IPUFS_X_PYTHON = 1,  /* the next turn of order[index] is Python's */
     IPUFS_X_MISS = 2,    /* the word in `miss` is not in the decode cache */
     IPUFS_X_DIRTY = 3    /* the dirty log is full */
@@ -54,14 +62,26 @@ struct ipufs_x {
     void *cache;          /* ipufs_x_cache_new() */
 };
 
-/* Where ipufs_x_run stands in a pass over tiles: the tile it serves
- * (order[index]), the turns taken by the tiles before it (base) and by it
- * (partial), and the tile after the last one served (cursor). */
+/* What ipufs_x_run has done of one Execution.run call: the turns taken
+ * (done) and taken by the last pass it finished (last); the tile after the
+ * last one served (cursor); within the pass under way, the tile it serves
+ * (order[(first + index) % n]) and the turns taken by the tiles before it
+ * (base) and by it (partial). `settle` and `handed` (the turns Python took
+ * for it, which Python counts) make it return after a pass, for
+ * Execution._settle; a pass without them changed nothing _settle reads,
+ * and the next one follows at once. */
 struct ipufs_x_pass {
+    int64_t done;
+    int64_t last;
+    int64_t cursor;
+    int32_t underway;
+    int32_t first;
     int32_t index;
+    int64_t share;
     int64_t base;
     int64_t partial;
-    int64_t cursor;
+    int32_t settle;
+    int64_t handed;
 };
 
 void *ipufs_x_cache_new(void);
@@ -72,5 +92,7 @@ int ipufs_x_form_count(void);
 const char *ipufs_x_form_name(int form);
 int ipufs_x_kind_count(void);
 const char *ipufs_x_kind_name(int kind);
-int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t share, int64_t limit,
+int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *stopped,
+                     int64_t *counts);
+int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t slice, int64_t budget,
                 struct ipufs_x_pass *pass);

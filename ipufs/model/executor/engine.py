@@ -9,11 +9,13 @@
 # state, and here otherwise. docs/execution.md.
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
 from ipufs.model.executor import native
@@ -28,8 +30,8 @@ if TYPE_CHECKING:
 
 #: tile exceptions of faults and what EXC_CAUSE they show, as docs/execution.md maps them
 _PARITY_FAULT = (Etype.MEMERR, ExceptionCause.PARITY)
-#: status and wait as the arrays hold them
-_ACTIVE, _INTERNAL, _EXTERNAL = int(Status.ACTIVE), WAIT_CODES[Wait.INTERNAL], WAIT_CODES[Wait.EXTERNAL]
+#: wait as the arrays hold it
+_INTERNAL, _EXTERNAL = WAIT_CODES[Wait.INTERNAL], WAIT_CODES[Wait.EXTERNAL]
 _MAX_EVENTS = 4096
 
 
@@ -70,7 +72,7 @@ class Execution:
         self.native: bool | None = None
         self._loop: native.Loop | None = None
         self.states: dict[int, TileState] = {}
-        self.running: set[int] = set()
+        self.running = native.RunningTiles()
         self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
         self.instructions = 0  # retired since reset, every tile
         #: called when tiles may run again (the daemon wakes its runner):
@@ -181,39 +183,57 @@ class Execution:
         """Take up to ``budget`` turns across the running tiles, tile by
         tile in slices; returns the turns taken. Each tile's results and
         turn count do not depend on the budget or slicing."""
+        loop = self._native_loop()
+        if loop is not None:
+            return self._run_native(loop, budget, slice_turns)
         done = 0
         while done < budget and self.running:
             taken = 0
             order = sorted(self.running)
             # Fair across calls: start after the tile served last, and give
             # each tile a share of the budget.
-            first = next((i for i, tile in enumerate(order) if tile >= self._cursor), 0)
-            loop = self._native_loop()
-            # The share only makes the tiles fair within a call: the native
-            # loop's passes take the whole budget, the Python's slices.
-            share = max(16, min(slice_turns if loop is None else budget, (budget - done) // len(order)))
-            if loop is not None:
-                taken, self._cursor, retired = loop.run(order[first:] + order[:first], share, budget - done,
-                                                        self._cursor, self._learn, self._python_turn)
-                self.instructions += retired
-            else:
-                for tile in order[first:] + order[:first]:
-                    taken += self._run_tile(self.states[tile], min(share, budget - done - taken))
-                    self._cursor = tile + 1
-                    if done + taken >= budget:
-                        break
+            first = bisect_left(order, self._cursor) % len(order)
+            share = max(16, min(slice_turns, (budget - done) // len(order)))
+            for tile in order[first:] + order[:first]:
+                taken += self._run_tile(self.states[tile], min(share, budget - done - taken))
+                self._cursor = tile + 1
+                if done + taken >= budget:
+                    break
             done += taken
             released = self._settle()
             if not taken and not released:
                 break
         return done
 
+    def _run_native(self, loop: native.Loop, budget: int, slice_turns: int) -> int:
+        """run() in the native loop: the same passes over the running tiles
+        as above, so that every turn is taken in the same order; the C loop
+        makes them, calling back for the turns it does not take and for
+        _settle after a pass in which Python took a turn (a pass without one
+        changed nothing _settle reads)."""
+        done, more = 0, True
+        while more and done < budget and self.running:
+            running = len(self.running)
+
+            def settle() -> tuple[bool, bool]:
+                return self._settle(), len(self.running) != running  # it only drops tiles
+
+            taken, self._cursor, retired, more = loop.run(self.running.order(), slice_turns,
+                                                          budget - done, self._cursor, self._learn,
+                                                          self._python_turn, settle)
+            self.instructions += retired
+            done += taken
+        return done
+
+    def _scan(self) -> tuple[list[int], list[int]]:
+        """The running tiles with no active context, and native.Loop.scan's counts."""
+        if self._loop is None:
+            self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._window, self._sram)
+        return self._loop.scan(self.running.order())
+
     def busy(self) -> bool:
         """Whether some context can take a turn now."""
-        if not self.running:
-            return False
-        f = self.arrays.fields[np.fromiter(self.running, np.intp, len(self.running))]
-        return bool(((f[..., native.STATUS] == _ACTIVE) & (f[..., native.WAIT] == native.WAIT_NONE)).any())
+        return bool(self.running) and self._scan()[1][native.RUNNABLE] > 0
 
     def native_on(self) -> bool:
         """Whether turns run in the native loop (Execution.native, else
@@ -396,27 +416,24 @@ class Execution:
     def _settle(self) -> bool:
         """Drop tiles that stopped; complete syncs every running tile has
         reached. Returns whether a context was released."""
-        # Over the arrays: one look at every running tile's contexts.
+        # One look at every running tile's contexts, in the arrays.
         if not self.running:
             return False
-        fields = self.arrays.fields
-        tiles = np.array(sorted(self.running), np.intp)
-        active = (fields[tiles, :, native.STATUS] == _ACTIVE).any(axis=1)
-        if not active.all():
-            for tile in tiles[~active].tolist():
-                self.running.discard(tile)
-            tiles = tiles[active]
-            if not tiles.size:
-                return False
-        members = tiles[fields[tiles, 0, native.STATUS] == _ACTIVE]  # the running tiles' active supervisors
-        if not members.size:
+        stopped, counts = self._scan()
+        for tile in stopped:
+            self.running.discard(tile)
+        members = counts[native.MEMBERS]  # the running tiles' active supervisors
+        if not members:
             return False
-        waits = fields[members, 0, native.WAIT]
-        if (waits == _INTERNAL).all():
-            fields[members, 0, native.WAIT] = native.WAIT_NONE
+        supervisors = self.arrays.fields[:, 0]
+        if counts[native.INTERNAL] == members:
+            tiles = self.running.order()
+            supervisors[tiles[supervisors[tiles, native.WAIT] == _INTERNAL], native.WAIT] = native.WAIT_NONE
             return True
-        if self._external is None and (waits == _EXTERNAL).all():
-            zones = {self.states[tile].supervisor.wait_zone for tile in members.tolist()}
+        if self._external is None and counts[native.EXTERNAL] == members:
+            tiles = self.running.order()
+            waiting = tiles[supervisors[tiles, native.WAIT] == _EXTERNAL].tolist()
+            zones = {self.states[tile].supervisor.wait_zone for tile in waiting}
             if len(zones) == 1:
                 zone = self._external = zones.pop()
                 self.ipu.request_sync(zone)

@@ -27,7 +27,11 @@ CONTEXT_FIELDS = _lib.IPUFS_X_CONTEXT_FIELDS
 TURN, TURNS, INSTRUCTIONS, TILE_FIELDS = _lib.IPUFS_X_TURN, _lib.IPUFS_X_TURNS, _lib.IPUFS_X_INSTRUCTIONS, \
     _lib.IPUFS_X_TILE_FIELDS
 REGISTERS = _lib.IPUFS_X_REGISTERS  # $m0..$m15, then $a0..$a15
-WAIT_NONE, WAIT_WORKERS = _lib.IPUFS_X_WAIT_NONE, _lib.IPUFS_X_WAIT_WORKERS
+WAIT_NONE, WAIT_WORKERS, WAIT_INTERNAL, WAIT_EXTERNAL = _lib.IPUFS_X_WAIT_NONE, _lib.IPUFS_X_WAIT_WORKERS, \
+    _lib.IPUFS_X_WAIT_INTERNAL, _lib.IPUFS_X_WAIT_EXTERNAL
+#: what Loop.scan counts
+RUNNABLE, MEMBERS, INTERNAL, EXTERNAL = _lib.IPUFS_X_RUNNABLE, _lib.IPUFS_X_MEMBERS, _lib.IPUFS_X_INTERNAL, \
+    _lib.IPUFS_X_EXTERNAL
 SUPERVISOR_BIT, WORKER_BIT = _lib.IPUFS_X_SUPERVISOR, _lib.IPUFS_X_WORKER
 
 FORMS: dict[str, int] = {_ffi.string(_lib.ipufs_x_form_name(i)).decode(): i for i in range(_lib.ipufs_x_form_count())}
@@ -63,10 +67,40 @@ class Arrays:
         self.counters: NDArray[np.int64] = np.zeros((tiles, TILE_FIELDS), np.int64)
 
 
+class RunningTiles(set[int]):
+    """The running tiles of an IPU: a set, which also gives its members as
+    a sorted array (order()), made again only after a change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._order: NDArray[np.uint32] | None = None
+
+    def order(self) -> NDArray[np.uint32]:
+        if self._order is None:
+            self._order = np.array(sorted(self), np.uint32)
+        return self._order
+
+
+def _changes(name: str) -> Callable[..., Any]:
+    method = getattr(set, name)
+
+    def changed(self: RunningTiles, *args: Any) -> Any:
+        self._order = None
+        return method(self, *args)
+    return changed
+
+
+for _name in ("add", "discard", "remove", "pop", "clear", "update", "difference_update", "intersection_update",
+              "symmetric_difference_update", "__ior__", "__iand__", "__isub__", "__ixor__"):
+    setattr(RunningTiles, _name, _changes(_name))
+
+
 #: what the loop asks of Python: decode a word into (form, kind, who,
 #: operands), and take one turn of a tile on the Python path
 Decode = Callable[[int], tuple[int, int, int, tuple[int, ...]]]
 Turn = Callable[[int], None]
+#: Execution._settle after a pass: (a context was released, the running tiles changed)
+Settle = Callable[[], tuple[bool, bool]]
 
 
 class Loop:
@@ -97,28 +131,51 @@ class Loop:
         if _lib.ipufs_x_learn(self._cache, word, form, kind, who, *o[:4]) < 0:
             raise MemoryError("the native loop's decode cache")
 
-    def run(self, order: list[int], share: int, limit: int, cursor: int, decode: Decode,
-            turn: Turn) -> tuple[int, int, int]:
-        """One pass over ``order`` (Execution.run's): returns the turns
-        taken, the cursor after it and the instructions the C loop retired."""
+    def run(self, order: NDArray[np.uint32], slice_turns: int, budget: int, cursor: int, decode: Decode,
+            turn: Turn, settle: Settle) -> tuple[int, int, int, bool]:
+        """Execution.run's passes over the running tiles ``order`` (sorted),
+        from ``cursor``, until ``budget`` turns are taken or a pass takes
+        none and releases nothing. ``settle``, called after the first pass
+        and after each in which Python took a turn, says whether it
+        released a context and whether the running tiles changed (then
+        this returns, to be called again with them). Returns the turns
+        taken, the cursor after them, the instructions the C loop retired
+        and whether to go on with the running tiles as they are now."""
         x, p = self._x, self._pass
         x.dirty_capacity = _DIRTY_PAIRS if self.exchange.track_dirty else 0
         x.retired = 0
-        p.index, p.base, p.partial, p.cursor = 0, 0, 0, cursor
-        tiles = np.array(order, np.uint32)
-        at = _ffi.from_buffer("uint32_t[]", tiles)
+        p.done, p.last, p.cursor, p.underway, p.settle, p.handed = 0, 0, cursor, 0, 1, 0
+        n = len(order)
+        at = _ffi.from_buffer("uint32_t[]", order)
         while True:
-            rc = _lib.ipufs_x_run(x, at, len(order), share, limit, p)
+            rc = _lib.ipufs_x_run(x, at, n, slice_turns, budget, p)
             if x.dirty_count:
                 self._drain()
-            if rc == _lib.IPUFS_X_DONE:
-                self.retired += x.retired
-                return p.base, p.cursor, x.retired
             if rc == _lib.IPUFS_X_MISS:
                 self.learn(x.miss, *decode(x.miss))
             elif rc == _lib.IPUFS_X_PYTHON:
-                turn(order[p.index])
+                turn(int(order[(p.first + p.index) % n]))
                 p.partial += 1
+                p.handed += 1
+            elif rc == _lib.IPUFS_X_DONE:
+                released, changed = False, False
+                if p.settle or p.handed:
+                    released, changed = settle()
+                    p.settle, p.handed = 0, 0
+                more = p.done < budget and bool(p.last or released)
+                if not more or changed:
+                    self.retired += x.retired
+                    return p.done, p.cursor, x.retired, more
+
+    def scan(self, order: NDArray[np.uint32]) -> tuple[list[int], list[int]]:
+        """Of the running tiles ``order``: those with no active context
+        left, and the counts (RUNNABLE, MEMBERS, INTERNAL, EXTERNAL) that
+        Execution._settle and busy() read."""
+        stopped = np.zeros(len(order), np.uint32)
+        counts = _ffi.new("int64_t[]", _lib.IPUFS_X_COUNTS)
+        gone = _lib.ipufs_x_scan(self._x, _ffi.from_buffer("uint32_t[]", order), len(order),
+                                 _ffi.from_buffer("uint32_t[]", stopped, require_writable=True), counts)
+        return stopped[:gone].tolist(), list(counts)
 
     def _drain(self) -> None:
         pairs = self._dirty[:2 * self._x.dirty_count].tolist()

@@ -1,7 +1,7 @@
 # The native loop against the Python path: random programs (integer
 # arithmetic, compares, shifts, the setzi family, loads and stores of every
-# width with their faults, branches, brnzdec loops, calls, delays, bundles,
-# workers through run/runall/exit) run on two IPUs, one with the native
+# width with their faults, branches, brnzdec loops, delays, bundles,
+# workers through run/runall/exit, internal syncs) run on two IPUs, one with the native
 # loop and one without, in the same random slices; afterwards every
 # register, PC, status, wait, turn and instruction count, every byte of the
 # tiles' memory, the stores recorded for page-cache mode, the exception
@@ -171,6 +171,8 @@ def program(draw: st.DrawFn) -> str:
     workers: list[str] = []
     for _ in range(draw(st.integers(1, 6))):
         sup += draw(block(p, 14, False))
+        if draw(st.integers(0, 3)) == 0:
+            sup += ["sync 3"]  # every running tile
         if draw(st.integers(0, 2)) == 0:  # start workers
             entry = p.label("worker")
             body = ["setzi $m8, 0", *[line for _ in range(draw(st.integers(1, 3))) for line in draw(block(p, 13, True))]]
@@ -197,9 +199,11 @@ def _run(profile: str, source: str, data: list[bytes], slices: list[int], use_na
         ipu = _make(profile)
         if not fresh:
             _IPUS[profile, use_native] = ipu
+        _record_exceptions(ipu)
         ipu.execution.native = use_native
         ipu.tiles.exchange.track_dirty = True
     ipu.reset()
+    RAISED[id(ipu)].clear()
     prog = assemble(source)
     tiles = tuple(range(len(data)))
     load(ipu, prog, tiles)
@@ -213,6 +217,21 @@ def _run(profile: str, source: str, data: list[bytes], slices: list[int], use_na
     return ipu
 
 
+#: each IPU's exceptions as raised (cause, tile, address, context), oldest first
+RAISED: dict[int, list[tuple[int, int, int, int]]] = {}
+
+
+def _record_exceptions(ipu: Ipu) -> None:
+    raised = RAISED[id(ipu)] = []
+    original = ipu.raise_exception
+
+    def record(cause: int, tile: int, address: int, context: int) -> None:
+        raised.append((cause, tile, address, context))
+        original(cause, tile, address, context)
+
+    ipu.raise_exception = record  # type: ignore[method-assign]
+
+
 def _same(a: Ipu, b: Ipu, tiles: int) -> None:
     ea, eb = a.execution, b.execution
     assert np.array_equal(ea.arrays.counters, eb.arrays.counters), "turns, instruction counts, turn order"
@@ -223,6 +242,8 @@ def _same(a: Ipu, b: Ipu, tiles: int) -> None:
     assert a.tiles.exchange.take_dirty() == b.tiles.exchange.take_dirty()
     assert ea.instructions == eb.instructions
     assert list(ea.events) == list(eb.events)
+    assert RAISED[id(a)] == RAISED[id(b)]
+    assert ea._cursor == eb._cursor  # the next call starts at the same tile
     assert ea.running == eb.running
     for tile, t in ea.states.items():
         u = eb.states[tile]
@@ -311,7 +332,9 @@ def test_every_native_instruction_agrees_with_python_at_the_edges(row: Row, data
             ipu = _IPUS["edge", use_native] = _make("ipu1")
             ipu.execution.native = use_native
             ipu.tiles.exchange.track_dirty = True
+            _record_exceptions(ipu)
         ipu.reset()
+        RAISED[id(ipu)].clear()
         _one_turn(ipu, word, context, registers)
         ipus.append(ipu)
     _same(ipus[0], ipus[1], 1)
