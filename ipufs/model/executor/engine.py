@@ -81,7 +81,7 @@ class Execution:
         self._external: int | None = None  # the zone requested of the host sync machinery
         self._cursor = 0  # the tile run() serves first next time
         self._cache: dict[int, _Decoded] = {}
-        self._words = ipu.tiles.exchange.words
+        self._word_view = ipu.tiles.exchange.words.data  # the exchange BAR's words, read as ints
         self._window = ipu.tiles.window
         self._sram = ipu.tiles.sram
 
@@ -129,7 +129,8 @@ class Execution:
         if tiles.bad_parity and tiles.bad_word(t.tile, address, width):
             raise TileFault(*_PARITY_FAULT, address, f"parity error loading 0x{address:x}")
         if width == 4:  # the common case, one word of the BAR without building bytes
-            return int(self._words[(t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram) >> 2])
+            return self._word_view[
+                (t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram) >> 2]
         return int.from_bytes(tiles.read(t.tile, address, width), "little")
 
     def store(self, t: TileState, address: int, width: int, value: int) -> None:
@@ -153,7 +154,7 @@ class Execution:
         tiles = self.ipu.tiles
         if tiles.bad_parity and tiles.bad_word(t.tile, address, 4):
             raise TileFault(*_PARITY_FAULT, address, f"parity error fetching 0x{address:x}")
-        return int(self._words[(t.tile * self._window + offset) >> 2])
+        return self._word_view[(t.tile * self._window + offset) >> 2]
 
     # --- workers -------------------------------------------------------------------
     def launch(self, t: TileState, w: Context, entry: int, vertex_base: int) -> None:
@@ -261,9 +262,10 @@ class Execution:
         return n
 
     def _turn(self, t: TileState, c: Context) -> None:
-        t.turns += 1
-        if c.delay:
-            c.delay -= 1
+        t.fields[native.TURNS] += 1  # the arrays in place, here and in _issue: this runs per turn
+        f = c.fields
+        if f[native.DELAY]:
+            f[native.DELAY] -= 1
             return
         try:
             self._issue(t, c)
@@ -328,13 +330,14 @@ class Execution:
         return rule
 
     def _issue(self, t: TileState, c: Context) -> None:
-        pc = c.pc
+        f = c.fields
+        pc = f[native.PC]
         if pc % 4:
             raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, pc, f"PC 0x{pc:x} is not 4-byte aligned")
         decoded = self._decode(t, pc)
         if isinstance(decoded, str):
             raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc, decoded)
-        r = c.repeat
+        r = c.repeat if f[native.REPEAT] else None
         in_body = r is not None and r.first <= pc < r.end
         if len(decoded) == 3:
             inst, rule, who = decoded
@@ -367,15 +370,16 @@ class Execution:
                 if after_main[i] != before[i]:
                     a[i] = after_main[i]
             retired = 2
-        r = c.repeat
-        if r is not None and c.next_pc == r.end and r.first <= pc:
-            if r.remaining:
-                r.remaining -= 1
-                c.next_pc = r.first
-            else:
-                c.repeat = None
-        c.pc = c.next_pc & MASK
-        t.instructions += retired
+        if f[native.REPEAT]:
+            r = c.repeat
+            if r is not None and c.next_pc == r.end and r.first <= pc:
+                if r.remaining:
+                    r.remaining -= 1
+                    c.next_pc = r.first
+                else:
+                    c.repeat = None
+        f[native.PC] = c.next_pc & MASK
+        t.fields[native.INSTRUCTIONS] += retired
         self.instructions += retired
 
     # --- exceptions ------------------------------------------------------------------------
