@@ -49,12 +49,17 @@ const char *ipufs_x_form_name(int form) { return form >= 0 && form < F_COUNT ? f
 int ipufs_x_kind_count(void) { return K_COUNT; }
 const char *ipufs_x_kind_name(int kind) { return kind >= 0 && kind < K_COUNT ? kind_names[kind] : NULL; }
 
-/* ---- the decode cache: word -> form, kind, who, operands ------------------- */
+/* ---- the decode cache: a word, or a bundle's two, -> what to do -------- */
+
+struct half {
+    uint8_t form, kind;
+    uint32_t o[4];  /* operand values as the decoder gives them, modulo 2**32 */
+};
 
 struct entry {
-    uint32_t word;
-    uint8_t used, form, kind, who;
-    uint32_t o[4];  /* operand values as the decoder gives them, modulo 2**32 */
+    uint64_t key;  /* the word; a bundle's first word in the low half */
+    uint8_t used, who, pair;
+    struct half h[2];  /* main, aux */
 };
 
 struct cache {
@@ -86,38 +91,53 @@ void ipufs_x_cache_free(void *cache)
     }
 }
 
-static inline uint32_t slot_of(uint32_t word, uint32_t mask)
+static inline uint32_t slot_of(uint64_t key, uint32_t mask)
 {
-    return (word * 2654435761u) >> 7 & mask;
+    return (uint32_t)((key ^ key >> 29) * 0x9E3779B97F4A7C15ull >> 40) & mask;
 }
 
-static inline const struct entry *lookup(const struct cache *c, uint32_t word)
+static inline const struct entry *lookup(const struct cache *c, uint64_t key)
 {
-    for (uint32_t i = slot_of(word, c->mask);; i = (i + 1) & c->mask) {
+    for (uint32_t i = slot_of(key, c->mask);; i = (i + 1) & c->mask) {
         const struct entry *e = &c->slots[i];
         if (!e->used)
             return NULL;
-        if (e->word == word)
+        if (e->key == key)
             return e;
     }
 }
 
 static void place(struct cache *c, const struct entry *e)
 {
-    uint32_t i = slot_of(e->word, c->mask);
-    while (c->slots[i].used && c->slots[i].word != e->word)
+    uint32_t i = slot_of(e->key, c->mask);
+    while (c->slots[i].used && c->slots[i].key != e->key)
         i = (i + 1) & c->mask;
     if (!c->slots[i].used)
         c->used++;
     c->slots[i] = *e;
 }
 
-int ipufs_x_learn(void *cache, uint32_t word, int form, int kind, int who,
-                  uint32_t o0, uint32_t o1, uint32_t o2, uint32_t o3)
+/* The aux half of a bundle runs after the main half has written: only
+ * forms that cannot hand the turn back may be there. */
+static int never_python(int form, int kind)
+{
+    switch (form) {
+    case F_ARR: case F_ARI: case F_PRR:
+        return kind == K_AND || kind == K_ANDC || kind == K_OR;
+    case F_ANOT: case F_PNOT: case F_SETZIA:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int ipufs_x_learn(void *cache, uint64_t key, int who, const int32_t *forms, const uint32_t *operands)
 {
     struct cache *c = cache;
-    if (form < 0 || form >= F_COUNT || kind < 0 || kind >= K_COUNT)
-        return -1;
+    int pair = key >> 32 != 0;
+    for (int i = 0; i <= pair; i++)
+        if (forms[2 * i] < 0 || forms[2 * i] >= F_COUNT || forms[2 * i + 1] < 0 || forms[2 * i + 1] >= K_COUNT)
+            return -1;
     if (2 * (c->used + 1) > c->mask + 1) {  /* keep it at most half full */
         struct cache bigger = { calloc(2 * ((size_t)c->mask + 1), sizeof(struct entry)), 2 * c->mask + 1, 0 };
         if (!bigger.slots)
@@ -128,14 +148,21 @@ int ipufs_x_learn(void *cache, uint32_t word, int form, int kind, int who,
         free(c->slots);
         *c = bigger;
     }
-    struct entry e = { word, 1, (uint8_t)form, (uint8_t)kind, (uint8_t)who, { o0, o1, o2, o3 } };
+    struct entry e = { .key = key, .used = 1, .who = (uint8_t)who, .pair = (uint8_t)pair };
+    for (int i = 0; i <= pair; i++) {
+        e.h[i].form = (uint8_t)forms[2 * i];
+        e.h[i].kind = (uint8_t)forms[2 * i + 1];
+        memcpy(e.h[i].o, operands + 4 * i, sizeof e.h[i].o);
+    }
+    if (pair && (e.h[0].form == F_PYTHON || !never_python(e.h[1].form, e.h[1].kind)))
+        e.h[0].form = F_PYTHON;
     place(c, &e);
     return 0;
 }
 
 /* ---- semantics ------------------------------------------------------------- */
 
-enum { OK = -1 };
+enum { OK = -1, OK_PAIR = -2 };
 
 /* The integer operations (alu.py); 0 when the result is not public (a shift
  * by more than 31: Python raises the fault). */
@@ -268,46 +295,29 @@ static inline int logged(struct ipufs_x *x, uint8_t *p, int width)
     return 1;
 }
 
-/* One instruction of context `ctx` (fields f, registers r) of `tile`:
- * OK, or why Python must take this turn. Nothing changes unless OK. */
-static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t tile, uint32_t ctx,
-                        int64_t *f, uint32_t *r)
+/* One instruction (or half of a bundle) on registers m and a, fields f,
+ * of a tile whose SRAM is `sram`; `pc` holds the address after it and
+ * becomes where the context goes on. OK, or why Python must take the turn:
+ * nothing has changed then. */
+static inline int execute(struct ipufs_x *x, const struct half *h, uint32_t *m, uint32_t *a, int64_t *f,
+                          uint8_t *sram, uint32_t *pc)
 {
-    uint32_t pc = (uint32_t)f[IPUFS_X_PC];
-    if ((pc & 3) || f[IPUFS_X_REPEAT])
-        return IPUFS_X_PYTHON;
-    uint8_t *sram = x->memory + (uint64_t)tile * x->window;
-    uint32_t at = offset_of(x, pc);
-    if (at >= x->sram / 2)  /* code is fetched from region 0 only */
-        return IPUFS_X_PYTHON;
-    uint32_t word;
-    memcpy(&word, sram + at, 4);
-    if (word & 0x80000000u)  /* a bundle */
-        return IPUFS_X_PYTHON;
-    const struct entry *e = lookup(cache, word);
-    if (!e) {
-        x->miss = word;
-        return IPUFS_X_MISS;
-    }
-    if (e->form == F_PYTHON || !(e->who & (ctx ? IPUFS_X_WORKER : IPUFS_X_SUPERVISOR)))
-        return IPUFS_X_PYTHON;
-    const uint32_t *o = e->o;
-    uint32_t *m = r, *a = r + 16;
-    uint32_t next = pc + 4, v = 0, address;
+    const uint32_t *o = h->o;
+    uint32_t v = 0, address, next = *pc;
     uint32_t words[4];
     int n, width;
     uint8_t *p;
-    switch (e->form) {
-    case F_MRR: if (!alu(e->kind, m[o[1]], m[o[2]], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
-    case F_MRI: if (!alu(e->kind, m[o[1]], o[2], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
-    case F_MIR: if (!alu(e->kind, o[1], m[o[2]], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
-    case F_MR: if (!alu(e->kind, m[o[1]], 0, &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
-    case F_ARR: if (!alu(e->kind, a[o[1]], a[o[2]], &v)) return IPUFS_X_PYTHON; set(a, o[0], v); break;
-    case F_ARI: if (!alu(e->kind, a[o[1]], o[2], &v)) return IPUFS_X_PYTHON; set(a, o[0], v); break;
+    switch (h->form) {
+    case F_MRR: if (!alu(h->kind, m[o[1]], m[o[2]], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
+    case F_MRI: if (!alu(h->kind, m[o[1]], o[2], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
+    case F_MIR: if (!alu(h->kind, o[1], m[o[2]], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
+    case F_MR: if (!alu(h->kind, m[o[1]], 0, &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
+    case F_ARR: if (!alu(h->kind, a[o[1]], a[o[2]], &v)) return IPUFS_X_PYTHON; set(a, o[0], v); break;
+    case F_ARI: if (!alu(h->kind, a[o[1]], o[2], &v)) return IPUFS_X_PYTHON; set(a, o[0], v); break;
     case F_ANOT: set(a, o[0], ~a[o[1]]); break;
     case F_PRR: {
         uint32_t lo, hi;
-        if (!alu(e->kind, a[o[1]], a[o[2]], &lo) || !alu(e->kind, a[o[1] + 1], a[o[2] + 1], &hi))
+        if (!alu(h->kind, a[o[1]], a[o[2]], &lo) || !alu(h->kind, a[o[1] + 1], a[o[2] + 1], &hi))
             return IPUFS_X_PYTHON;
         set(a, o[0], lo);
         set(a, o[0] + 1, hi);
@@ -323,63 +333,63 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t t
     case F_SETZIA: set(a, o[0], o[1]); break;
     case F_ATOM: set(m, o[0], a[o[1]]); break;
     case F_LDMR: case F_LDMI:
-        width = width_of(e->kind);
-        address = m[o[1]] + m[o[2]] + (e->form == F_LDMR ? m[o[3]] : o[3]) * (uint32_t)width;
-        if (!load_m(x, sram, e->kind, address, &v))
+        width = width_of(h->kind);
+        address = m[o[1]] + m[o[2]] + (h->form == F_LDMR ? m[o[3]] : o[3]) * (uint32_t)width;
+        if (!load_m(x, sram, h->kind, address, &v))
             return IPUFS_X_PYTHON;
         set(m, o[0], v);
         break;
     case F_LDMSR: case F_LDMSI:
-        width = width_of(e->kind);
-        if (!load_m(x, sram, e->kind, m[o[1]] + m[o[2]], &v))
+        width = width_of(h->kind);
+        if (!load_m(x, sram, h->kind, m[o[1]] + m[o[2]], &v))
             return IPUFS_X_PYTHON;
-        set(m, o[2], m[o[2]] + (e->form == F_LDMSR ? m[o[3]] : o[3]) * (uint32_t)width);
+        set(m, o[2], m[o[2]] + (h->form == F_LDMSR ? m[o[3]] : o[3]) * (uint32_t)width);
         set(m, o[0], v);
         break;
     case F_LDAR: case F_LDAI:
-        width = width_of(e->kind);
-        address = m[o[1]] + m[o[2]] + (e->form == F_LDAR ? m[o[3]] : o[3]) * (uint32_t)width;
-        if (!load_a(x, sram, e->kind, address, words, &n))
+        width = width_of(h->kind);
+        address = m[o[1]] + m[o[2]] + (h->form == F_LDAR ? m[o[3]] : o[3]) * (uint32_t)width;
+        if (!load_a(x, sram, h->kind, address, words, &n))
             return IPUFS_X_PYTHON;
         for (int i = 0; i < n; i++)
             set(a, o[0] + (uint32_t)i, words[i]);
         break;
     case F_LDASR: case F_LDASI:
-        width = width_of(e->kind);
-        if (!load_a(x, sram, e->kind, m[o[1]] + m[o[2]], words, &n))
+        width = width_of(h->kind);
+        if (!load_a(x, sram, h->kind, m[o[1]] + m[o[2]], words, &n))
             return IPUFS_X_PYTHON;
-        set(m, o[2], m[o[2]] + (e->form == F_LDASR ? m[o[3]] : o[3]) * (uint32_t)width);
+        set(m, o[2], m[o[2]] + (h->form == F_LDASR ? m[o[3]] : o[3]) * (uint32_t)width);
         for (int i = 0; i < n; i++)
             set(a, o[0] + (uint32_t)i, words[i]);
         break;
     case F_STMI: case F_STMSI: case F_STMX:
-        address = e->form == F_STMI ? m[o[1]] + m[o[2]] + o[3] * 4
-                : e->form == F_STMSI ? m[o[1]] + m[o[2]] : m[o[1]] + m[o[2]] * 4;
+        address = h->form == F_STMI ? m[o[1]] + m[o[2]] + o[3] * 4
+                : h->form == F_STMSI ? m[o[1]] + m[o[2]] : m[o[1]] + m[o[2]] * 4;
         if (!(p = access(x, sram, address, 4, K_W32)))
             return IPUFS_X_PYTHON;
         if (!logged(x, p, 4))
             return IPUFS_X_DIRTY;
         memcpy(p, &m[o[0]], 4);
-        if (e->form == F_STMSI)
+        if (h->form == F_STMSI)
             set(m, o[2], m[o[2]] + o[3] * 4);
         break;
     case F_STAR: case F_STAI: case F_STASR: case F_STASI:
-        width = width_of(e->kind);
+        width = width_of(h->kind);
         address = m[o[1]] + m[o[2]];
-        if (e->form == F_STAR)
+        if (h->form == F_STAR)
             address += m[o[3]] * (uint32_t)width;
-        else if (e->form == F_STAI)
+        else if (h->form == F_STAI)
             address += o[3] * (uint32_t)width;
-        if (!(p = access(x, sram, address, width, e->kind)))
+        if (!(p = access(x, sram, address, width, h->kind)))
             return IPUFS_X_PYTHON;
         if (!logged(x, p, width))
             return IPUFS_X_DIRTY;
         words[0] = a[o[0]];
         words[1] = a[(o[0] + 1) & 15];  /* st64: an even pair */
         memcpy(p, words, (size_t)width);
-        if (e->form == F_STASR)
+        if (h->form == F_STASR)
             set(m, o[2], m[o[2]] + m[o[3]] * (uint32_t)width);
-        else if (e->form == F_STASI)
+        else if (h->form == F_STASI)
             set(m, o[2], m[o[2]] + o[3] * (uint32_t)width);
         break;
     case F_BRI: next = o[0]; break;
@@ -401,8 +411,62 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t t
     case F_DELAY: f[IPUFS_X_DELAY] = o[0]; break;
     default: return IPUFS_X_PYTHON;
     }
-    f[IPUFS_X_PC] = next;
+    *pc = next;
     return OK;
+}
+
+/* One turn of context `ctx` (fields f, registers r) of `tile`: OK, or why
+ * Python must take it. Nothing changes unless OK. */
+static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t tile, uint32_t ctx,
+                        int64_t *f, uint32_t *r)
+{
+    uint32_t pc = (uint32_t)f[IPUFS_X_PC];
+    if ((pc & 3) || f[IPUFS_X_REPEAT])
+        return IPUFS_X_PYTHON;
+    uint8_t *sram = x->memory + (uint64_t)tile * x->window;
+    uint32_t at = offset_of(x, pc);
+    if (at >= x->sram / 2)  /* code is fetched from region 0 only */
+        return IPUFS_X_PYTHON;
+    uint32_t word, second;
+    memcpy(&word, sram + at, 4);
+    uint64_t key = word;
+    if (word & 0x80000000u) {  /* a bundle: 8-byte aligned, both words in region 0 */
+        uint32_t then = offset_of(x, pc + 4);
+        if ((pc & 7) || then >= x->sram / 2)
+            return IPUFS_X_PYTHON;
+        memcpy(&second, sram + then, 4);
+        key |= (uint64_t)second << 32;
+    }
+    const struct entry *e = lookup(cache, key);
+    if (!e) {
+        x->miss = key;
+        return IPUFS_X_MISS;
+    }
+    if (e->h[0].form == F_PYTHON || !(e->who & (ctx ? IPUFS_X_WORKER : IPUFS_X_SUPERVISOR)))
+        return IPUFS_X_PYTHON;
+    uint32_t *m = r, *a = r + 16;
+    uint32_t next = pc + (e->pair ? 8 : 4);
+    int rc;
+    if (!e->pair) {
+        if ((rc = execute(x, &e->h[0], m, a, f, sram, &next)) != OK)
+            return rc;
+    } else {
+        /* Both halves read the registers as they were before the bundle:
+         * the aux half runs on $a as it was, and what the main half wrote
+         * stays (Execution._issue). */
+        uint32_t before[16], after[16];
+        memcpy(before, a, sizeof before);
+        if ((rc = execute(x, &e->h[0], m, a, f, sram, &next)) != OK)
+            return rc;
+        memcpy(after, a, sizeof after);
+        memcpy(a, before, sizeof before);
+        execute(x, &e->h[1], m, a, f, sram, &next);  /* never_python: cannot fail */
+        for (int i = 0; i < 16; i++)
+            if (after[i] != before[i])
+                a[i] = after[i];
+    }
+    f[IPUFS_X_PC] = next;
+    return e->pair ? OK_PAIR : OK;
 }
 
 /* sync 2 (LOCAL) releases the supervisor once no worker is active. */
@@ -446,12 +510,12 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile,
             f[IPUFS_X_DELAY]--;
         } else {
             int rc = issue(x, cache, tile, c, f, registers + c * IPUFS_X_REGISTERS);
-            if (rc != OK) {
+            if (rc >= 0) {
                 *partial = k;
                 return rc;
             }
-            t[IPUFS_X_INSTRUCTIONS]++;
-            x->retired++;
+            t[IPUFS_X_INSTRUCTIONS] += rc == OK ? 1 : 2;  /* a bundle counts two */
+            x->retired += rc == OK ? 1 : 2;
         }
         t[IPUFS_X_TURN] = after;
         t[IPUFS_X_TURNS]++;

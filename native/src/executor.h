@@ -57,7 +57,7 @@ struct ipufs_x {
     uint32_t dirty_capacity;  /* 0: stores are not logged */
     uint32_t *dirty;      /* (BAR offset, length) pairs of stores */
     uint32_t dirty_count;
-    uint32_t miss;        /* IPUFS_X_MISS: the word to decode */
+    uint64_t miss;        /* IPUFS_X_MISS: the word to decode (a bundle's two: the first in the low half) */
     int64_t retired;      /* instructions retired, added up across calls */
     void *cache;          /* ipufs_x_cache_new() */
 };
@@ -86,8 +86,7 @@ struct ipufs_x_pass {
 
 void *ipufs_x_cache_new(void);
 void ipufs_x_cache_free(void *cache);
-int ipufs_x_learn(void *cache, uint32_t word, int form, int kind, int who,
-                  uint32_t o0, uint32_t o1, uint32_t o2, uint32_t o3);
+int ipufs_x_learn(void *cache, uint64_t key, int who, const int32_t *forms, const uint32_t *operands);
 int ipufs_x_form_count(void);
 const char *ipufs_x_form_name(int form);
 int ipufs_x_kind_count(void);

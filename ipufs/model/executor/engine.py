@@ -279,18 +279,23 @@ class Execution:
         assert c is not None, "the native loop hands back only turns a context can take"
         self._turn(t, c)
 
-    def _learn(self, word: int) -> tuple[int, int, int, tuple[int, ...]]:
-        """What the native loop does with ``word``: its form, kind, who may
-        run it and its operands, from the decoder and the rule's native
-        column; the Python form for anything else."""
-        found = self._decode_key(word)
-        if isinstance(found, str) or len(found) != 3:
-            return native.PYTHON_FORM, 0, 0, ()
-        inst, rule, who = found
-        if rule is None or not rule.native:
-            return native.PYTHON_FORM, 0, 0, ()
-        form, kind = native.code(rule.native)
-        return form, kind, who, inst.operands
+    def _learn(self, key: int) -> tuple[int, list[tuple[int, int, tuple[int, ...]]]]:
+        """What the native loop does with ``key``, a word or a bundle's two:
+        who may run it and each half's form, kind and operands, from the
+        decoder and the rules' native column; the Python form otherwise."""
+        found = self._decode_key(key)
+        python: tuple[int, list[tuple[int, int, tuple[int, ...]]]] = (0, [(native.PYTHON_FORM, 0, ())])
+        if isinstance(found, str):
+            return python
+        if len(found) == 3:
+            inst, rule, who = found
+            pairs = [(inst, rule)]
+        else:
+            bundle, main_rule, aux_rule, who = found
+            pairs = [(bundle.main, main_rule), (bundle.aux, aux_rule)]
+        if any(rule is None or not rule.native for _, rule in pairs):
+            return python
+        return who, [(*native.code(rule.native), inst.operands) for inst, rule in pairs if rule is not None]
 
     def _decode(self, t: TileState, pc: int) -> _Decoded:
         word = self._word(t, pc)

@@ -95,9 +95,10 @@ for _name in ("add", "discard", "remove", "pop", "clear", "update", "difference_
     setattr(RunningTiles, _name, _changes(_name))
 
 
-#: what the loop asks of Python: decode a word into (form, kind, who,
-#: operands), and take one turn of a tile on the Python path
-Decode = Callable[[int], tuple[int, int, int, tuple[int, ...]]]
+#: what the loop asks of Python: decode a word (or a bundle's two) into who
+#: may run it and each half's (form, kind, operands); take one turn of a
+#: tile on the Python path
+Decode = Callable[[int], tuple[int, list[tuple[int, int, tuple[int, ...]]]]]
 Turn = Callable[[int], None]
 #: Execution._settle after a pass: (a context was released, the running tiles changed)
 Settle = Callable[[], tuple[bool, bool]]
@@ -126,9 +127,13 @@ class Loop:
         self._pass = _ffi.new("struct ipufs_x_pass *")
         self.retired = 0  # instructions the C loop retired, ever
 
-    def learn(self, word: int, form: int, kind: int, who: int, operands: tuple[int, ...]) -> None:
-        o = [v & 0xFFFFFFFF for v in operands] + [0] * (4 - len(operands))
-        if _lib.ipufs_x_learn(self._cache, word, form, kind, who, *o[:4]) < 0:
+    def learn(self, key: int, who: int, halves: list[tuple[int, int, tuple[int, ...]]]) -> None:
+        """What the C loop does with ``key`` (a word, or a bundle's two):
+        for each half its form, kind and operands; who may run it."""
+        forms = [n for form, kind, _ in halves for n in (form, kind)] + [0, 0]
+        operands = [v & 0xFFFFFFFF for _, _, o in halves for v in (*o, 0, 0, 0, 0)[:4]] + [0] * 4
+        if _lib.ipufs_x_learn(self._cache, key, who, _ffi.new("int32_t[]", forms[:4]),
+                              _ffi.new("uint32_t[]", operands[:8])) < 0:
             raise MemoryError("the native loop's decode cache")
 
     def run(self, order: NDArray[np.uint32], slice_turns: int, budget: int, cursor: int, decode: Decode,

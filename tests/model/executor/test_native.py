@@ -20,7 +20,7 @@ from ipufs.model.executor import native
 from ipufs.model.executor.semantics import SEMANTICS
 from ipufs.model.executor.state import Status
 from ipufs.model.ipu import Ipu
-from ipufs.model.isa import Context, Kind, Row, encode_row
+from ipufs.model.isa import Context, Kind, Lane, Row, encode_row
 from ipufs.model.isa.rows import ROWS
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import PROFILES, Region
@@ -271,6 +271,9 @@ EDGES = [0, 1, 2, 3, 4, 5, 8, 16, 31, 32, 33, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF
          DATA, DATA + 1, DATA + 2, DATA + 4, DATA + 8, DATA + 16, 0x40000, 0x20000, 0x1FFFF0]
 NATIVE_ROWS = sorted((r for r in ROWS if r.variant in SEMANTICS and SEMANTICS[r.variant].native),
                      key=lambda r: r.variant)
+#: halves of bundles: co-issuable main- and aux-lane rows a worker may run
+MAIN_HALVES = [r for r in NATIVE_ROWS if r.co_issuable and r.lane is Lane.MAIN and r.context & Context.WORKER]
+AUX_HALVES = [r for r in NATIVE_ROWS if r.co_issuable and r.lane is Lane.AUX and r.context & Context.WORKER]
 
 
 @st.composite
@@ -294,11 +297,12 @@ def operand_value(draw: st.DrawFn, kind: Kind, width: int) -> int:
     return draw(st.one_of(st.sampled_from([0, 1, 2, 31, 32]), st.integers(0, (1 << width) - 1)))
 
 
-def _one_turn(ipu: Ipu, word: int, context: int, registers: list[int]) -> None:
+def _one_turn(ipu: Ipu, words: list[int], context: int, registers: list[int]) -> None:
     ex = ipu.execution
     t = ex.state(0)
     c = t.contexts[context]
-    ipu.tiles.write(0, 0x40000, word.to_bytes(4, "little"))
+    for i, word in enumerate(words):
+        ipu.tiles.write(0, 0x40000 + 4 * i, word.to_bytes(4, "little"))
     for at in range(0, 4 * WORDS, 4):
         ipu.tiles.write(0, DATA + at, (0x01010101 * (at // 4) ^ 0x80FF7F00).to_bytes(4, "little"))
     ex.arrays.registers[0, context] = registers
@@ -311,15 +315,18 @@ def _one_turn(ipu: Ipu, word: int, context: int, registers: list[int]) -> None:
     ex.run(1)
 
 
-@settings(max_examples=600, deadline=None)
-@given(st.sampled_from(NATIVE_ROWS), st.data())
-def test_every_native_instruction_agrees_with_python_at_the_edges(row: Row, data: st.DataObject) -> None:
-    """Each encoding the native loop executes, once, with operands and
-    register values drawn from the edges: the same state after the turn
-    (results, faults handed to Python, PC, counts, memory)."""
-    operands = [data.draw(operand_value(op.kind, op.width)) for op in row.operands]
-    word = encode_row(row, operands, False)
-    workers_only = not row.context & Context.SUPERVISOR
+@settings(max_examples=800, deadline=None)
+@given(st.one_of(st.tuples(st.sampled_from(NATIVE_ROWS)),
+                 st.tuples(st.sampled_from(MAIN_HALVES), st.sampled_from(AUX_HALVES))), st.data())
+def test_every_native_instruction_agrees_with_python_at_the_edges(rows: tuple[Row, ...], data: st.DataObject) -> None:
+    """Each encoding the native loop executes, alone or as half of a
+    bundle, once, with operands and register values drawn from the edges:
+    the same state after the turn (results, faults handed to Python, PC,
+    counts, memory)."""
+    words = [encode_row(row, [data.draw(operand_value(op.kind, op.width)) for op in row.operands], len(rows) == 2)
+             for row in rows]
+    row = rows[0]
+    workers_only = len(rows) == 2 or not row.context & Context.SUPERVISOR
     context = data.draw(st.integers(1, 6)) if workers_only else data.draw(st.sampled_from([0, 1]))
     if context == 1 and not row.context & Context.WORKER:
         context = 0
@@ -335,7 +342,7 @@ def test_every_native_instruction_agrees_with_python_at_the_edges(row: Row, data
             _record_exceptions(ipu)
         ipu.reset()
         RAISED[id(ipu)].clear()
-        _one_turn(ipu, word, context, registers)
+        _one_turn(ipu, words, context, registers)
         ipus.append(ipu)
     _same(ipus[0], ipus[1], 1)
 
@@ -349,6 +356,12 @@ def test_the_native_loop_takes_the_turns_it_can() -> None:
     assert ipu.execution.instructions == 2 + 3 * 101
     loop = ipu.execution._loop
     assert loop is not None and loop.retired == 2 + 3 * 101  # every one (the trap faults: Python's turn)
+    bundles = "\n".join([".text 0x40000", ".supervisor", "_start:", "setzi $m0, worker", "setzi $m1, 0x60000",
+                          "run $m0, $m1, 0", "sync 2", "trap 0", ".worker", ".align 8", "worker:", "setzi $m1, 10",
+                          ".align 8", "loop:", "{ add $m2, $m2, $m1 ; or $a1, $a1, 3 }", "brnzdec $m1, loop", "exitz $m15"])
+    ipu = _run("ipu1", bundles, [bytes(4 * WORDS)], [10_000], True, fresh=True)
+    ex = ipu.execution  # Python's: run, sync 2 and exitz (the trap faults)
+    assert ex._loop is not None and ex._loop.retired == ex.instructions - 3 >= 11 * 3  # a bundle counts two
 
 
 def test_every_native_form_a_rule_names_is_the_c_loops() -> None:
