@@ -23,7 +23,7 @@
     X(STMI, "stmi") X(STMSI, "stmsi") X(STMX, "stmx") \
     X(STAR, "star") X(STAI, "stai") X(STASR, "stasr") X(STASI, "stasi") \
     X(BRI, "bri") X(BR, "br") X(BRZ, "brz") X(BRNZ, "brnz") X(BRNEG, "brneg") X(BRPOS, "brpos") \
-    X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay")
+    X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay") X(SYNC, "sync")
 
 /* The kinds: which operation a form applies, or which access it makes. */
 #define KINDS(X) \
@@ -368,7 +368,7 @@ static inline int execute(struct ipufs_x *x, const struct half *h, uint32_t *m, 
         if (!(p = access(x, sram, address, 4, K_W32)))
             return IPUFS_X_PYTHON;
         if (!logged(x, p, 4))
-            return IPUFS_X_DIRTY;
+            return IPUFS_X_FULL;
         memcpy(p, &m[o[0]], 4);
         if (h->form == F_STMSI)
             set(m, o[2], m[o[2]] + o[3] * 4);
@@ -383,7 +383,7 @@ static inline int execute(struct ipufs_x *x, const struct half *h, uint32_t *m, 
         if (!(p = access(x, sram, address, width, h->kind)))
             return IPUFS_X_PYTHON;
         if (!logged(x, p, width))
-            return IPUFS_X_DIRTY;
+            return IPUFS_X_FULL;
         words[0] = a[o[0]];
         words[1] = a[(o[0] + 1) & 15];  /* st64: an even pair */
         memcpy(p, words, (size_t)width);
@@ -447,6 +447,24 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t t
     uint32_t *m = r, *a = r + 16;
     uint32_t next = pc + (e->pair ? 8 : 4);
     int rc;
+    if (e->h[0].form == F_SYNC) {  /* LOCAL and INTERNAL: the context waits; Python settles it */
+        uint32_t zone = e->h[0].o[0];
+        int64_t wait = zone == x->zone_local ? IPUFS_X_WAIT_WORKERS
+                     : zone == x->zone_internal ? IPUFS_X_WAIT_INTERNAL : -1;
+        if (wait < 0 || e->pair)
+            return IPUFS_X_PYTHON;
+        if (x->sync_count >= x->sync_capacity)
+            return IPUFS_X_FULL;
+        uint32_t *log = x->syncs + 4 * x->sync_count++;
+        log[0] = tile;
+        log[1] = ctx;
+        log[2] = pc;
+        log[3] = zone;
+        f[IPUFS_X_WAIT] = wait;
+        f[IPUFS_X_PC] = next;
+        x->synced = 1;
+        return OK;
+    }
     if (!e->pair) {
         if ((rc = execute(x, &e->h[0], m, a, f, sram, &next)) != OK)
             return rc;
@@ -598,6 +616,10 @@ int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t sli
         pass->underway = 0;
         pass->done += pass->base;
         pass->last = pass->base;
+        if (x->synced) {  /* a context waits now: _settle reads that */
+            pass->settle = 1;
+            x->synced = 0;
+        }
         if (pass->settle || pass->handed || !pass->base)
             break;
     }

@@ -43,7 +43,7 @@ enum {
     IPUFS_X_DONE = 0,    /* the budget is spent, a pass took no turn, or _settle is due */
     IPUFS_X_PYTHON = 1,  /* the next turn of order[index] is Python's */
     IPUFS_X_MISS = 2,    /* the word in `miss` is not in the decode cache */
-    IPUFS_X_DIRTY = 3    /* the dirty log is full */
+    IPUFS_X_FULL = 3     /* the dirty log or the sync log is full */
 };
 
 struct ipufs_x {
@@ -57,6 +57,12 @@ struct ipufs_x {
     uint32_t dirty_capacity;  /* 0: stores are not logged */
     uint32_t *dirty;      /* (BAR offset, length) pairs of stores */
     uint32_t dirty_count;
+    uint32_t zone_local;      /* sync 2 and 3: what the sync instruction's zone field holds for them */
+    uint32_t zone_internal;
+    uint32_t sync_capacity;
+    uint32_t *syncs;      /* (tile, context, PC, zone) of each sync the loop executed, for the trace */
+    uint32_t sync_count;
+    uint32_t synced;      /* a sync since the last pass ended */
     uint64_t miss;        /* IPUFS_X_MISS: the word to decode (a bundle's two: the first in the low half) */
     int64_t retired;      /* instructions retired, added up across calls */
     void *cache;          /* ipufs_x_cache_new() */

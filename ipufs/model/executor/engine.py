@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
-from ipufs.model.executor import native
+from ipufs.model.executor import native, system
 from ipufs.model.executor.rule import Rule
 from ipufs.model.executor.semantics import SEMANTICS, why_not
 from ipufs.model.executor.state import MASK, WAIT_CODES, Context, Etype, Status, TileFault, TileState, Wait
@@ -221,7 +221,7 @@ class Execution:
 
             taken, self._cursor, retired, more = loop.run(self.running.order(), slice_turns,
                                                           budget - done, self._cursor, self._learn,
-                                                          self._python_turn, settle)
+                                                          self._python_turn, settle, self._synced)
             self.instructions += retired
             done += taken
         return done
@@ -271,6 +271,9 @@ class Execution:
             self._issue(t, c)
         except TileFault as fault:
             self.fault(t, c, fault)
+
+    def _synced(self, tile: int, context: int, pc: int, zone: int) -> None:
+        system.synced(self, self.states[tile], context, pc, zone)
 
     def _python_turn(self, tile: int) -> None:
         """The turn the native loop hands back: a context of ``tile`` can run."""

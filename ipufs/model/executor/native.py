@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from ipufs import _native  # type: ignore[attr-defined]
 from ipufs.model.memory import BarMemory
+from ipufs.model.sync import Zone
 
 _lib: Any = _native.lib
 _ffi: Any = _native.ffi
@@ -40,6 +41,7 @@ PYTHON_FORM = FORMS["python"]
 #: the environment variable that turns the native loop off ("0")
 SWITCH = "IPUFS_NATIVE_EXECUTOR"
 _DIRTY_PAIRS = 4096
+_SYNCS = 4096
 
 
 def enabled() -> bool:
@@ -102,6 +104,8 @@ Decode = Callable[[int], tuple[int, list[tuple[int, int, tuple[int, ...]]]]]
 Turn = Callable[[int], None]
 #: Execution._settle after a pass: (a context was released, the running tiles changed)
 Settle = Callable[[], tuple[bool, bool]]
+#: a sync the loop executed, for the trace: tile, context, PC, zone
+Synced = Callable[[int, int, int, int], None]
 
 
 class Loop:
@@ -115,14 +119,16 @@ class Loop:
         self._keep = [_ffi.from_buffer(a, require_writable=True)
                       for a in (arrays.registers, arrays.fields, arrays.counters, exchange.bytes)]
         self._dirty: NDArray[np.uint32] = np.zeros(2 * _DIRTY_PAIRS, np.uint32)
-        self._keep.append(_ffi.from_buffer(self._dirty, require_writable=True))
+        self._syncs: NDArray[np.uint32] = np.zeros(4 * _SYNCS, np.uint32)
+        self._keep += [_ffi.from_buffer(a, require_writable=True) for a in (self._dirty, self._syncs)]
         self._cache = _ffi.gc(_lib.ipufs_x_cache_new(), _lib.ipufs_x_cache_free)
         if self._cache == _ffi.NULL:
             raise MemoryError("the native loop's decode cache")
         x = self._x = _ffi.new("struct ipufs_x *")
-        x.registers, x.contexts, x.tiles, x.memory, x.dirty = (_ffi.cast(t, b) for t, b in zip(
-            ("uint32_t *", "int64_t *", "int64_t *", "uint8_t *", "uint32_t *"), self._keep))
+        x.registers, x.contexts, x.tiles, x.memory, x.dirty, x.syncs = (_ffi.cast(t, b) for t, b in zip(
+            ("uint32_t *", "int64_t *", "int64_t *", "uint8_t *", "uint32_t *", "uint32_t *"), self._keep))
         x.window, x.sram, x.count = window, sram, arrays.registers.shape[1]
+        x.zone_local, x.zone_internal, x.sync_capacity = Zone.LOCAL, Zone.INTERNAL, _SYNCS
         x.cache = self._cache
         self._pass = _ffi.new("struct ipufs_x_pass *")
         self.retired = 0  # instructions the C loop retired, ever
@@ -137,7 +143,7 @@ class Loop:
             raise MemoryError("the native loop's decode cache")
 
     def run(self, order: NDArray[np.uint32], slice_turns: int, budget: int, cursor: int, decode: Decode,
-            turn: Turn, settle: Settle) -> tuple[int, int, int, bool]:
+            turn: Turn, settle: Settle, synced: Synced) -> tuple[int, int, int, bool]:
         """Execution.run's passes over the running tiles ``order`` (sorted),
         from ``cursor``, until ``budget`` turns are taken or a pass takes
         none and releases nothing. ``settle``, called after the first pass
@@ -156,6 +162,11 @@ class Loop:
             rc = _lib.ipufs_x_run(x, at, n, slice_turns, budget, p)
             if x.dirty_count:
                 self._drain()
+            if x.sync_count:
+                log = self._syncs[:4 * x.sync_count].tolist()
+                x.sync_count = 0
+                for i in range(0, len(log), 4):
+                    synced(*log[i:i + 4])
             if rc == _lib.IPUFS_X_MISS:
                 self.learn(x.miss, *decode(x.miss))
             elif rc == _lib.IPUFS_X_PYTHON:
