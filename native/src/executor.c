@@ -499,7 +499,22 @@ static inline int release_local(int64_t *fields, uint32_t count)
     return 1;
 }
 
-/* Turns of one tile until `allowance` (Execution._run_tile). */
+/* The contexts that can take a turn (TileState.next_runnable's test), as bits. */
+static inline uint32_t runnable(const int64_t *fields, uint32_t count)
+{
+    uint32_t ready = 0;
+    for (uint32_t c = 0; c < count; c++) {
+        const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
+        if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE)
+            ready |= 1u << c;
+    }
+    return ready;
+}
+
+/* Turns of one tile until `allowance` (Execution._run_tile). Only Python
+ * changes a context's status; here a context stops being runnable only
+ * by waiting (a sync), and the supervisor becomes runnable again only
+ * through release_local. */
 static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile, int64_t allowance, int64_t *partial)
 {
     uint32_t count = x->count;
@@ -507,21 +522,18 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile,
     int64_t *fields = x->contexts + (uint64_t)tile * count * IPUFS_X_CONTEXT_FIELDS;
     uint32_t *registers = x->registers + (uint64_t)tile * count * IPUFS_X_REGISTERS;
     int64_t k = *partial;
+    uint32_t ready = runnable(fields, count);
     while (k < allowance) {
-        uint32_t turn = (uint32_t)t[IPUFS_X_TURN], c = count;
-        for (uint32_t i = 0; i < count; i++) {
-            uint32_t n = turn + i < count ? turn + i : turn + i - count;
-            const int64_t *f = fields + n * IPUFS_X_CONTEXT_FIELDS;
-            if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE) {
-                c = n;
-                break;
-            }
-        }
-        if (c == count) {
-            if (release_local(fields, count))
+        if (!ready) {
+            if (release_local(fields, count)) {
+                ready = runnable(fields, count);
                 continue;
+            }
             break;
         }
+        uint32_t turn = (uint32_t)t[IPUFS_X_TURN];
+        uint32_t later = ready & (~0u << turn);  /* the next at or after the turn, cyclic */
+        uint32_t c = (uint32_t)__builtin_ctz(later ? later : ready);
         int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
         uint32_t after = c + 1 < count ? c + 1 : 0;
         if (f[IPUFS_X_DELAY]) {
@@ -534,6 +546,8 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile,
             }
             t[IPUFS_X_INSTRUCTIONS] += rc == OK ? 1 : 2;  /* a bundle counts two */
             x->retired += rc == OK ? 1 : 2;
+            if (f[IPUFS_X_WAIT] != IPUFS_X_WAIT_NONE)  /* it synced */
+                ready &= ~(1u << c);
         }
         t[IPUFS_X_TURN] = after;
         t[IPUFS_X_TURNS]++;
