@@ -12,10 +12,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Callable
 
 from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
 from ipufs.model.executor import native, system
@@ -228,9 +225,7 @@ class Execution:
 
     def _scan(self) -> tuple[list[int], list[int]]:
         """The running tiles with no active context, and native.Loop.scan's counts."""
-        if self._loop is None:
-            self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._window, self._sram)
-        return self._loop.scan(self.running.order())
+        return self._the_loop().scan(self.running.order())
 
     def busy(self) -> bool:
         """Whether some context can take a turn now."""
@@ -243,8 +238,9 @@ class Execution:
         return (native.enabled() if self.native is None else self.native) and not self.ipu.tiles.bad_parity
 
     def _native_loop(self) -> native.Loop | None:
-        if not self.native_on():
-            return None
+        return self._the_loop() if self.native_on() else None
+
+    def _the_loop(self) -> native.Loop:
         if self._loop is None:
             self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._window, self._sram)
         return self._loop

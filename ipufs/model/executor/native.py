@@ -4,7 +4,7 @@
 # rule's `native` column may name (the C loop's own list, read from it),
 # and Loop, which runs passes over an IPU's tiles in C, handing the turns
 # it does not take back to the Python path. On/off: IPUFS_NATIVE_EXECUTOR=0
-# in the environment, or Execution.native. docs/execution.md, "Speed".
+# in the environment, or Execution.native. docs/execution.md, "The native loop".
 from __future__ import annotations
 
 import os
