@@ -89,7 +89,8 @@ RULES: dict[str, Rule] = {
     "brneg_mmmn_zi": Rule(_brneg, A.format("brneg") + " (signed < 0)", "brneg"),
     "brpos_mmmn_zi": Rule(_brpos, A.format("brpos") + " (signed > 0; zero not taken: inferred)", "brpos"),
     "brnzdec_mmmn_zi": Rule(_brnzdec, A.format("brnzdec") + " (if non-zero: decrement and branch)", "brnzdec"),
-    "call_mmmn_zi": Rule(_call, A.format("call") + " (link = next instruction or bundle; field bit 19 ignored)", "call"),
+    "call_mmmn_zi": Rule(_call, A.format("call") + " (link = next instruction or bundle; field bit 19 ignored)",
+                         "call"),
     "rpt_mmmn_zi": Rule(_rpt_reg, A.format("rpt") + " (count from the register's low 12 bits: R REPEAT_COUNT.VALUE)"),
     "rpt_mmmn_zi_zi": Rule(_rpt_imm, A.format("rpt") + "; body = SIZE + 1 bundles, count 0 skips it"),
 }

@@ -175,7 +175,9 @@ def program(draw: st.DrawFn) -> str:
             sup += ["sync 3"]  # every running tile
         if draw(st.integers(0, 2)) == 0:  # start workers
             entry = p.label("worker")
-            body = ["setzi $m8, 0", *[line for _ in range(draw(st.integers(1, 3))) for line in draw(block(p, 13, True))]]
+            body = ["setzi $m8, 0"]
+            for _ in range(draw(st.integers(1, 3))):
+                body += draw(block(p, 13, True))
             end = draw(st.sampled_from(["exitz", "exitnz", "exitneg", "exitpos"]))
             workers += [".align 8", f"{entry}:", *body, f"{end} $m{draw(R)}"]
             sup += [f"setzi $m0, {entry}", f"setzi $m1, {DATA + 4 * draw(st.integers(0, 8))}"]
@@ -278,9 +280,7 @@ AUX_HALVES = [r for r in NATIVE_ROWS if r.co_issuable and r.lane is Lane.AUX and
 
 @st.composite
 def operand_value(draw: st.DrawFn, kind: Kind, width: int) -> int:
-    if kind is Kind.MRF:
-        return draw(st.integers(0, 15))
-    if kind is Kind.ARF:
+    if kind in (Kind.MRF, Kind.ARF):
         return draw(st.integers(0, 15))
     if kind is Kind.ARF_PAIR:
         return draw(st.integers(0, 7)) * 2
@@ -289,12 +289,15 @@ def operand_value(draw: st.DrawFn, kind: Kind, width: int) -> int:
     if kind is Kind.MRF_PAIR:
         return draw(st.integers(0, 5)) * 2
     if kind is Kind.SEXT:
-        return draw(st.one_of(st.sampled_from([0, 1, -1, 2, -2, 3]), st.integers(-(1 << (width - 1)), (1 << (width - 1)) - 1)))
+        edge = st.sampled_from([0, 1, -1, 2, -2, 3])
+        return draw(st.one_of(edge, st.integers(-(1 << (width - 1)), (1 << (width - 1)) - 1)))
     if kind is Kind.TOP12:
         return draw(st.integers(0, 0xFFF)) << 20
     if kind is Kind.TARGET:
-        return draw(st.one_of(st.sampled_from([0x40000, 0x40008, 0x40002 & ~3]), st.integers(0, (1 << width) - 1).map(lambda v: v * 4)))
-    return draw(st.one_of(st.sampled_from([0, 1, 2, 31, 32]), st.integers(0, (1 << width) - 1)))
+        targets = st.integers(0, (1 << width) - 1).map(lambda v: 4 * v)
+        return draw(st.one_of(st.sampled_from([0x40000, 0x40008]), targets))
+    edges = [v for v in (0, 1, 2, 3, 31, 32) if v < 1 << width]
+    return draw(st.one_of(st.sampled_from(edges), st.integers(0, (1 << width) - 1)))
 
 
 def _one_turn(ipu: Ipu, words: list[int], context: int, registers: list[int]) -> None:
@@ -358,7 +361,8 @@ def test_the_native_loop_takes_the_turns_it_can() -> None:
     assert loop is not None and loop.retired == 2 + 3 * 101  # every one (the trap faults: Python's turn)
     bundles = "\n".join([".text 0x40000", ".supervisor", "_start:", "setzi $m0, worker", "setzi $m1, 0x60000",
                           "run $m0, $m1, 0", "sync 2", "trap 0", ".worker", ".align 8", "worker:", "setzi $m1, 10",
-                          ".align 8", "loop:", "{ add $m2, $m2, $m1 ; or $a1, $a1, 3 }", "brnzdec $m1, loop", "exitz $m15"])
+                          ".align 8", "loop:", "{ add $m2, $m2, $m1 ; or $a1, $a1, 3 }", "brnzdec $m1, loop",
+                          "exitz $m15"])
     ipu = _run("ipu1", bundles, [bytes(4 * WORDS)], [10_000], True, fresh=True)
     ex = ipu.execution  # Python's: run and exitz (the trap faults)
     assert ex._loop is not None and ex._loop.retired == ex.instructions - 2 >= 11 * 3  # a bundle counts two
