@@ -4,11 +4,16 @@
     .venv/bin/python benchmarks/execution.py --smoke  # seconds
 
 Rows: one tile of an ipu1 running an integer loop (add, xor, shl, ld32,
-st32, brnzdec) on its supervisor; every tile of an ipu1 (1216) running
-the same loop, in the slices the daemon runs (Execution.run with the
-daemon's slice size); the same loop as six workers of one tile. The model
-runs in process, no mount: this is the interpreter's own rate, the
-ceiling of what a mount can do. benchmarks/run.py adds these rows to
+st32, brnzdec) on its supervisor, with the native loop and on the Python
+path alone (IPUFS_NATIVE_EXECUTOR=0); the same loop as six workers of one
+tile; every tile of an ipu1 (1216) running it; and a bulk-synchronous
+program on every tile of an ipu2 (1472): supersteps of compute, then
+`sync 3`, repeated. Always in the slices the daemon runs (Execution.run
+with its slice size). The model runs in process, no mount: the
+executor's own rate, the ceiling of what a mount can do. Rates are per
+core: instructions over the measuring thread's CPU time (on a shared
+machine wall time counts other processes' turns too); the BSP row gives
+its wall time as well. benchmarks/run.py adds these rows to
 docs/performance.md.
 """
 from __future__ import annotations
@@ -62,6 +67,25 @@ loop:
 """
 
 
+BSP = """
+.text 0x40000
+.supervisor
+_start:
+  setzi $m1, {steps}
+  setzi $m2, 0x60000
+step:
+  setzi $m3, {work}
+compute:
+  ld32 $m4, $m2, $m15, 0
+  add $m4, $m4, $m3
+  st32 $m4, $m2, $m15, 0
+  brnzdec $m3, compute
+  sync 3
+  brnzdec $m1, step
+  trap 0
+"""
+
+
 def _ipu(profile: str = "ipu1") -> Any:
     from ipufs.model.ipu import Ipu
     from ipufs.model.memory import BarMemory
@@ -76,15 +100,18 @@ def _ipu(profile: str = "ipu1") -> Any:
     return Ipu(p, 0, {r: sparse(p.region_size(r)) for r in Region})
 
 
-def _measure(source: str, tiles: range) -> tuple[int, float]:
+def _measure(source: str, tiles: range, profile: str = "ipu1", native: bool = True) -> tuple[int, float, float]:
+    """Instructions retired, the thread's CPU seconds and the wall seconds
+    from the start of ``tiles`` to the end of every context."""
     from ipufs.abi import tile_code
-    from ipufs.daemon.execution import SLICE_TURNS
+    from ipufs.daemon.execution import slice_turns
     from ipufs.model.executor import debug as tdi_side
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
     from ipufs.model.tdi import TileDebug
 
-    ipu = _ipu()
+    ipu = _ipu(profile)
+    ipu.execution.native = native
     program = Assembler(Arch.IPU1).assemble(source)
     for tile in tiles:
         for section in program.sections:
@@ -93,24 +120,31 @@ def _measure(source: str, tiles: range) -> tuple[int, float]:
         debug = ipu.tdi.setdefault(tile, TileDebug())
         tdi_side.write_register(ipu.execution, tile, debug, tile_code.TDI_DBG_IEXEC,
                                 tile_code.branch_word(program.entry))
-    start = time.perf_counter()
+    cpu, wall = time.thread_time(), time.perf_counter()
     while ipu.execution.busy():
-        ipu.execution.run(SLICE_TURNS)
-    return ipu.execution.instructions, time.perf_counter() - start
+        ipu.execution.run(slice_turns(ipu.execution))
+    return ipu.execution.instructions, time.thread_time() - cpu, time.perf_counter() - wall
 
 
 def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     out = []
-    count = 2_000 if smoke else 100_000
-    n, s = _measure(LOOP.format(count=count), range(1))
-    out.append(("Executor: one tile, integer loop on the supervisor (in process)",
-                f"{n / s / 1e6:.2f} M instr/s", "—", "—", "20 M instr/s per core (not met: Python loop)"))
-    n, s = _measure(WORKERS.format(count=count // 6), range(1))
-    out.append(("Executor: one tile, the loop on six workers (in process)", f"{n / s / 1e6:.2f} M instr/s",
-                "—", "—", "—"))
-    n, s = _measure(LOOP.format(count=20 if smoke else 200), range(1216))
-    out.append(("Executor: all 1216 tiles of an ipu1, integer loop, daemon-sized slices (in process)",
-                f"{n / s / 1e6:.2f} M instr/s ({s:.1f} s)", "—", "—", "—"))
+    count = 2_000 if smoke else 300_000
+    n, cpu, _ = _measure(LOOP.format(count=count), range(1))
+    python = _measure(LOOP.format(count=count // 20), range(1), native=False)
+    out.append(("Executor: one tile, integer loop on the supervisor (in process, per core)",
+                f"{n / cpu / 1e6:.1f} M instr/s", f"Python path alone: {python[0] / python[1] / 1e6:.2f} M instr/s",
+                f"{n / cpu / (python[0] / python[1]):.0f}×", "20 M instr/s per core"))
+    n, cpu, _ = _measure(WORKERS.format(count=count // 6), range(1))
+    out.append(("Executor: one tile, the loop on six workers (in process, per core)",
+                f"{n / cpu / 1e6:.1f} M instr/s", "—", "—", "—"))
+    n, cpu, _ = _measure(LOOP.format(count=20 if smoke else 2_000), range(1216))
+    out.append(("Executor: all 1216 tiles of an ipu1, integer loop, daemon-sized slices (in process, per core)",
+                f"{n / cpu / 1e6:.1f} M instr/s ({n / 1e6:.1f} M instructions)", "—", "—", "—"))
+    steps, work = (2, 10) if smoke else (10, 250)
+    n, cpu, wall = _measure(BSP.format(steps=steps, work=work), range(1472), "ipu2")
+    out.append((f"Executor: BSP program on all 1472 tiles of an ipu2: {steps} supersteps of "
+                f"{4 * work} instructions, then sync 3 (in process)",
+                f"{wall:.2f} s wall ({n / cpu / 1e6:.1f} M instr/s per core)", "—", "—", "—"))
     return out
 
 

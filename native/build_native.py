@@ -6,11 +6,12 @@
 # unshare(2) and what a child of `ipufs run` does before exec, and
 # signalfd(2), through which a Python client can read si_int; and the
 # register watcher's detector, which polls shared memory without the GIL,
-# and the FUSE reader's spin, which scans the same watches while it waits;
-# and the fast path (src/fastpath.c), which answers hot requests natively.
+# and the FUSE reader's spin, which scans the same watches while it waits.
+# Further sources are compiled beside it: the fast path (src/fastpath.c),
+# which answers hot requests natively, and the tile executor's hot loop
+# (src/executor.c), each declared once in its header.
 from __future__ import annotations
 
-import os
 import pathlib
 import re
 
@@ -18,9 +19,10 @@ from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
-#: Sources compiled into the same module beside SOURCE (their functions
-#: are declared in the headers of src/ and in the cdef below).
-SOURCES = [os.path.relpath(HERE / "src" / name) for name in ("fastpath.c",)]
+#: other sources of the module and their headers
+SOURCES = {"fastpath.c": "fastpath.h", "executor.c": "executor.h"}
+#: headers whose text is plain declarations (no preprocessor lines), given to cdef whole
+HEADERS = [(HERE / "src" / "executor.h").read_text()]
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -55,12 +57,13 @@ ffibuilder.cdef(
                            (HERE / "src" / "fastpath.h").read_text(), re.M | re.S))
     + re.search(r"^enum ipufs_fast_kind \{.*?^\};$", (HERE / "src" / "fastpath.h").read_text(),
                 re.M | re.S).group(0)  # type: ignore[union-attr]
+    + "".join(HEADERS)
 )
 ffibuilder.set_source(
     "ipufs._native",
-    SOURCE,
-    sources=SOURCES,
-    include_dirs=[str(HERE / "src")],
+    SOURCE + '\n#include "executor.h"\n',
+    sources=[f"native/src/{source}" for source in SOURCES],  # setup.py wants them relative to itself
+    include_dirs=["native/src"],
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
 )
 

@@ -19,7 +19,7 @@ ALLOWED: dict[str, set[str]] = {
     "abi": set(),
     "native": {"_native"},  # the typed wrapper and its cffi extension
     "fuse": {"native"},
-    "model": {"abi"},
+    "model": {"abi", "_native"},  # _native: the executor's hot loop (computation only, no system calls)
     "client": {"abi", "native"},
     "driver": {"abi", "native", "fuse", "model"},
     "container": {"abi", "native", "fuse"},

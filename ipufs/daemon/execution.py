@@ -13,10 +13,13 @@ import trio
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.events import EventSink, ProgramEvent
 from ipufs.driver.work import DeviceWork
+from ipufs.model.executor import Execution
 from ipufs.model.ipu import Ipu
 
-#: turns per IPU per slice: a slice costs about a millisecond (docs/performance.md)
+#: turns per IPU per slice: a slice costs about a millisecond (docs/performance.md),
+#: in the Python path and in the native loop
 SLICE_TURNS = 500
+NATIVE_SLICE_TURNS = 20_000
 #: the pause between slices, in which the FUSE reader takes the lock
 BREATHE_S = 0.0002
 #: how long the host's starts must have paused before tiles take turns:
@@ -26,16 +29,21 @@ BREATHE_S = 0.0002
 SETTLE_S = 0.05
 
 
+def slice_turns(execution: Execution) -> int:
+    """The turns of a slice of about a millisecond for ``execution``."""
+    return NATIVE_SLICE_TURNS if execution.native_on() else SLICE_TURNS
+
+
 class ExecutionRunner:
     """Steps the running tiles of ``devices`` while any can run."""
 
     def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, *,
-                 slice_turns: int = SLICE_TURNS) -> None:
+                 slice_turns: int | None = None) -> None:
         self.devices = devices
         self.work = work
         self.tracer = tracer
         self.lock = work.lock
-        self.slice_turns = slice_turns
+        self.slice_turns = slice_turns  # None: slice_turns(execution)
         self._token: trio.lowlevel.TrioToken | None = None
         self._wanted = trio.Event()
         self._started = 0.0  # trio's clock when a tile was last started
@@ -67,7 +75,7 @@ class ExecutionRunner:
         execution = ipu.execution
         if not execution.running:
             return False
-        execution.run(self.slice_turns)
+        execution.run(slice_turns(execution) if self.slice_turns is None else self.slice_turns)
         if execution.events:
             if self.tracer.enabled:
                 for e in execution.events:

@@ -73,6 +73,12 @@ class BarMemory:
         if self.track_dirty:
             self._dirty.append((index * 4, 4))
 
+    def written(self, offset: int, length: int) -> None:
+        """Bytes at ``offset`` were stored by other means (the executor's
+        native loop): recorded as dirty like the stores made here."""
+        if self.track_dirty:
+            self._dirty.append((offset, length))
+
     def store_words(self, indices: NDArray[np.intp], values: NDArray[np.uint32]) -> None:
         """Store u32 ``values`` at word ``indices``, touching (and recording
         as dirty) only the words that change."""

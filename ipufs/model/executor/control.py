@@ -82,14 +82,15 @@ def _rpt_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> Non
 
 
 RULES: dict[str, Rule] = {
-    "bri_mmmn_zi": Rule(_bri, A.format("bri") + " (absolute word address)"),
-    "br_mmmn": Rule(_br, A.format("br")),
-    "brz_mmmn_zi": Rule(_brz, A.format("brz") + " (bitwise zero test)"),
-    "brnz_mmmn_zi": Rule(_brnz, A.format("brnz")),
-    "brneg_mmmn_zi": Rule(_brneg, A.format("brneg") + " (signed < 0)"),
-    "brpos_mmmn_zi": Rule(_brpos, A.format("brpos") + " (signed > 0; zero not taken: inferred)"),
-    "brnzdec_mmmn_zi": Rule(_brnzdec, A.format("brnzdec") + " (if non-zero: decrement and branch)"),
-    "call_mmmn_zi": Rule(_call, A.format("call") + " (link = next instruction or bundle; field bit 19 ignored)"),
+    "bri_mmmn_zi": Rule(_bri, A.format("bri") + " (absolute word address)", "bri"),
+    "br_mmmn": Rule(_br, A.format("br"), "br"),
+    "brz_mmmn_zi": Rule(_brz, A.format("brz") + " (bitwise zero test)", "brz"),
+    "brnz_mmmn_zi": Rule(_brnz, A.format("brnz"), "brnz"),
+    "brneg_mmmn_zi": Rule(_brneg, A.format("brneg") + " (signed < 0)", "brneg"),
+    "brpos_mmmn_zi": Rule(_brpos, A.format("brpos") + " (signed > 0; zero not taken: inferred)", "brpos"),
+    "brnzdec_mmmn_zi": Rule(_brnzdec, A.format("brnzdec") + " (if non-zero: decrement and branch)", "brnzdec"),
+    "call_mmmn_zi": Rule(_call, A.format("call") + " (link = next instruction or bundle; field bit 19 ignored)",
+                         "call"),
     "rpt_mmmn_zi": Rule(_rpt_reg, A.format("rpt") + " (count from the register's low 12 bits: R REPEAT_COUNT.VALUE)"),
     "rpt_mmmn_zi_zi": Rule(_rpt_imm, A.format("rpt") + "; body = SIZE + 1 bundles, count 0 skips it"),
 }

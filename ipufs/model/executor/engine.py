@@ -4,17 +4,21 @@
 # tiles, external zones through the IPU's host sync machinery); turns
 # faults into tile exceptions (EXC_* registers, signal 44); and takes
 # instructions injected through the tile debug interface. Pure: no I/O, no
-# clocks; the daemon calls run() in bounded slices. docs/execution.md.
+# clocks; the daemon calls run() in bounded slices. Turns run in the native
+# loop (native.py) where the semantic rules name a native form, on the same
+# state, and here otherwise. docs/execution.md.
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
 from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
+from ipufs.model.executor import native, system
 from ipufs.model.executor.rule import Rule
 from ipufs.model.executor.semantics import SEMANTICS, why_not
-from ipufs.model.executor.state import MASK, Context, Etype, Status, TileFault, TileState, Wait
+from ipufs.model.executor.state import MASK, WAIT_CODES, Context, Etype, Status, TileFault, TileState, Wait
 from ipufs.model.isa import Arch, Bundle, Context as Contexts, Decoder, Group, Instruction
 from ipufs.model.tdi import TdiRegister, TileDebug
 
@@ -23,6 +27,8 @@ if TYPE_CHECKING:
 
 #: tile exceptions of faults and what EXC_CAUSE they show, as docs/execution.md maps them
 _PARITY_FAULT = (Etype.MEMERR, ExceptionCause.PARITY)
+#: wait as the arrays hold it
+_INTERNAL, _EXTERNAL = WAIT_CODES[Wait.INTERNAL], WAIT_CODES[Wait.EXTERNAL]
 _MAX_EVENTS = 4096
 
 
@@ -40,7 +46,7 @@ class Event:
 #: a decoded word (or pair): the instruction or bundle, its rule(s), and
 #: which contexts may run it (bit 0 the supervisor, bit 1 workers); or why not
 _Decoded = tuple[Instruction, Rule | None, int] | tuple[Bundle, Rule | None, Rule | None, int] | str
-_SUPERVISOR_BIT, _WORKER_BIT = 1, 2
+_SUPERVISOR_BIT, _WORKER_BIT = native.SUPERVISOR_BIT, native.WORKER_BIT
 
 
 def _who(inst: Instruction) -> int:
@@ -57,8 +63,13 @@ class Execution:
         self.decoder = Decoder(self.arch)
         self.memory_base = ipu.tiles.base
         self.workers = ipu.profile.workers_per_tile
+        #: every tile's registers, PC, status, turns..., shared by both paths
+        self.arrays = native.Arrays(ipu.profile.tiles, self.workers + 1)
+        #: the native loop: on, off, or None for the process's default (native.enabled())
+        self.native: bool | None = None
+        self._loop: native.Loop | None = None
         self.states: dict[int, TileState] = {}
-        self.running: set[int] = set()
+        self.running = native.RunningTiles()
         self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
         self.instructions = 0  # retired since reset, every tile
         #: tiles whose TDI registers (CTXT_STS, DBG_DATA, ...) may have
@@ -70,7 +81,7 @@ class Execution:
         self._external: int | None = None  # the zone requested of the host sync machinery
         self._cursor = 0  # the tile run() serves first next time
         self._cache: dict[int, _Decoded] = {}
-        self._words = ipu.tiles.exchange.words
+        self._word_view = ipu.tiles.exchange.words.data  # the exchange BAR's words, read as ints
         self._window = ipu.tiles.window
         self._exchange_base = ipu.tiles.exchange_base
         self._sram = ipu.tiles.sram
@@ -79,7 +90,8 @@ class Execution:
     def state(self, tile: int) -> TileState:
         t = self.states.get(tile)
         if t is None:
-            t = self.states[tile] = TileState(tile, self.workers)
+            a = self.arrays
+            t = self.states[tile] = TileState(tile, self.workers, a.registers[tile], a.fields[tile], a.counters[tile])
         return t
 
     def reset(self) -> None:
@@ -123,8 +135,8 @@ class Execution:
         if tiles.bad_parity and tiles.bad_word(t.tile, address, width):
             raise TileFault(*_PARITY_FAULT, address, f"parity error loading 0x{address:x}")
         if width == 4:  # the common case, one word of the BAR without building bytes
-            at = self._exchange_base + t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram
-            return int(self._words[at >> 2])
+            return self._word_view[(self._exchange_base + t.tile * self._window
+                                    + (address & 0x1FFFFF) % self._window % self._sram) >> 2]
         return int.from_bytes(tiles.read(t.tile, address, width), "little")
 
     def store(self, t: TileState, address: int, width: int, value: int) -> None:
@@ -148,7 +160,7 @@ class Execution:
         tiles = self.ipu.tiles
         if tiles.bad_parity and tiles.bad_word(t.tile, address, 4):
             raise TileFault(*_PARITY_FAULT, address, f"parity error fetching 0x{address:x}")
-        return int(self._words[(self._exchange_base + t.tile * self._window + offset) >> 2])
+        return self._word_view[(self._exchange_base + t.tile * self._window + offset) >> 2]
 
     # --- workers -------------------------------------------------------------------
     def launch(self, t: TileState, w: Context, entry: int, vertex_base: int) -> None:
@@ -178,13 +190,16 @@ class Execution:
         """Take up to ``budget`` turns across the running tiles, tile by
         tile in slices; returns the turns taken. Each tile's results and
         turn count do not depend on the budget or slicing."""
+        loop = self._native_loop()
+        if loop is not None:
+            return self._run_native(loop, budget, slice_turns)
         done = 0
         while done < budget and self.running:
             taken = 0
             order = sorted(self.running)
             # Fair across calls: start after the tile served last, and give
             # each tile a share of the budget.
-            first = next((i for i, tile in enumerate(order) if tile >= self._cursor), 0)
+            first = bisect_left(order, self._cursor) % len(order)
             share = max(16, min(slice_turns, (budget - done) // len(order)))
             for tile in order[first:] + order[:first]:
                 taken += self._run_tile(self.states[tile], min(share, budget - done - taken))
@@ -199,9 +214,47 @@ class Execution:
             self.ipu.debug_changed()
         return done
 
+    def _run_native(self, loop: native.Loop, budget: int, slice_turns: int) -> int:
+        """run() in the native loop: the same passes over the running tiles
+        as above, so that every turn is taken in the same order; the C loop
+        makes them, calling back for the turns it does not take and for
+        _settle after a pass in which Python took a turn (a pass without one
+        changed nothing _settle reads)."""
+        done, more = 0, True
+        while more and done < budget and self.running:
+            running = len(self.running)
+
+            def settle() -> tuple[bool, bool]:
+                return self._settle(), len(self.running) != running  # it only drops tiles
+
+            taken, self._cursor, retired, more = loop.run(self.running.order(), slice_turns,
+                                                          budget - done, self._cursor, self._learn,
+                                                          self._python_turn, settle, self._synced)
+            self.instructions += retired
+            done += taken
+        return done
+
+    def _scan(self) -> tuple[list[int], list[int]]:
+        """The running tiles with no active context, and native.Loop.scan's counts."""
+        return self._the_loop().scan(self.running.order())
+
     def busy(self) -> bool:
         """Whether some context can take a turn now."""
-        return any(c.runnable() for tile in self.running for c in self.states[tile].contexts)
+        return bool(self.running) and self._scan()[1][native.RUNNABLE] > 0
+
+    def native_on(self) -> bool:
+        """Whether turns run in the native loop (Execution.native, else
+        IPUFS_NATIVE_EXECUTOR), and may now: not while a parity mark
+        exists (loads and fetches check those on the Python path)."""
+        return (native.enabled() if self.native is None else self.native) and not self.ipu.tiles.bad_parity
+
+    def _native_loop(self) -> native.Loop | None:
+        return self._the_loop() if self.native_on() else None
+
+    def _the_loop(self) -> native.Loop:
+        if self._loop is None:
+            self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._exchange_base, self._window, self._sram)
+        return self._loop
 
     def _run_tile(self, t: TileState, turns: int) -> int:
         n = 0
@@ -212,15 +265,47 @@ class Execution:
                     break
                 continue
             n += 1
-            t.turns += 1
-            if c.delay:
-                c.delay -= 1
-                continue
-            try:
-                self._issue(t, c)
-            except TileFault as fault:
-                self.fault(t, c, fault)
+            self._turn(t, c)
         return n
+
+    def _turn(self, t: TileState, c: Context) -> None:
+        t.fields[native.TURNS] += 1  # the arrays in place, here and in _issue: this runs per turn
+        f = c.fields
+        if f[native.DELAY]:
+            f[native.DELAY] -= 1
+            return
+        try:
+            self._issue(t, c)
+        except TileFault as fault:
+            self.fault(t, c, fault)
+
+    def _synced(self, tile: int, context: int, pc: int, zone: int) -> None:
+        system.synced(self, self.states[tile], context, pc, zone)
+
+    def _python_turn(self, tile: int) -> None:
+        """The turn the native loop hands back: a context of ``tile`` can run."""
+        t = self.states[tile]
+        c = t.next_runnable()
+        assert c is not None, "the native loop hands back only turns a context can take"
+        self._turn(t, c)
+
+    def _learn(self, key: int) -> tuple[int, list[tuple[int, int, tuple[int, ...]]]]:
+        """What the native loop does with ``key``, a word or a bundle's two:
+        who may run it and each half's form, kind and operands, from the
+        decoder and the rules' native column; the Python form otherwise."""
+        found = self._decode_key(key)
+        python: tuple[int, list[tuple[int, int, tuple[int, ...]]]] = (0, [(native.PYTHON_FORM, 0, ())])
+        if isinstance(found, str):
+            return python
+        if len(found) == 3:
+            inst, rule, who = found
+            pairs = [(inst, rule)]
+        else:
+            bundle, main_rule, aux_rule, who = found
+            pairs = [(bundle.main, main_rule), (bundle.aux, aux_rule)]
+        if any(rule is None or not rule.native for _, rule in pairs):
+            return python
+        return who, [(*native.code(rule.native), inst.operands) for inst, rule in pairs if rule is not None]
 
     def _decode(self, t: TileState, pc: int) -> _Decoded:
         word = self._word(t, pc)
@@ -260,13 +345,14 @@ class Execution:
         return rule
 
     def _issue(self, t: TileState, c: Context) -> None:
-        pc = c.pc
+        f = c.fields
+        pc = f[native.PC]
         if pc % 4:
             raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, pc, f"PC 0x{pc:x} is not 4-byte aligned")
         decoded = self._decode(t, pc)
         if isinstance(decoded, str):
             raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc, decoded)
-        r = c.repeat
+        r = c.repeat if f[native.REPEAT] else None
         in_body = r is not None and r.first <= pc < r.end
         if len(decoded) == 3:
             inst, rule, who = decoded
@@ -288,23 +374,27 @@ class Execution:
             # Both halves read the registers as they were before the bundle
             # (ours: the public record does not say); the aux half runs on
             # a copy of $a taken before the main half wrote it.
-            before = c.a[:]
+            a = c.a
+            before = a.tolist()
             main_rule.handler(self, t, c, bundle.main.operands)
-            after_main, c.a = c.a, before
+            after_main = a.tolist()
+            for i in range(16):
+                a[i] = before[i]
             aux_rule.handler(self, t, c, bundle.aux.operands)
             for i in range(16):
                 if after_main[i] != before[i]:
-                    c.a[i] = after_main[i]
+                    a[i] = after_main[i]
             retired = 2
-        r = c.repeat
-        if r is not None and c.next_pc == r.end and r.first <= pc:
-            if r.remaining:
-                r.remaining -= 1
-                c.next_pc = r.first
-            else:
-                c.repeat = None
-        c.pc = c.next_pc & MASK
-        t.instructions += retired
+        if f[native.REPEAT]:
+            r = c.repeat
+            if r is not None and c.next_pc == r.end and r.first <= pc:
+                if r.remaining:
+                    r.remaining -= 1
+                    c.next_pc = r.first
+                else:
+                    c.repeat = None
+        f[native.PC] = c.next_pc & MASK
+        t.fields[native.INSTRUCTIONS] += retired
         self.instructions += retired
 
     # --- exceptions ------------------------------------------------------------------------
@@ -347,20 +437,24 @@ class Execution:
     def _settle(self) -> bool:
         """Drop tiles that stopped; complete syncs every running tile has
         reached. Returns whether a context was released."""
-        for tile in [tile for tile in self.running if not self.states[tile].active()]:
-            self.running.discard(tile)
+        # One look at every running tile's contexts, in the arrays.
         if not self.running:
             return False
-        supervisors = [self.states[tile].supervisor for tile in sorted(self.running)]
-        members = [s for s in supervisors if s.status is Status.ACTIVE]
+        stopped, counts = self._scan()
+        for tile in stopped:
+            self.running.discard(tile)
+        members = counts[native.MEMBERS]  # the running tiles' active supervisors
         if not members:
             return False
-        if all(s.wait is Wait.INTERNAL for s in members):
-            for s in members:
-                s.wait = Wait.NONE
+        supervisors = self.arrays.fields[:, 0]
+        if counts[native.INTERNAL] == members:
+            tiles = self.running.order()
+            supervisors[tiles[supervisors[tiles, native.WAIT] == _INTERNAL], native.WAIT] = native.WAIT_NONE
             return True
-        if self._external is None and all(s.wait is Wait.EXTERNAL for s in members):
-            zones = {s.wait_zone for s in members}
+        if self._external is None and counts[native.EXTERNAL] == members:
+            tiles = self.running.order()
+            waiting = tiles[supervisors[tiles, native.WAIT] == _EXTERNAL].tolist()
+            zones = {self.states[tile].supervisor.wait_zone for tile in waiting}
             if len(zones) == 1:
                 zone = self._external = zones.pop()
                 self.ipu.request_sync(zone)

@@ -188,44 +188,47 @@ RULES: dict[str, Rule] = {
 }
 
 
-def _m_rows(name: str, width: int, signed: bool) -> None:
+# The native loop's forms (native/src/executor.c): ld/st, $m or $a, then
+# register offset (r), immediate (i), step by register (sr) or immediate
+# (si); the kind names the access.
+def _m_rows(name: str, width: int, signed: bool, kind: str) -> None:
     reg, imm, step_reg, step_imm = _m_load(width, signed)
     src = A.format(name) + f" ({width}-byte {'sign' if signed else 'zero'}-extended load)"
-    RULES[f"{name}_mmmn"] = Rule(reg, src)
-    RULES[f"{name}_mmmn_zi"] = Rule(imm, src)
-    RULES[f"{name}step_mmmn"] = Rule(step_reg, src + "; A hover/" + name + "step.md")
-    RULES[f"{name}step_mmmn_si"] = Rule(step_imm, src + "; A hover/" + name + "step.md")
+    RULES[f"{name}_mmmn"] = Rule(reg, src, f"ldmr.{kind}")
+    RULES[f"{name}_mmmn_zi"] = Rule(imm, src, f"ldmi.{kind}")
+    RULES[f"{name}step_mmmn"] = Rule(step_reg, src + "; A hover/" + name + "step.md", f"ldmsr.{kind}")
+    RULES[f"{name}step_mmmn_si"] = Rule(step_imm, src + "; A hover/" + name + "step.md", f"ldmsi.{kind}")
 
 
-for _name, _width, _signed in (("ld32", 4, False), ("lds16", 2, True), ("ldz16", 2, False),
-                               ("lds8", 1, True), ("ldz8", 1, False)):
-    _m_rows(_name, _width, _signed)
+for _name, _width, _signed, _kind in (("ld32", 4, False, "w32"), ("lds16", 2, True, "s16"),
+                                      ("ldz16", 2, False, "z16"), ("lds8", 1, True, "s8"), ("ldz8", 1, False, "z8")):
+    _m_rows(_name, _width, _signed, _kind)
 
 
-def _a_rows(name: str, width: int, *, region1: bool = False, broadcast16: bool = False,
+def _a_rows(name: str, width: int, kind: str, *, region1: bool = False, broadcast16: bool = False,
             step: bool = True) -> None:
     reg, imm, step_reg, step_imm = _a_load(width, region1, broadcast16)
     src = A.format(name)
-    RULES[f"{name}_mman"] = Rule(reg, src)
-    RULES[f"{name}_mman_zi"] = Rule(imm, src)
+    RULES[f"{name}_mman"] = Rule(reg, src, f"ldar.{kind}")
+    RULES[f"{name}_mman_zi"] = Rule(imm, src, f"ldai.{kind}")
     if step:
-        RULES[f"{name}step_mmbn"] = Rule(step_reg, src + "; A hover/" + name + "step.md")
-        RULES[f"{name}step_mmbn_si"] = Rule(step_imm, src + "; A hover/" + name + "step.md")
+        RULES[f"{name}step_mmbn"] = Rule(step_reg, src + "; A hover/" + name + "step.md", f"ldasr.{kind}")
+        RULES[f"{name}step_mmbn_si"] = Rule(step_imm, src + "; A hover/" + name + "step.md", f"ldasi.{kind}")
 
 
-_a_rows("ld32", 4)
-_a_rows("ld64", 8)
-_a_rows("ld128", 16, region1=True)
-_a_rows("ldb16", 2, broadcast16=True)
+_a_rows("ld32", 4, "a32")
+_a_rows("ld64", 8, "a64")
+_a_rows("ld128", 16, "a128", region1=True)
+_a_rows("ldb16", 2, "b16", broadcast16=True)
 
 _st_imm, _st_step, _stm, _stm_step = _m_stores()
-RULES["st32_mmmn_zi"] = Rule(_st_imm, A.format("st32"))
-RULES["st32step_mmmn_si"] = Rule(_st_step, A.format("st32step") + "; R 0x40234 steps 4 bytes per 1")
-RULES["stm32_mmmn"] = Rule(_stm, A.format("stm32") + " (base + offset register × 4)")
+RULES["st32_mmmn_zi"] = Rule(_st_imm, A.format("st32"), "stmi")
+RULES["st32step_mmmn_si"] = Rule(_st_step, A.format("st32step") + "; R 0x40234 steps 4 bytes per 1", "stmsi")
+RULES["stm32_mmmn"] = Rule(_stm, A.format("stm32") + " (base + offset register × 4)", "stmx")
 RULES["stm32step_mmmn"] = Rule(_stm_step, A.format("stm32step") + " (at base, then base += signed stride × 4)")
-for _name, _width in (("st32", 4), ("st64", 8)):
+for _name, _width, _kind in (("st32", 4, "a32"), ("st64", 8, "a64")):
     _reg, _imm, _step_reg, _step_imm = _a_stores(_width)
-    RULES[f"{_name}_mbmn"] = Rule(_reg, A.format(_name))
-    RULES[f"{_name}_mbmn_zi"] = Rule(_imm, A.format(_name))
-    RULES[f"{_name}step_mbmn"] = Rule(_step_reg, A.format(_name + "step"))
-    RULES[f"{_name}step_mbmn_si"] = Rule(_step_imm, A.format(_name + "step"))
+    RULES[f"{_name}_mbmn"] = Rule(_reg, A.format(_name), f"star.{_kind}")
+    RULES[f"{_name}_mbmn_zi"] = Rule(_imm, A.format(_name), f"stai.{_kind}")
+    RULES[f"{_name}step_mbmn"] = Rule(_step_reg, A.format(_name + "step"), f"stasr.{_kind}")
+    RULES[f"{_name}step_mbmn_si"] = Rule(_step_imm, A.format(_name + "step"), f"stasi.{_kind}")

@@ -1,5 +1,6 @@
 # What one semantic rule is: the handler that executes an encoding (by its
-# variant name in the instruction table) and the public source it follows.
+# variant name in the instruction table), the public source it follows and
+# the native loop's form that does the same (native.py; none: Python's).
 # The semantic tables (alu.py, memory_ops.py, control.py, system.py) hold
 # one Rule per encoding; semantics.py joins them.
 from __future__ import annotations
@@ -20,10 +21,13 @@ Handler = Callable[["Execution", "TileState", "Context", tuple[int, ...]], None]
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """How an encoding executes, and the source of that semantics."""
+    """How an encoding executes, and the source of that semantics.
+    ``native``: the form (``FORM`` or ``FORM.KIND``, native/src/executor.c)
+    that executes it in the native loop; empty: only the handler does."""
 
     handler: Handler
     source: str
+    native: str = ""
 
 
 def s32(value: int) -> int:

@@ -8,7 +8,16 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ipufs.model.executor.native import (
+    CONTEXT_FIELDS, DELAY, INSTRUCTIONS, PC, REGISTERS, REPEAT, STATUS, TILE_FIELDS, TURN, TURNS, WAIT, WAIT_NONE,
+    WAIT_WORKERS,
+)
 
 MASK = 0xFFFFFFFF
 SUPERVISOR = 0
@@ -43,7 +52,7 @@ class Etype(enum.IntEnum):
     IBRK = 15
 
 
-_ACTIVE = Status.ACTIVE
+_ACTIVE = int(Status.ACTIVE)
 
 
 class Wait(enum.Enum):
@@ -55,7 +64,11 @@ class Wait(enum.Enum):
     EXTERNAL = "external"  # sync 4..7, 12..15: until the IPU's host sync completes
 
 
-_NO_WAIT = Wait.NONE
+#: the codes the arrays hold (native.py: the C loop knows NONE and WORKERS)
+_WAITS = (Wait.NONE, Wait.WORKERS, Wait.INTERNAL, Wait.EXTERNAL)
+WAIT_CODES = {w: i for i, w in enumerate(_WAITS)}
+assert WAIT_CODES[Wait.NONE] == WAIT_NONE and WAIT_CODES[Wait.WORKERS] == WAIT_WORKERS
+_STATUSES = tuple(Status)
 
 
 class TileFault(Exception):
@@ -80,25 +93,74 @@ class Repeat:
     remaining: int
 
 
-@dataclass(eq=False)
-class Context:
-    """One hardware context: registers, PC and what it is doing."""
+class _Field:
+    """An int64 of an object's ``fields`` (its row of the arrays), read and
+    written in place as an int attribute."""
 
-    number: int  # 0 supervisor, 1..N workers (as DBG_IOWNER numbers them)
-    m: list[int] = field(default_factory=lambda: [0] * 16)
-    a: list[int] = field(default_factory=lambda: [0] * 16)
-    pc: int = 0
-    next_pc: int = 0
-    status: Status = Status.INACTIVE
-    wait: Wait = Wait.NONE
-    wait_zone: int = 0
-    delay: int = 0  # turns still to stall (delay)
-    repeat: Repeat | None = None
-    #: status register ($SSR on the supervisor, $WSR on a worker)
-    sr: int = 0
-    csrs: dict[int, int] = field(default_factory=dict)  # other lower-space CSRs held as written
-    upper: dict[int, int] = field(default_factory=dict)  # upper space (workers)
-    exit_status: int | None = None  # the Boolean a worker's exit handed over
+    __slots__ = ("index",)
+
+    def __init__(self, index: int) -> None:
+        self.index = index
+
+    def __get__(self, obj: Any, owner: Any = None) -> int:
+        return obj.fields[self.index]  # type: ignore[no-any-return]
+
+    def __set__(self, obj: Any, value: int) -> None:
+        obj.fields[self.index] = value
+
+
+class Context:
+    """One hardware context: registers, PC and what it is doing. Its
+    registers and the fields the native loop also uses (PC, status, wait,
+    delay, whether an rpt runs) live in its tile's arrays (native.Arrays)
+    and are read and written there in place."""
+
+    __slots__ = ("number", "m", "a", "fields", "next_pc", "wait_zone", "_repeat", "sr", "csrs", "upper", "exit_status")
+
+    def __init__(self, number: int, registers: memoryview | None = None, fields: memoryview | None = None) -> None:
+        self.number = number  # 0 supervisor, 1..N workers (as DBG_IOWNER numbers them)
+        if registers is None:
+            registers = np.zeros(REGISTERS, np.uint32).data
+        self.m: memoryview = registers[:16]  # $m0..$m15: ints, read and written in place
+        self.a: memoryview = registers[16:]  # $a0..$a15
+        #: PC, status, wait, delay, rpt running (native.py's layout)
+        self.fields = fields if fields is not None else np.zeros(CONTEXT_FIELDS, np.int64).data
+        self.next_pc = 0
+        self.wait_zone = 0
+        self._repeat: Repeat | None = None
+        #: status register ($SSR on the supervisor, $WSR on a worker)
+        self.sr = 0
+        self.csrs: dict[int, int] = {}  # other lower-space CSRs held as written
+        self.upper: dict[int, int] = {}  # upper space (workers)
+        self.exit_status: int | None = None  # the Boolean a worker's exit handed over
+
+    pc = _Field(PC)
+    delay = _Field(DELAY)  # turns still to stall (delay)
+
+    @property
+    def status(self) -> Status:
+        return _STATUSES[self.fields[STATUS]]  # type: ignore[no-any-return]
+
+    @status.setter
+    def status(self, value: Status) -> None:
+        self.fields[STATUS] = int(value)
+
+    @property
+    def wait(self) -> Wait:
+        return _WAITS[self.fields[WAIT]]
+
+    @wait.setter
+    def wait(self, value: Wait) -> None:
+        self.fields[WAIT] = WAIT_CODES[value]
+
+    @property
+    def repeat(self) -> Repeat | None:
+        return self._repeat
+
+    @repeat.setter
+    def repeat(self, value: Repeat | None) -> None:
+        self._repeat = value
+        self.fields[REPEAT] = value is not None
 
     @property
     def is_worker(self) -> bool:
@@ -127,16 +189,29 @@ class Context:
 
 class TileState:
     """The contexts of one tile and the turn they are at. Contexts take
-    turns round-robin, supervisor first (docs/execution.md, timing)."""
+    turns round-robin, supervisor first (docs/execution.md, timing).
+    ``registers`` [context, 32], ``fields`` [context, CONTEXT_FIELDS] and
+    ``counters`` [TILE_FIELDS] are the tile's rows of its IPU's arrays
+    (native.Arrays), zeroed here; without them the tile has arrays of its own."""
 
-    def __init__(self, tile: int, workers: int) -> None:
+    def __init__(self, tile: int, workers: int, registers: NDArray[np.uint32] | None = None,
+                 fields: NDArray[np.int64] | None = None, counters: NDArray[np.int64] | None = None) -> None:
+        n = workers + 1
+        registers = np.zeros((n, REGISTERS), np.uint32) if registers is None else registers
+        fields = np.zeros((n, CONTEXT_FIELDS), np.int64) if fields is None else fields
+        counters = np.zeros(TILE_FIELDS, np.int64) if counters is None else counters
+        registers[...] = 0
+        fields[...] = 0
+        counters[...] = 0
         self.tile = tile
-        self.contexts = [Context(n) for n in range(workers + 1)]
-        self.turn = 0  # the context whose turn comes next
-        self.turns = 0  # turns taken since reset (the tile's clock: $SCOUNT, $COUNT)
-        self.instructions = 0  # instructions retired (a bundle counts two)
+        self.contexts = [Context(i, registers[i].data, fields[i].data) for i in range(n)]
+        self.fields = counters.data  # turn, turns, instructions (native.py's layout)
         self.count_offset = 0  # what puts to $SCOUNT_L/U moved the clock by
         self.link = 1  # $SSR.LC: the Boolean the workers' exits hand over (docs/execution.md)
+
+    turn = _Field(TURN)  # the context whose turn comes next
+    turns = _Field(TURNS)  # turns taken since reset (the tile's clock: $SCOUNT, $COUNT)
+    instructions = _Field(INSTRUCTIONS)  # instructions retired (a bundle counts two)
 
     @property
     def supervisor(self) -> Context:
@@ -157,10 +232,12 @@ class TileState:
         """The context whose turn it is, skipping those that cannot run."""
         contexts = self.contexts
         n = len(contexts)
-        turn = self.turn
+        counters = self.fields
+        turn = counters[TURN]
         for i in range(turn, turn + n):
             c = contexts[i if i < n else i - n]
-            if c.status is _ACTIVE and c.wait is _NO_WAIT:
-                self.turn = c.number + 1 if c.number + 1 < n else 0
+            f = c.fields
+            if f[STATUS] == _ACTIVE and f[WAIT] == WAIT_NONE:
+                counters[TURN] = c.number + 1 if c.number + 1 < n else 0
                 return c
         return None

@@ -91,7 +91,12 @@ def _sync(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     else:
         raise TileFault(Etype.INVALID_OP, ExceptionCause.INVALID_OPERATION, c.pc,
                         f"sync {zone}: no such sync zone (CAUSEID_INVALID_SYNCZONE)")
-    ex.event(t, "sync", c.number, c.pc, f"zone {zone}")
+    synced(ex, t, c.number, c.pc, zone)
+
+
+def synced(ex: Execution, t: TileState, context: int, pc: int, zone: int) -> None:
+    """The trace's event of a sync (the native loop's too)."""
+    ex.event(t, "sync", context, pc, f"zone {zone}")
 
 
 def _delay(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
@@ -115,7 +120,7 @@ RULES: dict[str, Rule] = {
     "uget_aaan_zi": Rule(_uget, A.format("uget")),
     "uput_aaan_zi": Rule(_uput, A.format("uput")),
     "sync_mmmn_zi": Rule(_sync, "R docs/sync zones.md (zones); LOCAL waits for the workers: inferred from R's "
-                        "boot loader (runall then sync 2)"),
-    "delay_mmmn_zi": Rule(_delay, "S (encoding); a stall of N turns of the context: ours"),
+                        "boot loader (runall then sync 2)", "sync"),  # native: LOCAL and INTERNAL
+    "delay_mmmn_zi": Rule(_delay, "S (encoding); a stall of N turns of the context: ours", "delay"),
     "trap_mmmn_zi": Rule(_trap, A.format("trap") + " (patched breakpoint: ETYPE PBRK0)"),
 }

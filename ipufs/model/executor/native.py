@@ -1,0 +1,202 @@
+# The native loop's Python side (native/src/executor.c, in ipufs._native):
+# the layout of the arrays that hold the tiles' execution state (shared in
+# place by the Python path, state.py, and the C loop), the forms a semantic
+# rule's `native` column may name (the C loop's own list, read from it),
+# and Loop, which runs passes over an IPU's tiles in C, handing the turns
+# it does not take back to the Python path. On/off: IPUFS_NATIVE_EXECUTOR=0
+# in the environment, or Execution.native. docs/execution.md, "The native loop".
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from ipufs import _native  # type: ignore[attr-defined]
+from ipufs.model.memory import BarMemory
+from ipufs.model.sync import Zone
+
+_lib: Any = _native.lib
+_ffi: Any = _native.ffi
+
+#: each context's fields and each tile's counters (int64), as executor.h lays them out
+PC, STATUS, WAIT, DELAY, REPEAT = _lib.IPUFS_X_PC, _lib.IPUFS_X_STATUS, _lib.IPUFS_X_WAIT, _lib.IPUFS_X_DELAY, \
+    _lib.IPUFS_X_REPEAT
+CONTEXT_FIELDS = _lib.IPUFS_X_CONTEXT_FIELDS
+TURN, TURNS, INSTRUCTIONS, TILE_FIELDS = _lib.IPUFS_X_TURN, _lib.IPUFS_X_TURNS, _lib.IPUFS_X_INSTRUCTIONS, \
+    _lib.IPUFS_X_TILE_FIELDS
+REGISTERS = _lib.IPUFS_X_REGISTERS  # $m0..$m15, then $a0..$a15
+WAIT_NONE, WAIT_WORKERS, WAIT_INTERNAL, WAIT_EXTERNAL = _lib.IPUFS_X_WAIT_NONE, _lib.IPUFS_X_WAIT_WORKERS, \
+    _lib.IPUFS_X_WAIT_INTERNAL, _lib.IPUFS_X_WAIT_EXTERNAL
+#: what Loop.scan counts
+RUNNABLE, MEMBERS, INTERNAL, EXTERNAL = _lib.IPUFS_X_RUNNABLE, _lib.IPUFS_X_MEMBERS, _lib.IPUFS_X_INTERNAL, \
+    _lib.IPUFS_X_EXTERNAL
+SUPERVISOR_BIT, WORKER_BIT = _lib.IPUFS_X_SUPERVISOR, _lib.IPUFS_X_WORKER
+
+FORMS: dict[str, int] = {_ffi.string(_lib.ipufs_x_form_name(i)).decode(): i for i in range(_lib.ipufs_x_form_count())}
+KINDS: dict[str, int] = {_ffi.string(_lib.ipufs_x_kind_name(i)).decode(): i for i in range(_lib.ipufs_x_kind_count())}
+PYTHON_FORM = FORMS["python"]
+#: the environment variable that turns the native loop off ("0")
+SWITCH = "IPUFS_NATIVE_EXECUTOR"
+_DIRTY_PAIRS = 4096
+_SYNCS = 4096
+
+
+def enabled() -> bool:
+    """The process's default: on unless IPUFS_NATIVE_EXECUTOR=0."""
+    return os.environ.get(SWITCH, "1") != "0"
+
+
+def code(native: str) -> tuple[int, int]:
+    """A rule's native name (``FORM`` or ``FORM.KIND``) as the C loop's
+    form and kind numbers; ValueError naming what it lacks."""
+    form, _, kind = native.partition(".")
+    if form not in FORMS or form == "python" or kind not in KINDS:
+        raise ValueError(f"native form {native!r}: the C loop has no such form or kind")
+    return FORMS[form], KINDS[kind]
+
+
+class Arrays:
+    """The execution state of every tile of one IPU, as arrays: registers
+    [tile, context, 32] (u32), fields [tile, context, CONTEXT_FIELDS] and
+    counters [tile, TILE_FIELDS] (i64)."""
+
+    def __init__(self, tiles: int, contexts: int) -> None:
+        self.registers: NDArray[np.uint32] = np.zeros((tiles, contexts, REGISTERS), np.uint32)
+        self.fields: NDArray[np.int64] = np.zeros((tiles, contexts, CONTEXT_FIELDS), np.int64)
+        self.counters: NDArray[np.int64] = np.zeros((tiles, TILE_FIELDS), np.int64)
+
+
+class RunningTiles(set[int]):
+    """The running tiles of an IPU: a set, which also gives its members as
+    a sorted array (order()), made again only after a change."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._order: NDArray[np.uint32] | None = None
+
+    def order(self) -> NDArray[np.uint32]:
+        if self._order is None:
+            self._order = np.array(sorted(self), np.uint32)
+        return self._order
+
+
+def _changes(name: str) -> Callable[..., Any]:
+    method = getattr(set, name)
+
+    def changed(self: RunningTiles, *args: Any) -> Any:
+        self._order = None
+        return method(self, *args)
+    return changed
+
+
+for _name in ("add", "discard", "remove", "pop", "clear", "update", "difference_update", "intersection_update",
+              "symmetric_difference_update", "__ior__", "__iand__", "__isub__", "__ixor__"):
+    setattr(RunningTiles, _name, _changes(_name))
+
+
+#: what the loop asks of Python: decode a word (or a bundle's two) into who
+#: may run it and each half's (form, kind, operands); take one turn of a
+#: tile on the Python path
+Decode = Callable[[int], tuple[int, list[tuple[int, int, tuple[int, ...]]]]]
+Turn = Callable[[int], None]
+#: Execution._settle after a pass: (a context was released, the running tiles changed)
+Settle = Callable[[], tuple[bool, bool]]
+#: a sync the loop executed, for the trace: tile, context, PC, zone
+Synced = Callable[[int, int, int, int], None]
+
+
+class Loop:
+    """The C loop over the tiles of one IPU: its state arrays, tile memory
+    and decode cache."""
+
+    def __init__(self, arrays: Arrays, exchange: BarMemory, base: int, window: int, sram: int) -> None:
+        if window & (window - 1) or window > 1 << 21 or window >= 2 * sram or exchange.size >= 1 << 32:
+            raise ValueError("the native loop needs a power-of-two tile window below 2 MiB and twice the SRAM")
+        self.exchange = exchange
+        self.base = base  # where tile 0's window starts in the exchange BAR
+        self._keep = [_ffi.from_buffer(a, require_writable=True)
+                      for a in (arrays.registers, arrays.fields, arrays.counters, exchange.bytes)]
+        self._dirty: NDArray[np.uint32] = np.zeros(2 * _DIRTY_PAIRS, np.uint32)
+        self._syncs: NDArray[np.uint32] = np.zeros(4 * _SYNCS, np.uint32)
+        self._keep += [_ffi.from_buffer(a, require_writable=True) for a in (self._dirty, self._syncs)]
+        self._cache = _ffi.gc(_lib.ipufs_x_cache_new(), _lib.ipufs_x_cache_free)
+        if self._cache == _ffi.NULL:
+            raise MemoryError("the native loop's decode cache")
+        x = self._x = _ffi.new("struct ipufs_x *")
+        x.registers, x.contexts, x.tiles, x.memory, x.dirty, x.syncs = (_ffi.cast(t, b) for t, b in zip(
+            ("uint32_t *", "int64_t *", "int64_t *", "uint8_t *", "uint32_t *", "uint32_t *"), self._keep))
+        x.memory += base
+        x.window, x.sram, x.count = window, sram, arrays.registers.shape[1]
+        x.zone_local, x.zone_internal, x.sync_capacity = Zone.LOCAL, Zone.INTERNAL, _SYNCS
+        x.cache = self._cache
+        self._pass = _ffi.new("struct ipufs_x_pass *")
+        self.retired = 0  # instructions the C loop retired, ever
+
+    def learn(self, key: int, who: int, halves: list[tuple[int, int, tuple[int, ...]]]) -> None:
+        """What the C loop does with ``key`` (a word, or a bundle's two):
+        for each half its form, kind and operands; who may run it."""
+        forms = [n for form, kind, _ in halves for n in (form, kind)] + [0, 0]
+        operands = [v & 0xFFFFFFFF for _, _, o in halves for v in (*o, 0, 0, 0, 0)[:4]] + [0] * 4
+        if _lib.ipufs_x_learn(self._cache, key, who, _ffi.new("int32_t[]", forms[:4]),
+                              _ffi.new("uint32_t[]", operands[:8])) < 0:
+            raise MemoryError("the native loop's decode cache")
+
+    def run(self, order: NDArray[np.uint32], slice_turns: int, budget: int, cursor: int, decode: Decode,
+            turn: Turn, settle: Settle, synced: Synced) -> tuple[int, int, int, bool]:
+        """Execution.run's passes over the running tiles ``order`` (sorted),
+        from ``cursor``, until ``budget`` turns are taken or a pass takes
+        none and releases nothing. ``settle``, called after the first pass
+        and after each in which Python took a turn, says whether it
+        released a context and whether the running tiles changed (then
+        this returns, to be called again with them). Returns the turns
+        taken, the cursor after them, the instructions the C loop retired
+        and whether to go on with the running tiles as they are now."""
+        x, p = self._x, self._pass
+        x.dirty_capacity = _DIRTY_PAIRS if self.exchange.track_dirty else 0
+        x.retired = 0
+        p.done, p.last, p.cursor, p.underway, p.settle, p.handed = 0, 0, cursor, 0, 1, 0
+        n = len(order)
+        at = _ffi.from_buffer("uint32_t[]", order)
+        while True:
+            rc = _lib.ipufs_x_run(x, at, n, slice_turns, budget, p)
+            if x.dirty_count:
+                self._drain()
+            if x.sync_count:
+                log = self._syncs[:4 * x.sync_count].tolist()
+                x.sync_count = 0
+                for i in range(0, len(log), 4):
+                    synced(*log[i:i + 4])
+            if rc == _lib.IPUFS_X_MISS:
+                self.learn(x.miss, *decode(x.miss))
+            elif rc == _lib.IPUFS_X_PYTHON:
+                turn(int(order[(p.first + p.index) % n]))
+                p.partial += 1
+                p.handed += 1
+            elif rc == _lib.IPUFS_X_DONE:
+                released, changed = False, False
+                if p.settle or p.handed:
+                    released, changed = settle()
+                    p.settle, p.handed = 0, 0
+                more = p.done < budget and bool(p.last or released)
+                if not more or changed:
+                    self.retired += x.retired
+                    return p.done, p.cursor, x.retired, more
+
+    def scan(self, order: NDArray[np.uint32]) -> tuple[list[int], list[int]]:
+        """Of the running tiles ``order``: those with no active context
+        left, and the counts (RUNNABLE, MEMBERS, INTERNAL, EXTERNAL) that
+        Execution._settle and busy() read."""
+        stopped = np.zeros(len(order), np.uint32)
+        counts = _ffi.new("int64_t[]", _lib.IPUFS_X_COUNTS)
+        gone = _lib.ipufs_x_scan(self._x, _ffi.from_buffer("uint32_t[]", order), len(order),
+                                 _ffi.from_buffer("uint32_t[]", stopped, require_writable=True), counts)
+        return stopped[:gone].tolist(), list(counts)
+
+    def _drain(self) -> None:
+        pairs = self._dirty[:2 * self._x.dirty_count].tolist()
+        self._x.dirty_count = 0
+        for i in range(0, len(pairs), 2):
+            self.exchange.written(self.base + pairs[i], pairs[i + 1])

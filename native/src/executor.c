@@ -1,0 +1,641 @@
+/* The tile executor's hot loop: turns, round-robin contexts and the
+ * instructions whose semantic rule names a native form (the `native` column
+ * of the semantic tables in ipufs/model/executor/). It does exactly what the Python path does
+ * for those, on the same arrays, and hands every other turn back: bundles,
+ * rpt bodies, system instructions, floating point, and any instruction
+ * that would fault (a misaligned access, a bad PC, a shift past 31), which
+ * Python then executes and turns into the exception with its cause and
+ * address. The rules and their sources: docs/execution.md. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "executor.h"
+
+/* The forms: how operands are used. X(enum, name as the tables spell it). */
+#define FORMS(X) \
+    X(PYTHON, "python") \
+    X(MRR, "mrr") X(MRI, "mri") X(MIR, "mir") X(MR, "mr") \
+    X(ARR, "arr") X(ARI, "ari") X(ANOT, "anot") X(PRR, "prr") X(PNOT, "pnot") \
+    X(SETZIM, "setzim") X(SETZIA, "setzia") X(ATOM, "atom") \
+    X(LDMR, "ldmr") X(LDMI, "ldmi") X(LDMSR, "ldmsr") X(LDMSI, "ldmsi") \
+    X(LDAR, "ldar") X(LDAI, "ldai") X(LDASR, "ldasr") X(LDASI, "ldasi") \
+    X(STMI, "stmi") X(STMSI, "stmsi") X(STMX, "stmx") \
+    X(STAR, "star") X(STAI, "stai") X(STASR, "stasr") X(STASI, "stasi") \
+    X(BRI, "bri") X(BR, "br") X(BRZ, "brz") X(BRNZ, "brnz") X(BRNEG, "brneg") X(BRPOS, "brpos") \
+    X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay") X(SYNC, "sync")
+
+/* The kinds: which operation a form applies, or which access it makes. */
+#define KINDS(X) \
+    X(NONE, "") \
+    X(ADD, "add") X(SUB, "sub") X(MUL, "mul") X(MAX, "max") X(MIN, "min") \
+    X(AND, "and") X(ANDC, "andc") X(OR, "or") X(XOR, "xor") X(XNOR, "xnor") \
+    X(CMPEQ, "cmpeq") X(CMPNE, "cmpne") X(CMPSLT, "cmpslt") X(CMPULT, "cmpult") \
+    X(SHL, "shl") X(SHR, "shr") X(SHRS, "shrs") \
+    X(ABS, "abs") X(CLZ, "clz") X(CMS, "cms") X(POPC, "popc") X(BITREV8, "bitrev8") \
+    X(S8, "s8") X(Z8, "z8") X(S16, "s16") X(Z16, "z16") X(W32, "w32") \
+    X(A32, "a32") X(A64, "a64") X(A128, "a128") X(B16, "b16")
+
+#define ENUM_F(e, s) F_##e,
+#define ENUM_K(e, s) K_##e,
+#define NAME(e, s) s,
+enum { FORMS(ENUM_F) F_COUNT };
+enum { KINDS(ENUM_K) K_COUNT };
+static const char *const form_names[] = { FORMS(NAME) };
+static const char *const kind_names[] = { KINDS(NAME) };
+
+int ipufs_x_form_count(void) { return F_COUNT; }
+const char *ipufs_x_form_name(int form) { return form >= 0 && form < F_COUNT ? form_names[form] : NULL; }
+int ipufs_x_kind_count(void) { return K_COUNT; }
+const char *ipufs_x_kind_name(int kind) { return kind >= 0 && kind < K_COUNT ? kind_names[kind] : NULL; }
+
+/* ---- the decode cache: a word, or a bundle's two, -> what to do -------- */
+
+struct half {
+    uint8_t form, kind;
+    uint32_t o[4];  /* operand values as the decoder gives them, modulo 2**32 */
+};
+
+struct entry {
+    uint64_t key;  /* the word; a bundle's first word in the low half */
+    uint8_t used, who, pair;
+    struct half h[2];  /* main, aux */
+};
+
+struct cache {
+    struct entry *slots;
+    uint32_t mask;  /* capacity - 1, a power of two */
+    uint32_t used;
+};
+
+void *ipufs_x_cache_new(void)
+{
+    struct cache *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->slots = calloc(1024, sizeof *c->slots);
+    if (!c->slots) {
+        free(c);
+        return NULL;
+    }
+    c->mask = 1023;
+    return c;
+}
+
+void ipufs_x_cache_free(void *cache)
+{
+    struct cache *c = cache;
+    if (c) {
+        free(c->slots);
+        free(c);
+    }
+}
+
+static inline uint32_t slot_of(uint64_t key, uint32_t mask)
+{
+    return (uint32_t)((key ^ key >> 29) * 0x9E3779B97F4A7C15ull >> 40) & mask;
+}
+
+static inline const struct entry *lookup(const struct cache *c, uint64_t key)
+{
+    for (uint32_t i = slot_of(key, c->mask);; i = (i + 1) & c->mask) {
+        const struct entry *e = &c->slots[i];
+        if (!e->used)
+            return NULL;
+        if (e->key == key)
+            return e;
+    }
+}
+
+static void place(struct cache *c, const struct entry *e)
+{
+    uint32_t i = slot_of(e->key, c->mask);
+    while (c->slots[i].used && c->slots[i].key != e->key)
+        i = (i + 1) & c->mask;
+    if (!c->slots[i].used)
+        c->used++;
+    c->slots[i] = *e;
+}
+
+/* The aux half of a bundle runs after the main half has written: only
+ * forms that cannot hand the turn back may be there. */
+static int never_python(int form, int kind)
+{
+    switch (form) {
+    case F_ARR: case F_ARI: case F_PRR:
+        return kind == K_AND || kind == K_ANDC || kind == K_OR;
+    case F_ANOT: case F_PNOT: case F_SETZIA:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int ipufs_x_learn(void *cache, uint64_t key, int who, const int32_t *forms, const uint32_t *operands)
+{
+    struct cache *c = cache;
+    int pair = key >> 32 != 0;
+    for (int i = 0; i <= pair; i++)
+        if (forms[2 * i] < 0 || forms[2 * i] >= F_COUNT || forms[2 * i + 1] < 0 || forms[2 * i + 1] >= K_COUNT)
+            return -1;
+    if (2 * (c->used + 1) > c->mask + 1) {  /* keep it at most half full */
+        struct cache bigger = { calloc(2 * ((size_t)c->mask + 1), sizeof(struct entry)), 2 * c->mask + 1, 0 };
+        if (!bigger.slots)
+            return -1;
+        for (uint32_t i = 0; i <= c->mask; i++)
+            if (c->slots[i].used)
+                place(&bigger, &c->slots[i]);
+        free(c->slots);
+        *c = bigger;
+    }
+    struct entry e = { .key = key, .used = 1, .who = (uint8_t)who, .pair = (uint8_t)pair };
+    for (int i = 0; i <= pair; i++) {
+        e.h[i].form = (uint8_t)forms[2 * i];
+        e.h[i].kind = (uint8_t)forms[2 * i + 1];
+        memcpy(e.h[i].o, operands + 4 * i, sizeof e.h[i].o);
+    }
+    if (pair && (e.h[0].form == F_PYTHON || !never_python(e.h[1].form, e.h[1].kind)))
+        e.h[0].form = F_PYTHON;
+    place(c, &e);
+    return 0;
+}
+
+/* ---- semantics ------------------------------------------------------------- */
+
+enum { OK = -1, OK_PAIR = -2 };
+
+/* The integer operations (alu.py); 0 when the result is not public (a shift
+ * by more than 31: Python raises the fault). */
+static inline int alu(int kind, uint32_t x, uint32_t y, uint32_t *out)
+{
+    switch (kind) {
+    case K_ADD: *out = x + y; return 1;
+    case K_SUB: *out = x - y; return 1;
+    case K_MUL: *out = x * y; return 1;  /* the low 32 bits of the signed product */
+    case K_MAX: *out = (int32_t)x > (int32_t)y ? x : y; return 1;
+    case K_MIN: *out = (int32_t)x < (int32_t)y ? x : y; return 1;
+    case K_AND: *out = x & y; return 1;
+    case K_ANDC: *out = x & ~y; return 1;
+    case K_OR: *out = x | y; return 1;
+    case K_XOR: *out = x ^ y; return 1;
+    case K_XNOR: *out = ~(x ^ y); return 1;
+    case K_CMPEQ: *out = x == y; return 1;
+    case K_CMPNE: *out = x != y; return 1;
+    case K_CMPSLT: *out = (int32_t)x < (int32_t)y; return 1;
+    case K_CMPULT: *out = x < y; return 1;
+    case K_SHL: if (y > 31) return 0; *out = x << y; return 1;
+    case K_SHR: if (y > 31) return 0; *out = x >> y; return 1;
+    case K_SHRS: if (y > 31) return 0; *out = (uint32_t)((int32_t)x >> y); return 1;
+    case K_ABS: *out = (int32_t)x < 0 ? 0u - x : x; return 1;
+    case K_CLZ: *out = x ? (uint32_t)__builtin_clz(x) : 32; return 1;
+    case K_CMS: {
+        uint32_t z = (x & 0x80000000u ? ~x : x) & 0x7FFFFFFFu;
+        *out = 31 - (z ? 32 - (uint32_t)__builtin_clz(z) : 0);
+        return 1;
+    }
+    case K_POPC: *out = (uint32_t)__builtin_popcount(x); return 1;
+    case K_BITREV8: {
+        uint32_t v = x;
+        v = ((v >> 1) & 0x55555555u) | ((v & 0x55555555u) << 1);
+        v = ((v >> 2) & 0x33333333u) | ((v & 0x33333333u) << 2);
+        v = ((v >> 4) & 0x0F0F0F0Fu) | ((v & 0x0F0F0F0Fu) << 4);
+        *out = v;
+        return 1;
+    }
+    default: return 0;
+    }
+}
+
+static inline void set(uint32_t *file, uint32_t reg, uint32_t value)
+{
+    if (reg != 15)  /* $m15 and $a15 read 0 and ignore writes */
+        file[reg] = value;
+}
+
+/* A tile address's byte in the tile's SRAM (TileMemory.locate's offset). */
+static inline uint32_t offset_of(const struct ipufs_x *x, uint32_t address)
+{
+    uint32_t o = address & 0x1FFFFFu & (x->window - 1);
+    return o >= x->sram ? o - x->sram : o;
+}
+
+static inline int width_of(int kind)
+{
+    switch (kind) {
+    case K_S8: case K_Z8: return 1;
+    case K_S16: case K_Z16: case K_B16: return 2;
+    case K_A64: return 8;
+    case K_A128: return 16;
+    default: return 4;
+    }
+}
+
+/* Memory for an access, or NULL when Python must make it (it faults). */
+static inline uint8_t *access(const struct ipufs_x *x, uint8_t *sram, uint32_t address, int width, int kind)
+{
+    if (address & (uint32_t)(width - 1))
+        return NULL;
+    uint32_t o = offset_of(x, address);
+    if (kind == K_A128 && o < x->sram / 2)  /* ld128: region 1 only */
+        return NULL;
+    return sram + o;
+}
+
+static inline uint64_t read_le(const uint8_t *p, int width)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, (size_t)(width > 8 ? 8 : width));  /* little-endian host */
+    return v;
+}
+
+/* A load into $m (ld32, lds/ldz 8 and 16). */
+static inline int load_m(const struct ipufs_x *x, uint8_t *sram, int kind, uint32_t address, uint32_t *value)
+{
+    int width = width_of(kind);
+    uint8_t *p = access(x, sram, address, width, kind);
+    if (!p)
+        return 0;
+    uint32_t v = (uint32_t)read_le(p, width);
+    if (kind == K_S8)
+        v = (uint32_t)(int32_t)(int8_t)v;
+    else if (kind == K_S16)
+        v = (uint32_t)(int32_t)(int16_t)v;
+    *value = v;
+    return 1;
+}
+
+/* A load into $a: the words it writes (ldb16: the half in both halves). */
+static inline int load_a(const struct ipufs_x *x, uint8_t *sram, int kind, uint32_t address, uint32_t words[4], int *n)
+{
+    int width = width_of(kind);
+    uint8_t *p = access(x, sram, address, width, kind);
+    if (!p)
+        return 0;
+    if (kind == K_B16) {
+        uint32_t h = (uint32_t)read_le(p, 2);
+        words[0] = h | h << 16;
+        *n = 1;
+        return 1;
+    }
+    *n = width / 4;
+    memcpy(words, p, (size_t)width);
+    return 1;
+}
+
+/* Record a store for the page-cache mode's copies; 0 when the log is full. */
+static inline int logged(struct ipufs_x *x, uint8_t *p, int width)
+{
+    if (!x->dirty_capacity)
+        return 1;
+    if (x->dirty_count >= x->dirty_capacity)
+        return 0;
+    x->dirty[2 * x->dirty_count] = (uint32_t)(p - x->memory);
+    x->dirty[2 * x->dirty_count + 1] = (uint32_t)width;
+    x->dirty_count++;
+    return 1;
+}
+
+/* One instruction (or half of a bundle) on registers m and a, fields f,
+ * of a tile whose SRAM is `sram`; `pc` holds the address after it and
+ * becomes where the context goes on. OK, or why Python must take the turn:
+ * nothing has changed then. */
+static inline int execute(struct ipufs_x *x, const struct half *h, uint32_t *m, uint32_t *a, int64_t *f,
+                          uint8_t *sram, uint32_t *pc)
+{
+    const uint32_t *o = h->o;
+    uint32_t v = 0, address, next = *pc;
+    uint32_t words[4];
+    int n, width;
+    uint8_t *p;
+    switch (h->form) {
+    case F_MRR: if (!alu(h->kind, m[o[1]], m[o[2]], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
+    case F_MRI: if (!alu(h->kind, m[o[1]], o[2], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
+    case F_MIR: if (!alu(h->kind, o[1], m[o[2]], &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
+    case F_MR: if (!alu(h->kind, m[o[1]], 0, &v)) return IPUFS_X_PYTHON; set(m, o[0], v); break;
+    case F_ARR: if (!alu(h->kind, a[o[1]], a[o[2]], &v)) return IPUFS_X_PYTHON; set(a, o[0], v); break;
+    case F_ARI: if (!alu(h->kind, a[o[1]], o[2], &v)) return IPUFS_X_PYTHON; set(a, o[0], v); break;
+    case F_ANOT: set(a, o[0], ~a[o[1]]); break;
+    case F_PRR: {
+        uint32_t lo, hi;
+        if (!alu(h->kind, a[o[1]], a[o[2]], &lo) || !alu(h->kind, a[o[1] + 1], a[o[2] + 1], &hi))
+            return IPUFS_X_PYTHON;
+        set(a, o[0], lo);
+        set(a, o[0] + 1, hi);
+        break;
+    }
+    case F_PNOT: {
+        uint32_t lo = ~a[o[1]], hi = ~a[o[1] + 1];
+        set(a, o[0], lo);
+        set(a, o[0] + 1, hi);
+        break;
+    }
+    case F_SETZIM: set(m, o[0], o[1]); break;
+    case F_SETZIA: set(a, o[0], o[1]); break;
+    case F_ATOM: set(m, o[0], a[o[1]]); break;
+    case F_LDMR: case F_LDMI:
+        width = width_of(h->kind);
+        address = m[o[1]] + m[o[2]] + (h->form == F_LDMR ? m[o[3]] : o[3]) * (uint32_t)width;
+        if (!load_m(x, sram, h->kind, address, &v))
+            return IPUFS_X_PYTHON;
+        set(m, o[0], v);
+        break;
+    case F_LDMSR: case F_LDMSI:
+        width = width_of(h->kind);
+        if (!load_m(x, sram, h->kind, m[o[1]] + m[o[2]], &v))
+            return IPUFS_X_PYTHON;
+        set(m, o[2], m[o[2]] + (h->form == F_LDMSR ? m[o[3]] : o[3]) * (uint32_t)width);
+        set(m, o[0], v);
+        break;
+    case F_LDAR: case F_LDAI:
+        width = width_of(h->kind);
+        address = m[o[1]] + m[o[2]] + (h->form == F_LDAR ? m[o[3]] : o[3]) * (uint32_t)width;
+        if (!load_a(x, sram, h->kind, address, words, &n))
+            return IPUFS_X_PYTHON;
+        for (int i = 0; i < n; i++)
+            set(a, o[0] + (uint32_t)i, words[i]);
+        break;
+    case F_LDASR: case F_LDASI:
+        width = width_of(h->kind);
+        if (!load_a(x, sram, h->kind, m[o[1]] + m[o[2]], words, &n))
+            return IPUFS_X_PYTHON;
+        set(m, o[2], m[o[2]] + (h->form == F_LDASR ? m[o[3]] : o[3]) * (uint32_t)width);
+        for (int i = 0; i < n; i++)
+            set(a, o[0] + (uint32_t)i, words[i]);
+        break;
+    case F_STMI: case F_STMSI: case F_STMX:
+        address = h->form == F_STMI ? m[o[1]] + m[o[2]] + o[3] * 4
+                : h->form == F_STMSI ? m[o[1]] + m[o[2]] : m[o[1]] + m[o[2]] * 4;
+        if (!(p = access(x, sram, address, 4, K_W32)))
+            return IPUFS_X_PYTHON;
+        if (!logged(x, p, 4))
+            return IPUFS_X_FULL;
+        memcpy(p, &m[o[0]], 4);
+        if (h->form == F_STMSI)
+            set(m, o[2], m[o[2]] + o[3] * 4);
+        break;
+    case F_STAR: case F_STAI: case F_STASR: case F_STASI:
+        width = width_of(h->kind);
+        address = m[o[1]] + m[o[2]];
+        if (h->form == F_STAR)
+            address += m[o[3]] * (uint32_t)width;
+        else if (h->form == F_STAI)
+            address += o[3] * (uint32_t)width;
+        if (!(p = access(x, sram, address, width, h->kind)))
+            return IPUFS_X_PYTHON;
+        if (!logged(x, p, width))
+            return IPUFS_X_FULL;
+        words[0] = a[o[0]];
+        words[1] = a[(o[0] + 1) & 15];  /* st64: an even pair */
+        memcpy(p, words, (size_t)width);
+        if (h->form == F_STASR)
+            set(m, o[2], m[o[2]] + m[o[3]] * (uint32_t)width);
+        else if (h->form == F_STASI)
+            set(m, o[2], m[o[2]] + o[3] * (uint32_t)width);
+        break;
+    case F_BRI: next = o[0]; break;
+    case F_BR: next = m[o[0]]; break;
+    case F_BRZ: if (m[o[0]] == 0) next = o[1]; break;
+    case F_BRNZ: if (m[o[0]] != 0) next = o[1]; break;
+    case F_BRNEG: if ((int32_t)m[o[0]] < 0) next = o[1]; break;
+    case F_BRPOS: if ((int32_t)m[o[0]] > 0) next = o[1]; break;
+    case F_BRNZDEC:
+        if (m[o[0]] != 0) {
+            set(m, o[0], m[o[0]] - 1);
+            next = o[1];
+        }
+        break;
+    case F_CALL:
+        set(m, o[0], next);
+        next = o[1] & 0x1FFFFFu;  /* the field's bit 19 is ignored */
+        break;
+    case F_DELAY: f[IPUFS_X_DELAY] = o[0]; break;
+    default: return IPUFS_X_PYTHON;
+    }
+    *pc = next;
+    return OK;
+}
+
+/* One turn of context `ctx` (fields f, registers r) of `tile`: OK, or why
+ * Python must take it. Nothing changes unless OK. */
+static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t tile, uint32_t ctx,
+                        int64_t *f, uint32_t *r)
+{
+    uint32_t pc = (uint32_t)f[IPUFS_X_PC];
+    if ((pc & 3) || f[IPUFS_X_REPEAT])
+        return IPUFS_X_PYTHON;
+    uint8_t *sram = x->memory + (uint64_t)tile * x->window;
+    uint32_t at = offset_of(x, pc);
+    if (at >= x->sram / 2)  /* code is fetched from region 0 only */
+        return IPUFS_X_PYTHON;
+    uint32_t word, second;
+    memcpy(&word, sram + at, 4);
+    uint64_t key = word;
+    if (word & 0x80000000u) {  /* a bundle: 8-byte aligned, both words in region 0 */
+        uint32_t then = offset_of(x, pc + 4);
+        if ((pc & 7) || then >= x->sram / 2)
+            return IPUFS_X_PYTHON;
+        memcpy(&second, sram + then, 4);
+        key |= (uint64_t)second << 32;
+    }
+    const struct entry *e = lookup(cache, key);
+    if (!e) {
+        x->miss = key;
+        return IPUFS_X_MISS;
+    }
+    if (e->h[0].form == F_PYTHON || !(e->who & (ctx ? IPUFS_X_WORKER : IPUFS_X_SUPERVISOR)))
+        return IPUFS_X_PYTHON;
+    uint32_t *m = r, *a = r + 16;
+    uint32_t next = pc + (e->pair ? 8 : 4);
+    int rc;
+    if (e->h[0].form == F_SYNC) {  /* LOCAL and INTERNAL: the context waits; Python settles it */
+        uint32_t zone = e->h[0].o[0];
+        int64_t wait = zone == x->zone_local ? IPUFS_X_WAIT_WORKERS
+                     : zone == x->zone_internal ? IPUFS_X_WAIT_INTERNAL : -1;
+        if (wait < 0 || e->pair)
+            return IPUFS_X_PYTHON;
+        if (x->sync_count >= x->sync_capacity)
+            return IPUFS_X_FULL;
+        uint32_t *log = x->syncs + 4 * x->sync_count++;
+        log[0] = tile;
+        log[1] = ctx;
+        log[2] = pc;
+        log[3] = zone;
+        f[IPUFS_X_WAIT] = wait;
+        f[IPUFS_X_PC] = next;
+        x->synced = 1;
+        return OK;
+    }
+    if (!e->pair) {
+        if ((rc = execute(x, &e->h[0], m, a, f, sram, &next)) != OK)
+            return rc;
+    } else {
+        /* Both halves read the registers as they were before the bundle:
+         * the aux half runs on $a as it was, and what the main half wrote
+         * stays (Execution._issue). */
+        uint32_t before[16], after[16];
+        memcpy(before, a, sizeof before);
+        if ((rc = execute(x, &e->h[0], m, a, f, sram, &next)) != OK)
+            return rc;
+        memcpy(after, a, sizeof after);
+        memcpy(a, before, sizeof before);
+        execute(x, &e->h[1], m, a, f, sram, &next);  /* never_python: cannot fail */
+        for (int i = 0; i < 16; i++)
+            if (after[i] != before[i])
+                a[i] = after[i];
+    }
+    f[IPUFS_X_PC] = next;
+    return e->pair ? OK_PAIR : OK;
+}
+
+/* sync 2 (LOCAL) releases the supervisor once no worker is active. */
+static inline int release_local(int64_t *fields, uint32_t count)
+{
+    if (fields[IPUFS_X_WAIT] != IPUFS_X_WAIT_WORKERS)
+        return 0;
+    for (uint32_t w = 1; w < count; w++)
+        if (fields[w * IPUFS_X_CONTEXT_FIELDS + IPUFS_X_STATUS] == IPUFS_X_ACTIVE)
+            return 0;
+    fields[IPUFS_X_WAIT] = IPUFS_X_WAIT_NONE;
+    return 1;
+}
+
+/* The contexts that can take a turn (TileState.next_runnable's test), as bits. */
+static inline uint32_t runnable(const int64_t *fields, uint32_t count)
+{
+    uint32_t ready = 0;
+    for (uint32_t c = 0; c < count; c++) {
+        const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
+        if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE)
+            ready |= 1u << c;
+    }
+    return ready;
+}
+
+/* Turns of one tile until `allowance` (Execution._run_tile). Only Python
+ * changes a context's status; here a context stops being runnable only
+ * by waiting (a sync), and the supervisor becomes runnable again only
+ * through release_local. */
+static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile, int64_t allowance, int64_t *partial)
+{
+    uint32_t count = x->count;
+    int64_t *t = x->tiles + (uint64_t)tile * IPUFS_X_TILE_FIELDS;
+    int64_t *fields = x->contexts + (uint64_t)tile * count * IPUFS_X_CONTEXT_FIELDS;
+    uint32_t *registers = x->registers + (uint64_t)tile * count * IPUFS_X_REGISTERS;
+    int64_t k = *partial;
+    uint32_t ready = runnable(fields, count);
+    while (k < allowance) {
+        if (!ready) {
+            if (release_local(fields, count)) {
+                ready = runnable(fields, count);
+                continue;
+            }
+            break;
+        }
+        uint32_t turn = (uint32_t)t[IPUFS_X_TURN];
+        uint32_t later = ready & (~0u << turn);  /* the next at or after the turn, cyclic */
+        uint32_t c = (uint32_t)__builtin_ctz(later ? later : ready);
+        int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
+        uint32_t after = c + 1 < count ? c + 1 : 0;
+        if (f[IPUFS_X_DELAY]) {
+            f[IPUFS_X_DELAY]--;
+        } else {
+            int rc = issue(x, cache, tile, c, f, registers + c * IPUFS_X_REGISTERS);
+            if (rc >= 0) {
+                *partial = k;
+                return rc;
+            }
+            t[IPUFS_X_INSTRUCTIONS] += rc == OK ? 1 : 2;  /* a bundle counts two */
+            x->retired += rc == OK ? 1 : 2;
+            if (f[IPUFS_X_WAIT] != IPUFS_X_WAIT_NONE)  /* it synced */
+                ready &= ~(1u << c);
+        }
+        t[IPUFS_X_TURN] = after;
+        t[IPUFS_X_TURNS]++;
+        k++;
+    }
+    *partial = k;
+    return IPUFS_X_DONE;
+}
+
+/* What Execution._settle and busy() read of the running tiles `order`
+ * (counts[IPUFS_X_COUNTS]); the tiles with no active context go to
+ * `stopped`, and their number is returned. */
+int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *stopped,
+                     int64_t *counts)
+{
+    int32_t gone = 0;
+    memset(counts, 0, IPUFS_X_COUNTS * sizeof *counts);
+    for (int32_t i = 0; i < n; i++) {
+        const int64_t *fields = x->contexts + (uint64_t)order[i] * x->count * IPUFS_X_CONTEXT_FIELDS;
+        int active = 0;
+        for (uint32_t c = 0; c < x->count; c++) {
+            const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
+            if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE) {
+                active = 1;
+                counts[IPUFS_X_RUNNABLE] += f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE;
+            }
+        }
+        if (!active) {
+            stopped[gone++] = order[i];
+        } else if (fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE) {
+            counts[IPUFS_X_MEMBERS]++;
+            counts[IPUFS_X_INTERNAL] += fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_INTERNAL;
+            counts[IPUFS_X_EXTERNAL] += fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_EXTERNAL;
+        }
+    }
+    return gone;
+}
+
+/* Passes over the running tiles `order` (sorted) as Execution.run makes
+ * them: each from the tile at or after the cursor, wrapping, each tile up
+ * to its share of what is left of `budget`, `slice` at most. */
+int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t slice, int64_t budget,
+                struct ipufs_x_pass *pass)
+{
+    const struct cache *cache = x->cache;
+    while (pass->done < budget) {
+        if (!pass->underway) {
+            int32_t lo = 0, hi = n;  /* the first tile at or after the cursor */
+            while (lo < hi) {
+                int32_t mid = lo + (hi - lo) / 2;
+                if ((int64_t)order[mid] < pass->cursor)
+                    lo = mid + 1;
+                else
+                    hi = mid;
+            }
+            int64_t even = (budget - pass->done) / n;
+            pass->first = lo < n ? lo : 0;
+            pass->share = even < slice ? even : slice;
+            if (pass->share < 16)
+                pass->share = 16;
+            pass->index = 0;
+            pass->base = pass->partial = 0;
+            pass->underway = 1;
+        }
+        int64_t limit = budget - pass->done;
+        while (pass->index < n) {
+            int32_t at = pass->first + pass->index;
+            uint32_t tile = order[at < n ? at : at - n];
+            int64_t allowance = limit - pass->base < pass->share ? limit - pass->base : pass->share;
+            int rc = run_tile(x, cache, tile, allowance, &pass->partial);
+            if (rc != IPUFS_X_DONE)
+                return rc;
+            pass->base += pass->partial;
+            pass->partial = 0;
+            pass->cursor = (int64_t)tile + 1;
+            pass->index++;
+            if (pass->base >= limit)
+                break;
+        }
+        pass->underway = 0;
+        pass->done += pass->base;
+        pass->last = pass->base;
+        if (x->synced) {  /* a context waits now: _settle reads that */
+            pass->settle = 1;
+            x->synced = 0;
+        }
+        if (pass->settle || pass->handed || !pass->base)
+            break;
+    }
+    return IPUFS_X_DONE;
+}

@@ -1,0 +1,103 @@
+/* The tile executor's native loop (executor.c): declarations shared by the
+ * C source and the cffi definitions of native/build_native.py, which reads
+ * this file as it is (so: no preprocessor lines here).
+ *
+ * The state it works on is the model's own, in place: numpy arrays that
+ * ipufs/model/executor/state.py reads and writes too (registers, each
+ * context's PC, status, wait, delay; each tile's turn, turn count and
+ * instruction count) and the exchange BAR holding the tiles' SRAM. What an
+ * instruction is, and which native form executes it, comes from the model's
+ * tables: the decoder fills the decode cache (ipufs_x_learn) from the
+ * semantic rules' `native` column. Anything else returns to Python, which
+ * executes that turn and calls again. docs/execution.md, "Speed". */
+
+enum {
+    /* per context, IPUFS_X_CONTEXT_FIELDS int64 each */
+    IPUFS_X_PC = 0,
+    IPUFS_X_STATUS = 1,  /* CTXT_STS: 0 inactive, 1 active, 2 excepted */
+    IPUFS_X_WAIT = 2,    /* 0: none; else what an active context waits for */
+    IPUFS_X_DELAY = 3,   /* turns still to stall */
+    IPUFS_X_REPEAT = 4,  /* 1 while an rpt loop runs (Python's turns) */
+    IPUFS_X_CONTEXT_FIELDS = 8,
+    /* per tile, IPUFS_X_TILE_FIELDS int64 each */
+    IPUFS_X_TURN = 0,          /* the context whose turn comes next */
+    IPUFS_X_TURNS = 1,         /* turns taken */
+    IPUFS_X_INSTRUCTIONS = 2,  /* instructions retired */
+    IPUFS_X_TILE_FIELDS = 4,
+    IPUFS_X_REGISTERS = 32,    /* $m0..$m15, then $a0..$a15 */
+    IPUFS_X_ACTIVE = 1,
+    IPUFS_X_WAIT_NONE = 0,
+    IPUFS_X_WAIT_WORKERS = 1,
+    IPUFS_X_WAIT_INTERNAL = 2,
+    IPUFS_X_WAIT_EXTERNAL = 3,
+    /* what ipufs_x_scan counts */
+    IPUFS_X_RUNNABLE = 0,   /* contexts that can take a turn */
+    IPUFS_X_MEMBERS = 1,    /* active supervisors of tiles that stay running */
+    IPUFS_X_INTERNAL = 2,   /* of them, waiting in sync 3 */
+    IPUFS_X_EXTERNAL = 3,   /* of them, waiting in an external sync */
+    IPUFS_X_COUNTS = 4,
+    /* who may run a decoded instruction */
+    IPUFS_X_SUPERVISOR = 1,
+    IPUFS_X_WORKER = 2,
+    /* what ipufs_x_run returns */
+    IPUFS_X_DONE = 0,    /* the budget is spent, a pass took no turn, or _settle is due */
+    IPUFS_X_PYTHON = 1,  /* the next turn of order[index] is Python's */
+    IPUFS_X_MISS = 2,    /* the word in `miss` is not in the decode cache */
+    IPUFS_X_FULL = 3     /* the dirty log or the sync log is full */
+};
+
+struct ipufs_x {
+    uint32_t *registers;  /* [tiles][contexts][32] */
+    int64_t *contexts;    /* [tiles][contexts][IPUFS_X_CONTEXT_FIELDS] */
+    int64_t *tiles;       /* [tiles][IPUFS_X_TILE_FIELDS] */
+    uint8_t *memory;      /* the exchange BAR: tile t's SRAM at t * window */
+    uint32_t window;      /* a power of two, at most 2 MiB, below 2 * sram */
+    uint32_t sram;
+    uint32_t count;       /* contexts per tile */
+    uint32_t dirty_capacity;  /* 0: stores are not logged */
+    uint32_t *dirty;      /* (BAR offset, length) pairs of stores */
+    uint32_t dirty_count;
+    uint32_t zone_local;      /* sync 2 and 3: what the sync instruction's zone field holds for them */
+    uint32_t zone_internal;
+    uint32_t sync_capacity;
+    uint32_t *syncs;      /* (tile, context, PC, zone) of each sync the loop executed, for the trace */
+    uint32_t sync_count;
+    uint32_t synced;      /* a sync since the last pass ended */
+    uint64_t miss;        /* IPUFS_X_MISS: the word to decode (a bundle's two: the first in the low half) */
+    int64_t retired;      /* instructions retired, added up across calls */
+    void *cache;          /* ipufs_x_cache_new() */
+};
+
+/* What ipufs_x_run has done of one Execution.run call: the turns taken
+ * (done) and taken by the last pass it finished (last); the tile after the
+ * last one served (cursor); within the pass under way, the tile it serves
+ * (order[(first + index) % n]) and the turns taken by the tiles before it
+ * (base) and by it (partial). `settle` and `handed` (the turns Python took
+ * for it, which Python counts) make it return after a pass, for
+ * Execution._settle; a pass without them changed nothing _settle reads,
+ * and the next one follows at once. */
+struct ipufs_x_pass {
+    int64_t done;
+    int64_t last;
+    int64_t cursor;
+    int32_t underway;
+    int32_t first;
+    int32_t index;
+    int64_t share;
+    int64_t base;
+    int64_t partial;
+    int32_t settle;
+    int64_t handed;
+};
+
+void *ipufs_x_cache_new(void);
+void ipufs_x_cache_free(void *cache);
+int ipufs_x_learn(void *cache, uint64_t key, int who, const int32_t *forms, const uint32_t *operands);
+int ipufs_x_form_count(void);
+const char *ipufs_x_form_name(int form);
+int ipufs_x_kind_count(void);
+const char *ipufs_x_kind_name(int kind);
+int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *stopped,
+                     int64_t *counts);
+int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t slice, int64_t budget,
+                struct ipufs_x_pass *pass);

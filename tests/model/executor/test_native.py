@@ -1,0 +1,377 @@
+# The native loop against the Python path: random programs (integer
+# arithmetic, compares, shifts, the setzi family, loads and stores of every
+# width with their faults, branches, brnzdec loops, delays, bundles,
+# workers through run/runall/exit, internal syncs) run on two IPUs, one with the native
+# loop and one without, in the same random slices; afterwards every
+# register, PC, status, wait, turn and instruction count, every byte of the
+# tiles' memory, the stores recorded for page-cache mode, the exception
+# registers and the program events must be the same.
+from __future__ import annotations
+
+import mmap
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from ipufs.model.executor import native
+from ipufs.model.executor.semantics import SEMANTICS
+from ipufs.model.executor.state import Status
+from ipufs.model.ipu import Ipu
+from ipufs.model.isa import Context, Kind, Lane, Row, encode_row
+from ipufs.model.isa.rows import ROWS
+from ipufs.model.memory import BarMemory
+from ipufs.model.profile import PROFILES, Region
+from tests.model.executor.kit import assemble, load, start
+from tests.model.test_ipu import reg
+
+DATA = 0x60000  # region 1 of every profile here: ld128 may use it
+WORDS = 64
+R = st.integers(1, 9)  # the registers programs compute in
+ALU = ["add", "sub", "mul", "max", "min", "and", "andc", "or", "xor", "xnor", "cmpeq", "cmpne", "cmpslt", "cmpult"]
+SHIFTS = ["shl", "shr", "shrs"]
+UNARY = ["abs", "clz", "cms", "popc", "bitrev8"]
+M_LOADS = ["ld32", "lds16", "ldz16", "lds8", "ldz8"]
+
+
+def _make(profile: str) -> Ipu:
+    p = PROFILES[profile]
+
+    def sparse(size: int) -> BarMemory:
+        m = mmap.mmap(-1, size)
+        return BarMemory(memoryview(m), discard=lambda: m.madvise(mmap.MADV_REMOVE))
+
+    return Ipu(p, 0, {r: sparse(p.region_size(r)) for r in Region})
+
+
+@st.composite
+def integer_op(draw: st.DrawFn) -> str:
+    d, x = draw(R), draw(R)
+    y = draw(st.one_of(st.just(x), R))  # equal operands often: the edges of compares, min, max
+    kind = draw(st.integers(0, 9))
+    if kind == 0:
+        return f"{draw(st.sampled_from(ALU))} $m{d}, $m{x}, $m{y}"
+    if kind == 1:
+        op = draw(st.sampled_from(["add", "mul", "cmpeq", "cmpslt", "max", "min"]))
+        return f"{op} $m{d}, $m{x}, {draw(st.integers(-0x8000, 0x7FFF))}"
+    if kind == 2:
+        op = draw(st.sampled_from(["add", "and", "andc", "or", "cmpult", "cmpeq", "max", "min"]))
+        return f"{op} $m{d}, $m{x}, {draw(st.integers(0, 0xFFF))}"
+    if kind == 3:
+        return f"sub $m{d}, {draw(st.integers(-0x8000, 0xFFFF))}, $m{x}"
+    if kind == 4:  # shifts: by 32 and more fault
+        amount = draw(st.one_of(st.integers(0, 31), st.integers(32, 40)))
+        return f"{draw(st.sampled_from(SHIFTS))} $m{d}, $m{x}, {amount}"
+    if kind == 5:
+        return f"{draw(st.sampled_from(SHIFTS))} $m{d}, $m{x}, $m{y}"  # most register amounts fault
+    if kind == 6:
+        return f"{draw(st.sampled_from(UNARY))} $m{d}, $m{x}"
+    if kind == 7:
+        return f"setzi $m{d}, {draw(st.one_of(st.integers(0, 3), st.integers(0, 0xFFFFF)))}"
+    if kind == 8:
+        return f"or $m{d}, $m{x}, {draw(st.integers(0, 0xFFF)) << 20}"
+    return f"and $m9, $m{x}, {draw(st.sampled_from([0x3F, 0x3C, 0x38, 0x1FF]))}"  # an offset for what follows
+
+
+@st.composite
+def memory_op(draw: st.DrawFn, base: int, worker: bool) -> str:
+    """Loads and stores at base register ``base`` (the data), with the
+    offset register $m9 (often misaligned) and step register $m8."""
+    d, x = draw(R), draw(R)
+    k = draw(st.integers(0, 15))
+    stride = draw(st.integers(-3, 3))
+    kind = draw(st.integers(0, 9 if worker else 5))
+    if kind == 0:
+        return f"{draw(st.sampled_from(M_LOADS))} $m{d}, $m{base}, $m{draw(st.sampled_from([9, 15]))}, {k}"
+    if kind == 1:
+        return f"{draw(st.sampled_from(M_LOADS))} $m{d}, $m{base}, $m9, $m{x}"
+    if kind == 2:
+        return f"{draw(st.sampled_from(M_LOADS))}step $m{d}, $m{base}, $m8+=, {stride}"
+    if kind == 3:
+        return f"st32 $m{x}, $m{base}, $m{draw(st.sampled_from([9, 15]))}, {k}"
+    if kind == 4:
+        return f"st32step $m{x}, $m{base}, $m8+=, {stride}"
+    if kind == 5:
+        return f"stm32 $m{x}, $m{base}, $m9"
+    a = draw(st.integers(0, 7)) * 2
+    load = draw(st.sampled_from([("ld32", f"$a{a}"), ("ld64", f"$a{a}:{a + 1}"), ("ldb16", f"$a{a}"),
+                                 ("ld128", f"$a{a & 12}:{(a & 12) + 3}")]))
+    store = draw(st.sampled_from([("st32", f"$a{a}"), ("st64", f"$a{a}:{a + 1}")]))
+    if kind == 6:
+        return f"{load[0]} {load[1]}, $m{base}, $m{draw(st.sampled_from([9, 15]))}, {k}"
+    if kind == 7:
+        name = draw(st.sampled_from([load, store]))
+        return f"{name[0]}step {name[1]}, $m{base}, $m8+=, {stride}"
+    if kind == 8:
+        return f"{store[0]} {store[1]}, $m{base}, $m{draw(st.sampled_from([9, 15]))}, {k}"
+    return f"{load[0]} {load[1]}, $m{base}, $m9, $m{x}"
+
+
+@st.composite
+def aux_op(draw: st.DrawFn, bundled: bool = False) -> str:
+    d, x, y = (draw(st.integers(0, 15)) for _ in range(3))
+    kind = draw(st.integers(0, 4 if bundled else 5))
+    if kind == 0:
+        return f"{draw(st.sampled_from(['and', 'andc', 'or']))} $a{d}, $a{x}, $a{y}"
+    if kind == 1:
+        return f"{draw(st.sampled_from(['and', 'andc', 'or']))} $a{d}, $a{x}, {draw(st.integers(0, 0xFFF))}"
+    if kind == 2:
+        return f"not $a{d}, $a{x}"
+    if kind == 3:
+        p, q, r = (draw(st.integers(0, 7)) * 2 for _ in range(3))
+        return f"{draw(st.sampled_from(['and64', 'andc64', 'or64']))} $a{p}:{p + 1}, $a{q}:{q + 1}, $a{r}:{r + 1}"
+    if kind == 4:
+        return f"setzi $a{d}, {draw(st.integers(0, 0xFFFFF))}"
+    return f"atom $m{draw(R)}, $a{x}"
+
+
+class Program:
+    """Labels for the blocks of one random program."""
+
+    def __init__(self) -> None:
+        self.n = 0
+
+    def label(self, what: str) -> str:
+        self.n += 1
+        return f"{what}{self.n}"
+
+
+@st.composite
+def block(draw: st.DrawFn, p: Program, base: int, worker: bool, depth: int = 0) -> list[str]:
+    ops = [integer_op(), memory_op(base, worker)] + ([aux_op()] if worker else [])
+    straight = st.lists(st.one_of(*ops), min_size=1, max_size=4)
+    kind = draw(st.integers(0, 9 if depth < 2 else 4))
+    if kind <= 4:
+        return draw(straight)
+    if kind == 5:  # a forward branch over a block
+        skip = p.label("skip")
+        test = draw(st.sampled_from(["brz", "brnz", "brneg", "brpos"]))
+        return [f"{test} $m{draw(R)}, {skip}", *draw(block(p, base, worker, depth + 1)), f"{skip}:"]
+    if kind == 6:  # a brnzdec loop
+        top = p.label("loop")
+        counter = 10 + depth
+        return [f"setzi $m{counter}, {draw(st.integers(0, 4))}", f"{top}:",
+                *draw(block(p, base, worker, depth + 1)), f"brnzdec $m{counter}, {top}"]
+    if kind == 7:  # a bundle (Python's turn)
+        return [".align 8", f"{{ {draw(integer_op())} ; {draw(aux_op(True))} }}"] if worker else draw(straight)
+    if kind == 8:  # through a register, or a delay
+        if worker:
+            there = p.label("there")
+            return [f"setzi $m12, {there}", "br $m12", *draw(straight), f"{there}:"]
+        return [f"delay {draw(st.integers(0, 5))}"]
+    return [f"bri {(there := p.label('on'))}", *draw(straight), f"{there}:"]
+
+
+@st.composite
+def program(draw: st.DrawFn) -> str:
+    p = Program()
+    sup: list[str] = ["setzi $m14, 0x60000", "setzi $m8, 0"]
+    workers: list[str] = []
+    for _ in range(draw(st.integers(1, 6))):
+        sup += draw(block(p, 14, False))
+        if draw(st.integers(0, 3)) == 0:
+            sup += ["sync 3"]  # every running tile
+        if draw(st.integers(0, 2)) == 0:  # start workers
+            entry = p.label("worker")
+            body = ["setzi $m8, 0"]
+            for _ in range(draw(st.integers(1, 3))):
+                body += draw(block(p, 13, True))
+            end = draw(st.sampled_from(["exitz", "exitnz", "exitneg", "exitpos"]))
+            workers += [".align 8", f"{entry}:", *body, f"{end} $m{draw(R)}"]
+            sup += [f"setzi $m0, {entry}", f"setzi $m1, {DATA + 4 * draw(st.integers(0, 8))}"]
+            if draw(st.booleans()):
+                sup += [f"runall $m0, $m1, {draw(st.integers(0, 2))}"]
+            else:
+                sup += [f"run $m0, $m1, {draw(st.integers(0, 4))}"]
+            if draw(st.booleans()):
+                sup += ["sync 2"]
+    return "\n".join([".text 0x40000", ".supervisor", "_start:", *sup, "trap 0", ".worker", *workers])
+
+
+#: one IPU of each profile with the native loop and one without, reset for each example
+_IPUS: dict[tuple[str, bool], Ipu] = {}
+
+
+def _run(profile: str, source: str, data: list[bytes], slices: list[int], use_native: bool,
+         fresh: bool = False) -> Ipu:
+    ipu = None if fresh else _IPUS.get((profile, use_native))
+    if ipu is None:
+        ipu = _make(profile)
+        if not fresh:
+            _IPUS[profile, use_native] = ipu
+        _record_exceptions(ipu)
+        ipu.execution.native = use_native
+        ipu.tiles.exchange.track_dirty = True
+    ipu.reset()
+    RAISED[id(ipu)].clear()
+    prog = assemble(source)
+    tiles = tuple(range(len(data)))
+    load(ipu, prog, tiles)
+    for tile, words in enumerate(data):
+        for at in range(0, len(words), 4):
+            ipu.tiles.write(tile, DATA + at, words[at:at + 4])
+    ipu.tiles.exchange.take_dirty()
+    start(ipu, prog.entry, tiles)
+    for budget in slices:
+        ipu.execution.run(budget)
+    return ipu
+
+
+#: each IPU's exceptions as raised (cause, tile, address, context), oldest first
+RAISED: dict[int, list[tuple[int, int, int, int]]] = {}
+
+
+def _record_exceptions(ipu: Ipu) -> None:
+    raised = RAISED[id(ipu)] = []
+    original = ipu.raise_exception
+
+    def record(cause: int, tile: int, address: int, context: int) -> None:
+        raised.append((cause, tile, address, context))
+        original(cause, tile, address, context)
+
+    ipu.raise_exception = record  # type: ignore[method-assign]
+
+
+def _same(a: Ipu, b: Ipu, tiles: int) -> None:
+    ea, eb = a.execution, b.execution
+    assert np.array_equal(ea.arrays.counters, eb.arrays.counters), "turns, instruction counts, turn order"
+    assert np.array_equal(ea.arrays.fields, eb.arrays.fields), "PC, status, wait, delay"
+    assert np.array_equal(ea.arrays.registers, eb.arrays.registers), "registers"
+    window = a.tiles.window
+    assert a.tiles.exchange.bytes[:tiles * window].tobytes() == b.tiles.exchange.bytes[:tiles * window].tobytes()
+    assert a.tiles.exchange.take_dirty() == b.tiles.exchange.take_dirty()
+    assert ea.instructions == eb.instructions
+    assert list(ea.events) == list(eb.events)
+    assert RAISED[id(a)] == RAISED[id(b)]
+    assert ea._cursor == eb._cursor  # the next call starts at the same tile
+    assert ea.running == eb.running
+    for tile, t in ea.states.items():
+        u = eb.states[tile]
+        assert (t.link, t.count_offset) == (u.link, u.count_offset)
+        for c, d in zip(t.contexts, u.contexts):
+            assert (c.sr, c.csrs, c.upper, c.exit_status, c.wait_zone, c.repeat) == (
+                d.sr, d.csrs, d.upper, d.exit_status, d.wait_zone, d.repeat)
+    for name in ("EXC_CAUSE", "EXC_TILE", "EXC_ADDRESS", "EXC_CONTEXT"):
+        assert reg(a, name) == reg(b, name), name
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program(), st.sampled_from(["ipu1", "ipu2"]),
+       st.lists(st.binary(min_size=4 * WORDS, max_size=4 * WORDS), min_size=1, max_size=3),
+       st.lists(st.integers(1, 400), min_size=1, max_size=6))
+def test_random_programs_run_the_same_native_and_in_python(source: str, profile: str, data: list[bytes],
+                                                           slices: list[int]) -> None:
+    on = _run(profile, source, data, slices, True)
+    off = _run(profile, source, data, slices, False)
+    _same(on, off, len(data))
+
+
+#: register values at the edges of every operation, and addresses near the data
+EDGES = [0, 1, 2, 3, 4, 5, 8, 16, 31, 32, 33, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFF8,
+         DATA, DATA + 1, DATA + 2, DATA + 4, DATA + 8, DATA + 16, 0x40000, 0x20000, 0x1FFFF0]
+NATIVE_ROWS = sorted((r for r in ROWS if r.variant in SEMANTICS and SEMANTICS[r.variant].native),
+                     key=lambda r: r.variant)
+#: halves of bundles: co-issuable main- and aux-lane rows a worker may run
+MAIN_HALVES = [r for r in NATIVE_ROWS if r.co_issuable and r.lane is Lane.MAIN and r.context & Context.WORKER]
+AUX_HALVES = [r for r in NATIVE_ROWS if r.co_issuable and r.lane is Lane.AUX and r.context & Context.WORKER]
+
+
+@st.composite
+def operand_value(draw: st.DrawFn, kind: Kind, width: int) -> int:
+    if kind in (Kind.MRF, Kind.ARF):
+        return draw(st.integers(0, 15))
+    if kind is Kind.ARF_PAIR:
+        return draw(st.integers(0, 7)) * 2
+    if kind is Kind.ARF_QUAD:
+        return draw(st.integers(0, 3)) * 4
+    if kind is Kind.MRF_PAIR:
+        return draw(st.integers(0, 5)) * 2
+    if kind is Kind.SEXT:
+        edge = st.sampled_from([0, 1, -1, 2, -2, 3])
+        return draw(st.one_of(edge, st.integers(-(1 << (width - 1)), (1 << (width - 1)) - 1)))
+    if kind is Kind.TOP12:
+        return draw(st.integers(0, 0xFFF)) << 20
+    if kind is Kind.TARGET:
+        targets = st.integers(0, (1 << width) - 1).map(lambda v: 4 * v)
+        return draw(st.one_of(st.sampled_from([0x40000, 0x40008]), targets))
+    edges = [v for v in (0, 1, 2, 3, 31, 32) if v < 1 << width]
+    return draw(st.one_of(st.sampled_from(edges), st.integers(0, (1 << width) - 1)))
+
+
+def _one_turn(ipu: Ipu, words: list[int], context: int, registers: list[int]) -> None:
+    ex = ipu.execution
+    t = ex.state(0)
+    c = t.contexts[context]
+    for i, word in enumerate(words):
+        ipu.tiles.write(0, 0x40000 + 4 * i, word.to_bytes(4, "little"))
+    for at in range(0, 4 * WORDS, 4):
+        ipu.tiles.write(0, DATA + at, (0x01010101 * (at // 4) ^ 0x80FF7F00).to_bytes(4, "little"))
+    ex.arrays.registers[0, context] = registers
+    ex.arrays.registers[0, context, 15] = ex.arrays.registers[0, context, 31] = 0  # $m15 and $a15 read 0
+    c.pc = 0x40000
+    c.status = Status.ACTIVE
+    t.turn = context
+    ex.running.add(0)
+    ipu.tiles.exchange.take_dirty()
+    ex.run(1)
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.one_of(st.tuples(st.sampled_from(NATIVE_ROWS)),
+                 st.tuples(st.sampled_from(MAIN_HALVES), st.sampled_from(AUX_HALVES))), st.data())
+def test_every_native_instruction_agrees_with_python_at_the_edges(rows: tuple[Row, ...], data: st.DataObject) -> None:
+    """Each encoding the native loop executes, alone or as half of a
+    bundle, once, with operands and register values drawn from the edges:
+    the same state after the turn (results, faults handed to Python, PC,
+    counts, memory)."""
+    words = [encode_row(row, [data.draw(operand_value(op.kind, op.width)) for op in row.operands], len(rows) == 2)
+             for row in rows]
+    row = rows[0]
+    workers_only = len(rows) == 2 or not row.context & Context.SUPERVISOR
+    context = data.draw(st.integers(1, 6)) if workers_only else data.draw(st.sampled_from([0, 1]))
+    if context == 1 and not row.context & Context.WORKER:
+        context = 0
+    pick = random.Random(data.draw(st.integers(0, 1 << 32)))
+    registers = [pick.choice(EDGES) if pick.random() < 0.7 else pick.getrandbits(32) for _ in range(native.REGISTERS)]
+    ipus = []
+    for use_native in (True, False):
+        ipu = _IPUS.get(("edge", use_native))
+        if ipu is None:
+            ipu = _IPUS["edge", use_native] = _make("ipu1")
+            ipu.execution.native = use_native
+            ipu.tiles.exchange.track_dirty = True
+            _record_exceptions(ipu)
+        ipu.reset()
+        RAISED[id(ipu)].clear()
+        _one_turn(ipu, words, context, registers)
+        ipus.append(ipu)
+    _same(ipus[0], ipus[1], 1)
+
+
+def test_the_native_loop_takes_the_turns_it_can() -> None:
+    """The comparison above is between two paths: the native loop retires
+    the loop's instructions itself, and hands back only what it lacks."""
+    source = "\n".join([".text 0x40000", ".supervisor", "_start:", "setzi $m14, 0x60000", "setzi $m1, 100", "loop:",
+                        "add $m2, $m2, $m1", "st32 $m2, $m14, $m15, 0", "brnzdec $m1, loop", "trap 0"])
+    ipu = _run("ipu1", source, [bytes(4 * WORDS)], [10_000], True, fresh=True)
+    assert ipu.execution.instructions == 2 + 3 * 101
+    loop = ipu.execution._loop
+    assert loop is not None and loop.retired == 2 + 3 * 101  # every one (the trap faults: Python's turn)
+    bundles = "\n".join([".text 0x40000", ".supervisor", "_start:", "setzi $m0, worker", "setzi $m1, 0x60000",
+                          "run $m0, $m1, 0", "sync 2", "trap 0", ".worker", ".align 8", "worker:", "setzi $m1, 10",
+                          ".align 8", "loop:", "{ add $m2, $m2, $m1 ; or $a1, $a1, 3 }", "brnzdec $m1, loop",
+                          "exitz $m15"])
+    ipu = _run("ipu1", bundles, [bytes(4 * WORDS)], [10_000], True, fresh=True)
+    ex = ipu.execution  # Python's: run and exitz (the trap faults)
+    assert ex._loop is not None and ex._loop.retired == ex.instructions - 2 >= 11 * 3  # a bundle counts two
+
+
+def test_every_native_form_a_rule_names_is_the_c_loops() -> None:
+    named = {rule.native for rule in SEMANTICS.values() if rule.native}
+    assert len(named) > 60
+    for name in named:
+        native.code(name)  # raises for a form or kind the C loop lacks
+    with pytest.raises(ValueError):
+        native.code("mrr.frobnicate")
