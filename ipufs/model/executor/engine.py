@@ -191,10 +191,8 @@ class Execution:
         tile in slices; returns the turns taken. Each tile's results and
         turn count do not depend on the budget or slicing."""
         loop = self._native_loop()
-        if loop is not None:
-            return self._run_native(loop, budget, slice_turns)
-        done = 0
-        while done < budget and self.running:
+        done = 0 if loop is None else self._run_native(loop, budget, slice_turns)
+        while loop is None and done < budget and self.running:
             taken = 0
             order = sorted(self.running)
             # Fair across calls: start after the tile served last, and give

@@ -41,7 +41,7 @@ def _make(profile: str) -> Ipu:
 
     def sparse(size: int) -> BarMemory:
         m = mmap.mmap(-1, size)
-        return BarMemory(memoryview(m), discard=lambda: m.madvise(mmap.MADV_REMOVE))
+        return BarMemory(memoryview(m), discard=lambda at, n: m.madvise(mmap.MADV_REMOVE, at, n))
 
     return Ipu(p, 0, {r: sparse(p.region_size(r)) for r in Region})
 
