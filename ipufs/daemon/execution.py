@@ -3,9 +3,11 @@
 # is a unit of work (ipufs/driver/work.py: under the daemon lock, then the
 # slice's effects, signals and page-cache copies, carried out), emits
 # program events to the trace, and lets go of the lock so that requests
-# are served between slices. Idle (no context can take a
-# turn) it sleeps until an IPU wakes it: a program started through the
-# TDI, a host sync completing. docs/execution.md.
+# are served between slices. Each slice first retires the instructions
+# injected through the TDI since the last (TDI_STS.BUSY until then) and
+# frees some of the tile state a reset set aside. Idle (no context can
+# take a turn) it sleeps until an IPU wakes it: an injection, a host sync
+# completing, a reset. docs/execution.md.
 from __future__ import annotations
 
 import trio
@@ -19,11 +21,8 @@ from ipufs.model.ipu import Ipu
 SLICE_TURNS = 500
 #: the pause between slices, in which the FUSE reader takes the lock
 BREATHE_S = 0.0002
-#: how long the host's starts must have paused before tiles take turns:
-#: a host starts tiles one TDI command at a time, and tiles that ran
-#: before the last was started could complete a sync without it (a sync
-#: waits for the tiles running: docs/execution.md)
-SETTLE_S = 0.05
+#: tiles whose state (dropped by a reset) a slice frees, per IPU
+SWEEP_TILES = 64
 
 
 class ExecutionRunner:
@@ -38,22 +37,19 @@ class ExecutionRunner:
         self.slice_turns = slice_turns
         self._token: trio.lowlevel.TrioToken | None = None
         self._wanted = trio.Event()
-        self._started = 0.0  # trio's clock when a tile was last started
 
-    def _wake(self, started: bool) -> None:
+    def _wake(self) -> None:
         """May be called from any thread holding the lock (a TDI command in
         the FUSE reader): the loop picks it up."""
         token = self._token
         if token is not None:
             try:
-                token.run_sync_soon(self._woke, started)
+                token.run_sync_soon(self._woke)
             except trio.RunFinishedError:
                 pass
 
-    def _woke(self, started: bool) -> None:
-        if started:
-            self._started = trio.current_time()
-        self._wanted.set()
+    def _woke(self) -> None:
+        self._wanted.set()  # the event of the moment, read in the loop's thread
 
     def _slice(self) -> bool:
         """One slice over every IPU; returns whether any context can still run."""
@@ -65,15 +61,16 @@ class ExecutionRunner:
 
     def _run(self, index: int, ipu: Ipu) -> bool:
         execution = ipu.execution
-        if not execution.running:
-            return False
+        swept = execution.sweep(SWEEP_TILES)
+        if not execution.running and not execution.injections:
+            return swept
         execution.run(self.slice_turns)
         if execution.events:
             if self.tracer.enabled:
                 for e in execution.events:
                     self.tracer.emit(ProgramEvent(index, e.kind, e.tile, e.context, e.pc, e.detail))
             execution.events.clear()
-        return execution.busy()
+        return execution.busy() or swept
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run tiles until cancelled."""
@@ -87,9 +84,6 @@ class ExecutionRunner:
                 await self._wanted.wait()
                 self._wanted = trio.Event()
                 while True:
-                    # A burst of starts, running or not: let it end first.
-                    while trio.current_time() - self._started < SETTLE_S:
-                        await trio.sleep_until(self._started + SETTLE_S)
                     if not self._slice():
                         break
                     await trio.sleep(BREATHE_S)
