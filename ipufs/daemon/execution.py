@@ -10,6 +10,8 @@
 # completing, a reset. docs/execution.md.
 from __future__ import annotations
 
+import sys
+
 import trio
 
 from ipufs.driver.devices import DeviceSet
@@ -22,7 +24,12 @@ SLICE_TURNS = 500
 #: the pause between slices, in which the FUSE reader takes the lock
 BREATHE_S = 0.0002
 #: tiles whose state (dropped by a reset) a slice frees, per IPU
-SWEEP_TILES = 64
+SWEEP_TILES = 32
+#: how long a thread may hold the GIL while another waits for it. While
+#: tiles run, this task holds it but for the pauses, and a request in the
+#: FUSE reader needs it to read, to take the lock and to answer: with
+#: CPython's 5 ms each hand-over could cost a RESET 5 ms (docs/execution.md)
+SWITCH_INTERVAL_S = 0.0005
 
 
 class ExecutionRunner:
@@ -79,6 +86,8 @@ class ExecutionRunner:
             for ipu in self.devices.ipus:
                 ipu.execution.wake = self._wake
         task_status.started()
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             while True:
                 await self._wanted.wait()
@@ -88,6 +97,7 @@ class ExecutionRunner:
                         break
                     await trio.sleep(BREATHE_S)
         finally:
+            sys.setswitchinterval(switch)
             self._token = None
             with self.lock:
                 for ipu in self.devices.ipus:

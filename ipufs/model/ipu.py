@@ -425,7 +425,8 @@ class Ipu:
         (ipuN_mem) and the interrupt mask stay."""
         self.execution.reset()
         self.tiles.clear()
-        self.tdi.clear()
+        self.execution.set_aside(self.tdi)  # freed later, as the contexts are
+        self.tdi = {}
         self.exception = None
         self.exception_count = 0
         self.group.withdraw(self.index)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
 from ipufs.model.executor.rule import Rule
@@ -75,7 +75,7 @@ class Execution:
         #: called when there is work (the daemon wakes its runner): an
         #: injection to retire, a sync released, state to sweep
         self.wake: Callable[[], None] | None = None
-        self._retired: list[dict[int, TileState]] = []  # what resets dropped, for sweep()
+        self._retired: list[dict[int, Any]] = []  # per-tile state resets dropped, for sweep()
         self._external: int | None = None  # the zone requested of the host sync machinery
         self._cursor = 0  # the tile run() serves first next time
         self._cache: dict[int, _Decoded] = {}
@@ -95,18 +95,22 @@ class Execution:
         injections and events are forgotten. The tiles' state objects are
         set aside, not freed: freeing thousands of them is what took a
         reset's time; sweep() frees them later."""
-        if self.states:
-            self._retired.append(self.states)
-            self.states = {}
-            if len(self._retired) > _MAX_RETIRED:
-                del self._retired[0]
-            self._wake()
+        self.set_aside(self.states)
+        self.states = {}
         self.running.clear()
         self.named.clear()
         self.injections.clear()
         self.events.clear()
         self._external = None
         self.instructions = 0
+
+    def set_aside(self, per_tile: dict[int, Any]) -> None:
+        """Keep ``per_tile`` (state a reset dropped) for sweep() to free."""
+        if per_tile:
+            self._retired.append(per_tile)
+            if len(self._retired) > _MAX_RETIRED:
+                del self._retired[0]
+            self._wake()
 
     def sweep(self, tiles: int) -> bool:
         """Free the state of up to ``tiles`` tiles that resets dropped;

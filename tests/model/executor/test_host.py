@@ -133,7 +133,7 @@ def test_a_reset_sets_tile_state_aside_and_sweep_frees_it() -> None:
     ipu.execution.run(100)
     ipu.reset()
     ex = ipu.execution
-    assert not ex.states and not ex.running and not ex.injections
+    assert not ex.states and not ex.running and not ex.injections and not ipu.tdi
     assert all(tdi_read(ipu, t, TdiRegister.CTXT_STS) == 0 for t in tiles)
-    assert ex.sweep(3) and ex.sweep(3) and not ex.sweep(3)  # 8 tiles' state, 3 at a time
-    assert not ex.sweep(3)
+    # 8 tiles' contexts and 8 tiles' TDI registers, freed 3 at a time
+    assert [ex.sweep(3) for _ in range(6)] == [True] * 5 + [False]
