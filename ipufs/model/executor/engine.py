@@ -17,6 +17,8 @@ from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
 from ipufs.model.executor.rule import Rule
 from ipufs.model.executor.semantics import SEMANTICS, why_not
 from ipufs.model.executor.state import MASK, Context, Etype, Status, TileFault, TileState, Wait
+
+_ACTIVE = Status.ACTIVE
 from ipufs.model.isa import Arch, Bundle, Context as Contexts, Decoder, Group, Instruction
 from ipufs.model.tdi import TdiRegister, TdiStatus, TileDebug
 
@@ -63,6 +65,8 @@ class Execution:
         self.memory_base = ipu.tiles.base
         self.workers = ipu.profile.workers_per_tile
         self.states: dict[int, TileState] = {}
+        #: tiles with an active context; a tile that stopped leaves when
+        #: _settle next finds no supervisor computing
         self.running: set[int] = set()
         #: tiles the host named (DBG_IOWNER = the supervisor) and has not
         #: started: members of the IPU's syncs (docs/execution.md)
@@ -375,9 +379,14 @@ class Execution:
         return False
 
     def _settle(self) -> bool:
-        """Drop tiles that stopped; complete syncs every running tile has
+        """Drop tiles that stopped; complete syncs every member has
         reached. Returns whether a context was released."""
-        for tile in [tile for tile in self.running if not self.states[tile].active()]:
+        states = self.states
+        for tile in self.running:  # most often the first tile still computes: no sync can complete
+            s = states[tile].supervisor
+            if s.status is _ACTIVE and s.wait is not Wait.INTERNAL and s.wait is not Wait.EXTERNAL:
+                return False
+        for tile in [tile for tile in self.running if not states[tile].active()]:
             self.running.discard(tile)
         if not self.running:
             return False
