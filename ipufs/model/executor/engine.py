@@ -1,10 +1,9 @@
 # The executor of one IPU: fetches, decodes (the ISA table's decoder) and
 # executes tile code, one turn at a time per tile, contexts round-robin;
-# resolves syncs (LOCAL within a tile, INTERNAL across the IPU's running
-# tiles, external zones through the IPU's host sync machinery, each over
-# the IPU's members: running tiles and tiles the host has named); turns
-# faults into tile exceptions (EXC_* registers, signal 44); and takes
-# instructions injected through the tile debug interface, which retire at
+# resolves syncs (LOCAL within a tile; INTERNAL, and external zones through
+# the IPU's host sync machinery, over the IPU's members: the running tiles
+# and those the host has named); turns faults into tile exceptions (EXC_*
+# registers, signal 44); and takes instructions injected through the tile debug interface, which retire at
 # the start of the next run(). Pure: no I/O, no clocks; the daemon calls
 # run() in bounded slices. docs/execution.md.
 from __future__ import annotations
@@ -17,8 +16,6 @@ from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
 from ipufs.model.executor.rule import Rule
 from ipufs.model.executor.semantics import SEMANTICS, why_not
 from ipufs.model.executor.state import MASK, Context, Etype, Status, TileFault, TileState, Wait
-
-_ACTIVE = Status.ACTIVE
 from ipufs.model.isa import Arch, Bundle, Context as Contexts, Decoder, Group, Instruction
 from ipufs.model.tdi import TdiRegister, TdiStatus, TileDebug
 
@@ -28,6 +25,7 @@ if TYPE_CHECKING:
 #: tile exceptions of faults and what EXC_CAUSE they show, as docs/execution.md maps them
 _PARITY_FAULT = (Etype.MEMERR, ExceptionCause.PARITY)
 _MAX_EVENTS = 4096
+_ACTIVE = Status.ACTIVE
 #: generations of tile state a reset has dropped and sweep() not yet freed;
 #: beyond this a reset frees the oldest itself
 _MAX_RETIRED = 4
