@@ -3,9 +3,10 @@
 # resolves syncs (LOCAL within a tile; INTERNAL, and external zones through
 # the IPU's host sync machinery, over the IPU's members: the running tiles
 # and those the host has named); turns faults into tile exceptions (EXC_*
-# registers, signal 44); and takes instructions injected through the tile debug interface, which retire at
-# the start of the next run(). Pure: no I/O, no clocks; the daemon calls
-# run() in bounded slices. docs/execution.md.
+# registers, signal 44); and takes instructions injected through the tile
+# debug interface, which retire at the start of the next run(). Pure: no
+# I/O, no clocks; the daemon calls run() in bounded slices.
+# docs/execution.md.
 from __future__ import annotations
 
 from collections import deque
