@@ -29,7 +29,7 @@ _MAX_EVENTS = 4096
 _ACTIVE = Status.ACTIVE
 #: generations of tile state a reset has dropped and sweep() not yet freed;
 #: beyond this a reset frees the oldest itself
-_MAX_RETIRED = 4
+_MAX_RETIRED = 8
 
 
 @dataclass(frozen=True, slots=True)
