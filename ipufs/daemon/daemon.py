@@ -119,7 +119,7 @@ class Daemon:
         self.work = DeviceWork(self.effects, use, lock=lock)
         self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
-        self.execution = ExecutionRunner(self.devices, self.work, self.tracer)
+        self.execution = ExecutionRunner(self.devices, self.work, self.tracer, waiting=lambda: self.server.waiting)
         # The filesystem and its server.
         nodes = DeviceNodes(self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
                             work=self.work, use=use, accesses=self.plans)

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 import trio
 
@@ -36,12 +37,14 @@ class ExecutionRunner:
     """Steps the running tiles of ``devices`` while any can run."""
 
     def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, *,
-                 slice_turns: int = SLICE_TURNS) -> None:
+                 slice_turns: int = SLICE_TURNS, waiting: Callable[[], bool] = lambda: False) -> None:
         self.devices = devices
         self.work = work
         self.tracer = tracer
         self.lock = work.lock
         self.slice_turns = slice_turns
+        #: whether a request waits for the lock (the FUSE reader's)
+        self.waiting = waiting
         self._token: trio.lowlevel.TrioToken | None = None
         self._wanted = trio.Event()
 
@@ -58,12 +61,13 @@ class ExecutionRunner:
     def _woke(self) -> None:
         self._wanted.set()  # the event of the moment, read in the loop's thread
 
-    def _slice(self) -> bool:
+    async def _slice(self) -> bool:
         """One slice over every IPU; returns whether any context can still run."""
         busy = False
         for index, ipu in enumerate(self.devices.ipus):
-            # Per IPU: a request waits for one IPU's slice at most.
             busy = self.work.act(index, lambda: self._run(index, ipu)) or busy
+            if self.waiting():  # a request waits for one IPU's slice at most
+                await trio.sleep(BREATHE_S)
         return busy
 
     def _run(self, index: int, ipu: Ipu) -> bool:
@@ -93,7 +97,7 @@ class ExecutionRunner:
                 await self._wanted.wait()
                 self._wanted = trio.Event()
                 while True:
-                    if not self._slice():
+                    if not await self._slice():
                         break
                     await trio.sleep(BREATHE_S)
         finally:
