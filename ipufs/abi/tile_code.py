@@ -11,6 +11,10 @@ TDI_CTXT_STS = 0x00
 TDI_DBG_IEXEC = 0x03
 TDI_DBG_IOWNER = 0x04
 TDI_DBG_DATA = 0x07
+TDI_TDI_STS = 0x08
+#: TDI_STS: an injection waits to retire (BUSY), or an error flag (CNQ,
+#: INV, DBLE) is set, which TDI_CLR clears
+TDI_STS_CNQ, TDI_STS_INV, TDI_STS_DBLE, TDI_STS_BUSY = 0x1, 0x2, 0x4, 0x8
 CSR_DBG_DATA = 0x70
 #: CTXT_STS: two bits per context, context 0 (the supervisor) lowest
 CONTEXT_BITS = 2

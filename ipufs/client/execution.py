@@ -1,10 +1,13 @@
 # Starting tile programs and reading what they did, as a host does it
 # through the tile debug interface (docs/execution.md): DBG_IOWNER picks
-# the context, a branch to the entry written to DBG_IEXEC starts it,
-# `put $DBG_DATA, $mN` injected into a stopped context carries $mN out
-# through DBG_DATA, and CTXT_STS tells each context's state.
+# the context (and, for the supervisor, makes the tile one its IPU's syncs
+# wait for), a branch to the entry written to DBG_IEXEC starts it, `put
+# $DBG_DATA, $mN` injected into a stopped context carries $mN out through
+# DBG_DATA; an injection has retired when TDI_STS.BUSY clears, and
+# CTXT_STS tells each context's state.
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -30,14 +33,45 @@ def _write(device: Device, tile: int, reg: int, value: int, what: str) -> None:
         raise TdiError(tile, what, result)
 
 
+#: how long an injection may stay busy before retired() gives up
+RETIRE_TIMEOUT_S = 10.0
+_RETIRE_POLL_S = 0.0002
+
+
+def retired(device: Device, tile: int, what: str, timeout: float = RETIRE_TIMEOUT_S) -> None:
+    """Wait until the injection into ``tile`` has retired (TDI_STS.BUSY
+    clear); TdiError (TDI_ERROR) if it left an error flag (CNQ: the context
+    became active first; INV: it faulted on an excepted context),
+    TimeoutError if it stays busy."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result, status = device.tdi_read_register(tile, code.TDI_TDI_STS)
+        if result != TdiResult.OK:
+            raise TdiError(tile, "TDI_STS", result)
+        if not status & code.TDI_STS_BUSY:
+            break
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"tile {tile}: {what}: still busy after {timeout:g} s")
+        time.sleep(_RETIRE_POLL_S)
+    if status & (code.TDI_STS_CNQ | code.TDI_STS_INV | code.TDI_STS_DBLE):
+        raise TdiError(tile, f"{what} (TDI_STS 0x{status:x})", TdiResult.TDI_ERROR)
+
+
 def start(device: Device, entry: int, tiles: Iterable[int], context: int = 0) -> None:
     """Start ``context`` (0: the supervisor) of each of ``tiles`` at
     ``entry``; the context must be inactive or excepted (TdiError names
-    the first tile that refused)."""
+    the first tile that refused). Every tile is named first, so that a
+    sync of the tiles started first waits for the last; returns once every
+    start has retired."""
+    tiles = list(tiles)
     word = code.branch_word(entry)
+    what = f"start at 0x{entry:x}"
     for tile in tiles:
         _write(device, tile, code.TDI_DBG_IOWNER, context, "DBG_IOWNER")
-        _write(device, tile, code.TDI_DBG_IEXEC, word, f"start at 0x{entry:x}")
+    for tile in tiles:
+        _write(device, tile, code.TDI_DBG_IEXEC, word, what)
+    for tile in tiles:
+        retired(device, tile, what)
 
 
 def context_status(device: Device, tile: int) -> list[int]:
@@ -59,5 +93,7 @@ def debug_data(device: Device, tile: int) -> int:
 def read_m(device: Device, tile: int, register: int, context: int = 0) -> int:
     """$m``register`` of a stopped (inactive or excepted) context."""
     _write(device, tile, code.TDI_DBG_IOWNER, context, "DBG_IOWNER")
-    _write(device, tile, code.TDI_DBG_IEXEC, code.put_dbg_data_word(register), f"put $DBG_DATA, $m{register}")
+    what = f"put $DBG_DATA, $m{register}"
+    _write(device, tile, code.TDI_DBG_IEXEC, code.put_dbg_data_word(register), what)
+    retired(device, tile, what)
     return debug_data(device, tile)

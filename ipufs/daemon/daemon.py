@@ -121,7 +121,7 @@ class Daemon:
         self.work = DeviceWork(self.effects, use, lock=lock)
         self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
-        self.execution = ExecutionRunner(self.devices, self.work, self.tracer)
+        self.execution = ExecutionRunner(self.devices, self.work, self.tracer, waiting=lambda: self.server.waiting)
         # The native fast path: it answers the hot requests while nothing
         # around them needs Python (a trace, a fault plan, page-cache mode).
         self.fast: FastAnswers | None = None

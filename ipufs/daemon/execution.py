@@ -3,10 +3,15 @@
 # is a unit of work (ipufs/driver/work.py: under the daemon lock, then the
 # slice's effects, signals and page-cache copies, carried out), emits
 # program events to the trace, and lets go of the lock so that requests
-# are served between slices. Idle (no context can take a
-# turn) it sleeps until an IPU wakes it: a program started through the
-# TDI, a host sync completing. docs/execution.md.
+# are served between slices. Each slice first retires the instructions
+# injected through the TDI since the last (TDI_STS.BUSY until then) and
+# frees some of the tile state a reset set aside. Idle (no context can
+# take a turn) it sleeps until an IPU wakes it: an injection, a host sync
+# completing, a reset. docs/execution.md.
 from __future__ import annotations
+
+import sys
+from collections.abc import Callable
 
 import trio
 
@@ -22,11 +27,13 @@ SLICE_TURNS = 500
 NATIVE_SLICE_TURNS = 20_000
 #: the pause between slices, in which the FUSE reader takes the lock
 BREATHE_S = 0.0002
-#: how long the host's starts must have paused before tiles take turns:
-#: a host starts tiles one TDI command at a time, and tiles that ran
-#: before the last was started could complete a sync without it (a sync
-#: waits for the tiles running: docs/execution.md)
-SETTLE_S = 0.05
+#: tiles whose state (dropped by a reset) a slice frees, per IPU
+SWEEP_TILES = 32
+#: how long a thread may hold the GIL while another waits for it. While
+#: tiles run, this task holds it but for the pauses, and a request in the
+#: FUSE reader needs it to read, to take the lock and to answer: with
+#: CPython's 5 ms each hand-over could cost a RESET 5 ms (docs/execution.md)
+SWITCH_INTERVAL_S = 0.0005
 
 
 def slice_turns(execution: Execution) -> int:
@@ -38,50 +45,51 @@ class ExecutionRunner:
     """Steps the running tiles of ``devices`` while any can run."""
 
     def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, *,
-                 slice_turns: int | None = None) -> None:
+                 slice_turns: int | None = None, waiting: Callable[[], bool] = lambda: False) -> None:
         self.devices = devices
         self.work = work
         self.tracer = tracer
         self.lock = work.lock
         self.slice_turns = slice_turns  # None: slice_turns(execution)
+        #: whether a request waits for the lock (the FUSE reader's)
+        self.waiting = waiting
         self._token: trio.lowlevel.TrioToken | None = None
         self._wanted = trio.Event()
-        self._started = 0.0  # trio's clock when a tile was last started
 
-    def _wake(self, started: bool) -> None:
+    def _wake(self) -> None:
         """May be called from any thread holding the lock (a TDI command in
         the FUSE reader): the loop picks it up."""
         token = self._token
         if token is not None:
             try:
-                token.run_sync_soon(self._woke, started)
+                token.run_sync_soon(self._woke)
             except trio.RunFinishedError:
                 pass
 
-    def _woke(self, started: bool) -> None:
-        if started:
-            self._started = trio.current_time()
-        self._wanted.set()
+    def _woke(self) -> None:
+        self._wanted.set()  # the event of the moment, read in the loop's thread
 
-    def _slice(self) -> bool:
+    async def _slice(self) -> bool:
         """One slice over every IPU; returns whether any context can still run."""
         busy = False
         for index, ipu in enumerate(self.devices.ipus):
-            # Per IPU: a request waits for one IPU's slice at most.
             busy = self.work.act(index, lambda: self._run(index, ipu)) or busy
+            if self.waiting():  # a request waits for one IPU's slice at most
+                await trio.sleep(BREATHE_S)
         return busy
 
     def _run(self, index: int, ipu: Ipu) -> bool:
         execution = ipu.execution
-        if not execution.running:
-            return False
+        swept = execution.sweep(SWEEP_TILES)
+        if not execution.running and not execution.injections:
+            return swept
         execution.run(slice_turns(execution) if self.slice_turns is None else self.slice_turns)
         if execution.events:
             if self.tracer.enabled:
                 for e in execution.events:
                     self.tracer.emit(ProgramEvent(index, e.kind, e.tile, e.context, e.pc, e.detail))
             execution.events.clear()
-        return execution.busy()
+        return execution.busy() or swept
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run tiles until cancelled."""
@@ -90,18 +98,18 @@ class ExecutionRunner:
             for ipu in self.devices.ipus:
                 ipu.execution.wake = self._wake
         task_status.started()
+        switch = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             while True:
                 await self._wanted.wait()
                 self._wanted = trio.Event()
                 while True:
-                    # A burst of starts, running or not: let it end first.
-                    while trio.current_time() - self._started < SETTLE_S:
-                        await trio.sleep_until(self._started + SETTLE_S)
-                    if not self._slice():
+                    if not await self._slice():
                         break
                     await trio.sleep(BREATHE_S)
         finally:
+            sys.setswitchinterval(switch)
             self._token = None
             with self.lock:
                 for ipu in self.devices.ipus:

@@ -64,6 +64,8 @@ class FuseServer:
         self.lock = lock
         self.open_transport = transport
         self.transport: Transport | None = None  # while running
+        #: whether a request waits for ``lock`` (tasks that hold it long give way)
+        self.waiting = False
 
     def connected(self) -> bool:
         """Whether this server's connection is open and alive (not yet
@@ -97,11 +99,17 @@ class FuseServer:
             if got is None:
                 return
             n, tag = got
-            with lock:
+            if not lock.acquire(blocking=False):
+                self.waiting = True
+                lock.acquire()
+                self.waiting = False
+            try:
                 reply = session.handle(view[:n], tag)
                 later = session.outbox
                 if later:  # postponed replies released (page-cache mode): rare
                     session.outbox = []
+            finally:
+                lock.release()
             if reply is not None:
                 answer(reply, tag, None)  # None: ask the session, if it matters
             if later:

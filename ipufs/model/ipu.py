@@ -474,6 +474,9 @@ class Ipu:
         (ipuN_mem) and the interrupt mask stay."""
         self.execution.reset()
         self.tiles.clear()
+        # Freed later, as the contexts are; the dict stays (the per-tile TDI
+        # registers read it).
+        self.execution.set_aside(dict(self.tdi))
         self.tdi.clear()
         if self.tile_registers is not None:
             self.tile_registers.clear()

@@ -102,7 +102,7 @@ class TileDebug:
         if reg == TdiRegister.DBG_ECLR:
             self.excepted.pop(self.registers.get(TdiRegister.DBG_IOWNER, 0), None)
             return
-        if reg == TdiRegister.TDI_CLR:
-            self.status &= ~value
+        if reg == TdiRegister.TDI_CLR:  # the error flags; BUSY clears when the injection retires
+            self.status &= ~(value & (TdiStatus.CNQ | TdiStatus.INV | TdiStatus.DBLE))
             return
         self.registers[reg] = value & 0xFFFFFFFFFFFFFFFF

@@ -14,7 +14,8 @@ import pytest
 
 from ipufs import cli
 from ipufs.client import Device
-from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon
+from ipufs.client.execution import debug_data
+from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon, wait_for
 
 pytestmark = pytest.mark.mount
 
@@ -33,6 +34,17 @@ loop:
     brnzdec $m3, loop
     put $DBG_DATA, $m4
     st32 $m4, $m2, $m15, 100
+    sync 4
+done:
+    bri done
+"""
+
+SYNC = """\
+    .text 0x40000
+    .supervisor
+_start:
+    get $m1, $TILE_ID
+    put $DBG_DATA, $m1
     sync 4
 done:
     bri done
@@ -104,6 +116,32 @@ def test_reset_stops_every_context(ipu1: RunningDaemon, tmp_path: Path) -> None:
         assert ipu1.call(lambda: sorted(ipu.execution.running)) == [0, 1]
         device.reset()
         assert ipu1.call(lambda: (sorted(ipu.execution.running), ipu.execution.busy())) == ([], False)
+
+
+def test_a_sync_waits_for_named_tiles_started_one_by_one_with_long_pauses(ipu1: RunningDaemon,
+                                                                         tmp_path: Path) -> None:
+    """The host names four tiles, then starts them one at a time, 80 ms
+    apart: the tiles started first reach `sync 4` long before the last
+    starts, and the sync with the host completes only after it."""
+    import time
+
+    from ipufs.abi import tile_code as code
+    from ipufs.abi.registers import TdiResult
+    from ipufs.client.execution import retired
+
+    tiles = [0, 1, 2, 3]
+    with Device(0, ipu1.mountpoint) as device:
+        device.load_elf(_elf(tmp_path, SYNC).read_bytes(), tiles)
+        for tile in tiles:
+            assert device.tdi_write_register(tile, code.TDI_DBG_IOWNER, 0) == TdiResult.OK
+        for n, tile in enumerate(tiles):
+            assert device.tdi_write_register(tile, code.TDI_DBG_IEXEC, code.branch_word(0x40000)) == TdiResult.OK
+            retired(device, tile, "start")
+            if n < len(tiles) - 1:
+                time.sleep(0.08)
+                assert device.read_register("SYNC_GS1_COUNT") == 0, f"synced with {n + 1} of {len(tiles)} started"
+        assert wait_for(lambda: device.read_register("SYNC_GS1_COUNT") == 1)
+        assert [debug_data(device, t) for t in tiles] == tiles
 
 
 

@@ -1,9 +1,11 @@
 # The tile debug interface's registers that the executor answers: CTXT_STS
-# (each context's 2-bit status), DBG_IEXEC (inject one instruction into the
-# DBG_IOWNER context, which must be inactive or excepted) and DBG_ECLR
-# (clear a context's exception). Rules: A114 hover/$DBG_IEXEC.md and R
-# docs/tdi.md, as docs/execution.md states them; the other registers are
-# TileDebug's (ipufs/model/tdi.py).
+# (each context's 2-bit status), DBG_IOWNER (naming the supervisor makes
+# the tile a member of the IPU's syncs), DBG_IEXEC (inject one instruction
+# into the DBG_IOWNER context, which must be inactive or excepted;
+# TDI_STS.BUSY until it retires) and DBG_ECLR (clear a context's
+# exception). Rules: A114 hover/$DBG_IEXEC.md and R docs/tdi.md, as
+# docs/execution.md states them; the other registers are TileDebug's
+# (ipufs/model/tdi.py).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -42,13 +44,20 @@ def write_register(ex: Execution, tile: int, debug: TileDebug, reg: int, value: 
     if reg == TdiRegister.DBG_IEXEC:
         if debug.status & _ERRORS:
             return TdiResult.TDI_ERROR  # writes are ignored while an error flag is set
+        if debug.status & TdiStatus.BUSY:
+            debug.status |= TdiStatus.DBLE  # the last injection has not retired
+            return TdiResult.TDI_ERROR
         result = ex.inject(tile, owner, value & 0xFFFFFFFF)
-        if result == TdiResult.NOT_QUIESCENT:
+        if result == TdiResult.OK:
+            debug.status |= TdiStatus.BUSY
+        elif result == TdiResult.NOT_QUIESCENT:
             debug.status |= TdiStatus.CNQ
-        elif result != TdiResult.OK:
+        else:
             debug.status |= TdiStatus.INV
         return result
     if reg == TdiRegister.DBG_ECLR:
         ex.clear_exception(tile, owner)
     debug.write(reg, value)
+    if reg == TdiRegister.DBG_IOWNER:
+        ex.name(tile, value)
     return TdiResult.OK

@@ -1,18 +1,19 @@
 # The executor of one IPU: fetches, decodes (the ISA table's decoder) and
 # executes tile code, one turn at a time per tile, contexts round-robin;
-# resolves syncs (LOCAL within a tile, INTERNAL across the IPU's running
-# tiles, external zones through the IPU's host sync machinery); turns
-# faults into tile exceptions (EXC_* registers, signal 44); and takes
-# instructions injected through the tile debug interface. Pure: no I/O, no
-# clocks; the daemon calls run() in bounded slices. Turns run in the native
-# loop (native.py) where the semantic rules name a native form, on the same
-# state, and here otherwise. docs/execution.md.
+# resolves syncs (LOCAL within a tile; INTERNAL, and external zones through
+# the IPU's host sync machinery, over the IPU's members: the running tiles
+# and those the host has named); turns faults into tile exceptions (EXC_*
+# registers, signal 44); and takes instructions injected through the tile
+# debug interface, which retire at the start of the next run(). Pure: no
+# I/O, no clocks; the daemon calls run() in bounded slices. Turns run in the
+# native loop (native.py) where the semantic rules name a native form, on
+# the same state, and here otherwise. docs/execution.md.
 from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
 from ipufs.model.executor import native, system
@@ -20,7 +21,7 @@ from ipufs.model.executor.rule import Rule
 from ipufs.model.executor.semantics import SEMANTICS, why_not
 from ipufs.model.executor.state import MASK, WAIT_CODES, Context, Etype, Status, TileFault, TileState, Wait
 from ipufs.model.isa import Arch, Bundle, Context as Contexts, Decoder, Group, Instruction
-from ipufs.model.tdi import TdiRegister, TileDebug
+from ipufs.model.tdi import TdiRegister, TdiStatus, TileDebug
 
 if TYPE_CHECKING:
     from ipufs.model.ipu import Ipu
@@ -30,6 +31,10 @@ _PARITY_FAULT = (Etype.MEMERR, ExceptionCause.PARITY)
 #: wait as the arrays hold it
 _INTERNAL, _EXTERNAL = WAIT_CODES[Wait.INTERNAL], WAIT_CODES[Wait.EXTERNAL]
 _MAX_EVENTS = 4096
+_ACTIVE = Status.ACTIVE
+#: generations of tile state a reset has dropped and sweep() not yet freed;
+#: beyond this a reset frees the oldest itself
+_MAX_RETIRED = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,15 +74,23 @@ class Execution:
         self.native: bool | None = None
         self._loop: native.Loop | None = None
         self.states: dict[int, TileState] = {}
+        #: tiles with an active context (a tile that stopped leaves at the next _settle)
         self.running = native.RunningTiles()
+        #: tiles the host named (DBG_IOWNER = the supervisor) and has not
+        #: started: members of the IPU's syncs (docs/execution.md)
+        self.named: set[int] = set()
+        #: tile -> (context, word): injections accepted (TDI_STS.BUSY), to
+        #: retire at the start of the next run()
+        self.injections: dict[int, tuple[int, int]] = {}
         self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
         self.instructions = 0  # retired since reset, every tile
         #: tiles whose TDI registers (CTXT_STS, DBG_DATA, ...) may have
         #: changed since the IPU last published them (tile_registers.py)
         self.debug_touched: set[int] = set()
-        #: called when tiles may run again (the daemon wakes its runner):
-        #: True when a tile was started, False when a sync released them
-        self.wake: Callable[[bool], None] | None = None
+        #: called when there is work (the daemon wakes its runner): an
+        #: injection to retire, a sync released, state to sweep
+        self.wake: Callable[[], None] | None = None
+        self._retired: list[dict[int, Any]] = []  # per-tile state resets dropped, for sweep()
         self._external: int | None = None  # the zone requested of the host sync machinery
         self._cursor = 0  # the tile run() serves first next time
         self._cache: dict[int, _Decoded] = {}
@@ -95,13 +108,43 @@ class Execution:
         return t
 
     def reset(self) -> None:
-        """Every context stops; registers, counters and events are forgotten."""
-        self.states.clear()
+        """Every context stops; registers, counters, names, pending
+        injections and events are forgotten. The tiles' state objects are
+        set aside, not freed: freeing thousands of them is what took a
+        reset's time; sweep() frees them later."""
+        self.set_aside(self.states)
+        self.states = {}
         self.running.clear()
+        self.named.clear()
+        self.injections.clear()
         self.events.clear()
         self._external = None
         self.instructions = 0
         self.debug_touched.clear()
+
+    def set_aside(self, per_tile: dict[int, Any]) -> None:
+        """Keep ``per_tile`` (state a reset dropped) for sweep() to free."""
+        if per_tile:
+            self._retired.append(per_tile)
+            if len(self._retired) > _MAX_RETIRED:
+                del self._retired[0]
+            self._wake()
+
+    def sweep(self, tiles: int) -> bool:
+        """Free the state of up to ``tiles`` tiles that resets dropped;
+        returns whether some is left."""
+        while tiles > 0 and self._retired:
+            old = self._retired[0]
+            for _ in range(min(tiles, len(old))):
+                old.popitem()
+                tiles -= 1
+            if not old:
+                del self._retired[0]
+        return bool(self._retired)
+
+    def _wake(self) -> None:
+        if self.wake is not None:
+            self.wake()
 
     def event(self, t: TileState, kind: str, context: int, pc: int, detail: str = "") -> None:
         """A program event: start, exit, exception (a context's state moved), sync."""
@@ -182,14 +225,16 @@ class Execution:
     def _activate(self, t: TileState) -> None:
         if t.tile not in self.running:
             self.running.add(t.tile)
-            if self.wake is not None:
-                self.wake(True)
+            self._wake()
 
     # --- running -----------------------------------------------------------------------
     def run(self, budget: int, slice_turns: int = 512) -> int:
         """Take up to ``budget`` turns across the running tiles, tile by
         tile in slices; returns the turns taken. Each tile's results and
-        turn count do not depend on the budget or slicing."""
+        turn count do not depend on the budget or slicing. Injections
+        accepted since the last call retire first."""
+        if self.injections:
+            self.retire_injections()
         loop = self._native_loop()
         done = 0 if loop is None else self._run_native(loop, budget, slice_turns)
         while loop is None and done < budget and self.running:
@@ -237,8 +282,8 @@ class Execution:
         return self._the_loop().scan(self.running.order())
 
     def busy(self) -> bool:
-        """Whether some context can take a turn now."""
-        return bool(self.running) and self._scan()[1][native.RUNNABLE] > 0
+        """Whether some context can take a turn now, or an injection waits."""
+        return bool(self.injections) or (bool(self.running) and self._scan()[1][native.RUNNABLE] > 0)
 
     def native_on(self) -> bool:
         """Whether turns run in the native loop (Execution.native, else
@@ -251,7 +296,8 @@ class Execution:
 
     def _the_loop(self) -> native.Loop:
         if self._loop is None:
-            self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._exchange_base, self._window, self._sram)
+            self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._exchange_base,
+                                     self._window, self._sram)
         return self._loop
 
     def _run_tile(self, t: TileState, turns: int) -> int:
@@ -433,7 +479,7 @@ class Execution:
         return False
 
     def _settle(self) -> bool:
-        """Drop tiles that stopped; complete syncs every running tile has
+        """Drop tiles that stopped; complete syncs every member has
         reached. Returns whether a context was released."""
         # One look at every running tile's contexts, in the arrays.
         if not self.running:
@@ -442,7 +488,7 @@ class Execution:
         for tile in stopped:
             self.running.discard(tile)
         members = counts[native.MEMBERS]  # the running tiles' active supervisors
-        if not members:
+        if not members or self.named:  # a named tile not yet started is a member that has not arrived
             return False
         supervisors = self.arrays.fields[:, 0]
         if counts[native.INTERNAL] == members:
@@ -477,29 +523,77 @@ class Execution:
             s = self.states[tile].supervisor
             if s.wait is Wait.EXTERNAL and s.wait_zone == zone:
                 s.wait = Wait.NONE
-        if self.wake is not None:  # a GS2 barrier may complete from another IPU's request
-            self.wake(False)
+        self._wake()  # a GS2 barrier may complete from another IPU's request
 
-    # --- injection through the TDI -------------------------------------------------------------
+    # --- the host's names and injections through the TDI -----------------------------------------
+    def name(self, tile: int, context: int) -> None:
+        """DBG_IOWNER written: naming the supervisor of a tile whose
+        supervisor is not active makes the tile a member of the IPU's
+        syncs until it starts; naming a worker ends that."""
+        t = self.states.get(tile)
+        if context == 0 and (t is None or t.supervisor.status is not Status.ACTIVE):
+            self.named.add(tile)
+        else:
+            self._unname(tile)
+
+    def _unname(self, tile: int) -> None:
+        if tile in self.named:
+            self.named.discard(tile)
+            self._wake()  # a sync the tile held back may complete
+
     def inject(self, tile: int, context: int, word: int) -> TdiResult:
-        """DBG_IEXEC: execute ``word`` on ``context`` of ``tile``, which must
-        be inactive or excepted (A114 hover/$DBG_IEXEC.md, R docs/tdi.md).
-        An injected control instruction leaves the context active where it
-        leads (a branch to a program's entry starts it)."""
-        t = self.state(tile)
+        """DBG_IEXEC: accept ``word`` for ``context`` of ``tile``, which must
+        be inactive or excepted (A114 hover/$DBG_IEXEC.md, R docs/tdi.md);
+        it retires at the start of the next run() (TDI_STS.BUSY until
+        then). The caller keeps one injection per tile at a time."""
         if context > self.workers:
             return TdiResult.BAD_VALUE
+        if self.state(tile).contexts[context].status is Status.ACTIVE:
+            return TdiResult.NOT_QUIESCENT
+        if self._injectable(context, word) is None:
+            return TdiResult.UNSUPPORTED
+        self.injections[tile] = (context, word)
+        self._wake()
+        return TdiResult.OK
+
+    def _injectable(self, context: int, word: int) -> tuple[Instruction, Rule] | None:
+        inst = self.decoder.decode(word & MASK)
+        if inst is None or inst.coissue or inst.mnemonic in ("sync", "rpt"):
+            return None
+        rule = SEMANTICS.get(inst.row.variant)
+        if rule is None or not inst.row.context & (Contexts.WORKER if context else Contexts.SUPERVISOR):
+            return None
+        return inst, rule
+
+    def retire_injections(self) -> None:
+        """Execute the accepted injections: each tile's TDI_STS.BUSY clears,
+        with CNQ if its context became active meanwhile, INV if the
+        instruction faulted on an excepted context."""
+        pending, self.injections = self.injections, {}
+        for tile, (context, word) in sorted(pending.items()):
+            result = self._retire(tile, context, word)
+            debug = self.ipu.tdi.setdefault(tile, TileDebug())
+            debug.status &= ~TdiStatus.BUSY
+            if result == TdiResult.NOT_QUIESCENT:
+                debug.status |= TdiStatus.CNQ
+            elif result != TdiResult.OK:
+                debug.status |= TdiStatus.INV
+
+    def _retire(self, tile: int, context: int, word: int) -> TdiResult:
+        """One injected instruction. A control instruction (a branch, call,
+        brnzdec) leaves the context active where it leads: a branch to a
+        program's entry starts it; any other ends the tile's name."""
+        t = self.state(tile)
         c = t.contexts[context]
         if c.status is Status.ACTIVE:
             return TdiResult.NOT_QUIESCENT
-        inst = self.decoder.decode(word & MASK)
-        if inst is None or inst.coissue or inst.mnemonic in ("sync", "rpt"):
-            return TdiResult.UNSUPPORTED
-        rule = SEMANTICS.get(inst.row.variant)
-        if rule is None or not inst.row.context & (Contexts.WORKER if c.is_worker else Contexts.SUPERVISOR):
-            return TdiResult.UNSUPPORTED
+        found = self._injectable(context, word)
+        assert found is not None  # inject() checked it; the table does not change
+        inst, rule = found
         was = c.status
         c.next_pc = (c.pc + 4) & MASK
+        if context == 0:
+            self._unname(tile)  # started (a member while active) or not starting
         try:
             rule.handler(self, t, c, inst.operands)
         except TileFault as fault:

@@ -1,14 +1,22 @@
 /* ipufs/start.h: starting tile code and reading what it did, as a host
  * does it through the tile debug interface (docs/execution.md, "The host's
- * sequence"): DBG_IOWNER picks the context, `bri ENTRY` written to
- * DBG_IEXEC starts it, DBG_DATA carries a value out. Included by
- * ipufs/ipu.h, whose constants it uses; ipufs_register_() is load.h's. */
+ * sequence"): DBG_IOWNER picks the context (the supervisor: the IPU's syncs
+ * wait for the tile from then on), `bri ENTRY` written to DBG_IEXEC starts
+ * it once the injection retires (TDI_STS.BUSY clears), DBG_DATA carries a
+ * value out. Included by ipufs/ipu.h, whose constants it uses;
+ * ipufs_register_() is load.h's. */
 #ifndef IPUFS_START_H
 #define IPUFS_START_H
 
 #ifndef IPUFS_IPU_H
 #error "include ipufs/ipu.h, which includes this file"
 #endif
+
+#include <time.h>
+
+/* How long ipufs_tdi_retired() polls a busy injection, and how often. */
+#define IPUFS_RETIRE_TIMEOUT_NS 10000000000LL
+#define IPUFS_RETIRE_POLL_NS 200000L
 
 static inline int ipufs_store_(int config_fd, unsigned offset, uint32_t value)
 {
@@ -38,27 +46,67 @@ static inline int ipufs_tdi_register(int config_fd, uint32_t command, uint32_t t
     return (int)result;
 }
 
+static inline long long ipufs_now_ns_(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+/* Wait until the injection into `tile` has retired (TDI_STS.BUSY clear):
+ * 0; -EBUSY if it found its context active (TDI_STS.CNQ), -EIO if it left
+ * another error flag (INV: it faulted on an excepted context); -ETIMEDOUT
+ * if it stays busy for IPUFS_RETIRE_TIMEOUT_NS; or pread/pwrite's errno. */
+static inline int ipufs_tdi_retired(int config_fd, uint32_t tile)
+{
+    long long deadline = ipufs_now_ns_() + IPUFS_RETIRE_TIMEOUT_NS;
+    const struct timespec poll = {0, IPUFS_RETIRE_POLL_NS};
+    for (;;) {
+        uint32_t status = 0;
+        int r = ipufs_tdi_register(config_fd, IPU_TDI_READ_REG, tile, IPU_TDI_REG_TDI_STS, &status);
+        if ((r = ipufs_tdi_errno_(r)) != 0)
+            return r;
+        if (!(status & IPU_TDI_STS_BUSY))
+            return status & IPU_TDI_STS_CNQ ? -EBUSY
+                   : status & (IPU_TDI_STS_INV | IPU_TDI_STS_DBLE) ? -EIO : 0;
+        if (ipufs_now_ns_() > deadline)
+            return -ETIMEDOUT;
+        nanosleep(&poll, NULL);
+    }
+}
+
 /* Start `context` (0: the supervisor) of tiles[0..ntiles) at `entry` (a
- * 4-byte aligned tile address): 0, or -errno naming the first refusal
- * (ipufs_tdi_errno_() of ipu.h):
+ * 4-byte aligned tile address). Every tile is named (DBG_IOWNER) before any
+ * starts, so that a sync of the first tiles waits for the last; returns
+ * once every start has retired: 0, or -errno naming the first refusal:
  *   -EINVAL  entry not 4-byte aligned or past 21 bits, or context past 6;
  *   -ERANGE  a tile past TILE_COUNT;
- *   -EBUSY   the context is active (TDI_RESULT NOT_QUIESCENT);
- *   -ENOTSUP the word cannot be injected (TDI_RESULT UNSUPPORTED);
+ *   -EBUSY   the context is active (TDI_RESULT NOT_QUIESCENT, or CNQ when
+ *            the start retired);
  *   -EIO     any other TDI refusal (an error flag of TDI_STS still set:
  *            clear it with TDI_CLR);
- * or pread/pwrite's errno. Tiles before the refused one have started. */
+ *   -ETIMEDOUT  a start stayed busy (ipufs_tdi_retired());
+ * or pread/pwrite's errno. Tiles before the refused one may have started. */
 static inline int ipufs_start(int config_fd, uint32_t entry, const uint32_t *tiles, size_t ntiles,
                               uint32_t context)
 {
     if (entry % 4 || entry >= 1u << 21)
         return -EINVAL;
     for (size_t i = 0; i < ntiles; i++) {
-        uint32_t owner = context, word = IPUFS_BRI_WORD | entry >> 2;
+        uint32_t owner = context;
         int r = ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tiles[i], IPU_TDI_REG_DBG_IOWNER, &owner);
-        if (r == IPU_TDI_RESULT_OK)
-            r = ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tiles[i], IPU_TDI_REG_DBG_IEXEC, &word);
         if ((r = ipufs_tdi_errno_(r)) != 0)
+            return r;
+    }
+    for (size_t i = 0; i < ntiles; i++) {
+        uint32_t word = IPUFS_BRI_WORD | entry >> 2;
+        int r = ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tiles[i], IPU_TDI_REG_DBG_IEXEC, &word);
+        if ((r = ipufs_tdi_errno_(r)) != 0)
+            return r;
+    }
+    for (size_t i = 0; i < ntiles; i++) {
+        int r = ipufs_tdi_retired(config_fd, tiles[i]);
+        if (r != 0)
             return r;
     }
     return 0;

@@ -9,7 +9,7 @@ from ipufs.model.ipu import Ipu
 from ipufs.model.isa import Arch, encode_row
 from ipufs.model.isa.assembler import Assembled, Assembler
 from ipufs.model.isa.rows import ROWS
-from ipufs.model.tdi import TdiRegister
+from ipufs.model.tdi import TdiRegister, TdiStatus
 from tests.model.test_ipu import make, reg
 from tests.model.test_ipu import put as put_u32
 
@@ -90,10 +90,14 @@ def run(source: str, tiles: tuple[int, ...] = (0,), budget: int = 1_000_000) -> 
 
 def m(ipu: Ipu, tile: int, register: int, context: int = 0) -> int:
     """$m``register`` of a stopped context, read as a host does: inject
-    `put $DBG_DATA, $mN`, then read DBG_DATA."""
+    `put $DBG_DATA, $mN`, let it retire (TDI_STS.BUSY clears when the
+    executor next runs), then read DBG_DATA."""
     assert tdi_write(ipu, tile, TdiRegister.DBG_IOWNER, context) == TdiResult.OK
     result = tdi_write(ipu, tile, TdiRegister.DBG_IEXEC, word("put_mmmn_zi", 0x70, register))
     assert result == TdiResult.OK, result
+    assert tdi_read(ipu, tile, TdiRegister.TDI_STS) == TdiStatus.BUSY
+    ipu.execution.run(0)
+    assert tdi_read(ipu, tile, TdiRegister.TDI_STS) == 0
     return tdi_read(ipu, tile, TdiRegister.DBG_DATA)
 
 

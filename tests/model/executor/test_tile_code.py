@@ -27,10 +27,13 @@ def test_bad_entries_are_refused() -> None:
 
 def test_the_register_numbers_and_context_states_are_the_models() -> None:
     from ipufs.model.executor.state import Status
-    from ipufs.model.tdi import TdiRegister
+    from ipufs.model.tdi import TdiRegister, TdiStatus
 
-    assert (tile_code.TDI_CTXT_STS, tile_code.TDI_DBG_IEXEC, tile_code.TDI_DBG_IOWNER, tile_code.TDI_DBG_DATA) == (
-        TdiRegister.CTXT_STS, TdiRegister.DBG_IEXEC, TdiRegister.DBG_IOWNER, TdiRegister.DBG_DATA)
+    assert (tile_code.TDI_CTXT_STS, tile_code.TDI_DBG_IEXEC, tile_code.TDI_DBG_IOWNER, tile_code.TDI_DBG_DATA,
+            tile_code.TDI_TDI_STS) == (TdiRegister.CTXT_STS, TdiRegister.DBG_IEXEC, TdiRegister.DBG_IOWNER,
+                                       TdiRegister.DBG_DATA, TdiRegister.TDI_STS)
+    assert (tile_code.TDI_STS_CNQ, tile_code.TDI_STS_INV, tile_code.TDI_STS_DBLE, tile_code.TDI_STS_BUSY) == (
+        TdiStatus.CNQ, TdiStatus.INV, TdiStatus.DBLE, TdiStatus.BUSY)
     assert (tile_code.CONTEXT_INACTIVE, tile_code.CONTEXT_ACTIVE, tile_code.CONTEXT_EXCEPTED) == (
         Status.INACTIVE, Status.ACTIVE, Status.EXCEPTED)
 
