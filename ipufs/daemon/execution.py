@@ -5,11 +5,15 @@
 # program events to the trace, and lets go of the lock so that requests
 # are served between slices. Idle (no context can take a
 # turn) it sleeps until an IPU wakes it: a program started through the
-# TDI, a host sync completing. docs/execution.md.
+# TDI, a host sync completing. After each IPU's slice, and every SAMPLE_S
+# while the figures fall back to idle, it samples how many tiles have an
+# active context into the IPU's utilisation (utilisation.py), which the
+# model shows as UTILISATION and IPU_POWER. docs/execution.md.
 from __future__ import annotations
 
 import trio
 
+from ipufs.daemon.utilisation import Utilisation
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.events import EventSink, ProgramEvent
 from ipufs.driver.work import DeviceWork
@@ -24,16 +28,21 @@ BREATHE_S = 0.0002
 #: before the last was started could complete a sync without it (a sync
 #: waits for the tiles running: docs/execution.md)
 SETTLE_S = 0.05
+#: how often the utilisation is sampled while no tile takes turns but the
+#: figures are not idle (tiles waiting at a sync, or a window still
+#: holding work done): they move at most this late
+SAMPLE_S = 0.05
 
 
 class ExecutionRunner:
     """Steps the running tiles of ``devices`` while any can run."""
 
-    def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, *,
+    def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, utilisation: Utilisation, *,
                  slice_turns: int = SLICE_TURNS) -> None:
         self.devices = devices
         self.work = work
         self.tracer = tracer
+        self.utilisation = utilisation
         self.lock = work.lock
         self.slice_turns = slice_turns
         self._token: trio.lowlevel.TrioToken | None = None
@@ -63,11 +72,20 @@ class ExecutionRunner:
             busy = self.work.act(index, lambda: self._run(index, ipu)) or busy
         return busy
 
+    def _sample(self, index: int, ipu: Ipu) -> None:
+        ipu.set_utilisation(self.utilisation.sample(index, len(ipu.execution.running)))
+
+    def _sample_all(self) -> None:
+        for index, ipu in enumerate(self.devices.ipus):
+            self.work.act(index, lambda: self._sample(index, ipu))
+
     def _run(self, index: int, ipu: Ipu) -> bool:
         execution = ipu.execution
         if not execution.running:
+            self._sample(index, ipu)  # its figures fall back while others run
             return False
         execution.run(self.slice_turns)
+        self._sample(index, ipu)
         if execution.events:
             if self.tracer.enabled:
                 for e in execution.events:
@@ -84,7 +102,14 @@ class ExecutionRunner:
         task_status.started()
         try:
             while True:
-                await self._wanted.wait()
+                if self.utilisation.idle():
+                    await self._wanted.wait()
+                else:  # the figures still move: sample them until idle
+                    with trio.move_on_after(SAMPLE_S):
+                        await self._wanted.wait()
+                    if not self._wanted.is_set():
+                        self._sample_all()
+                        continue
                 self._wanted = trio.Event()
                 while True:
                     # A burst of starts, running or not: let it end first.
