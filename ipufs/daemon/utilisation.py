@@ -54,10 +54,13 @@ class TileTime:
         marks = self._marks
         if t < marks[0][0]:
             return None
-        for when, total, level in reversed(marks):
-            if when <= t:
-                return total + level * (t - when)
-        raise AssertionError("unreachable: t >= the first mark")
+        when, total, level = marks[-1]
+        if t < when:  # from the front: the window's start lies in the first mark's span
+            for i in range(len(marks) - 1):
+                if marks[i + 1][0] > t:
+                    when, total, level = marks[i]
+                    break
+        return total + level * (t - when)
 
     def sample(self, now: float, busy: int, pin: tuple[float, ...] = ()) -> None:
         """``busy`` tiles are busy from ``now`` on. ``pin``: times whose
