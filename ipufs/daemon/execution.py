@@ -5,8 +5,9 @@
 # program events to the trace, and lets go of the lock so that requests
 # are served between slices. Idle (no context can take a
 # turn) it sleeps until an IPU wakes it: a program started through the
-# TDI, a host sync completing. After each IPU's slice, and every SAMPLE_S
-# while the figures fall back to idle, it samples how many tiles have an
+# TDI, a host sync completing. After each IPU's slice, at most SETTLE_S
+# apart during a burst of starts, and every SAMPLE_S while the figures
+# fall back to idle, it samples how many tiles have an
 # active context into the IPU's utilisation (utilisation.py), which the
 # model shows as UTILISATION and IPU_POWER. docs/execution.md.
 from __future__ import annotations
@@ -115,6 +116,7 @@ class ExecutionRunner:
                     # A burst of starts, running or not: let it end first.
                     while trio.current_time() - self._started < SETTLE_S:
                         await trio.sleep_until(self._started + SETTLE_S)
+                        self._sample_all()  # a long burst: the figures keep moving
                     if not self._slice():
                         break
                     await trio.sleep(BREATHE_S)
