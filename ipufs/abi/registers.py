@@ -108,10 +108,14 @@ BLOCKS: tuple[Block, ...] = (
         ("SYNC_GS2_COUNT", 0x08, RO, "GS2 syncs completed"),
     ),
     _block(
-        "TELEMETRY", 0x0500, "board telemetry",
+        "TELEMETRY", 0x0500, "board and IPU telemetry",
         ("TEMPERATURE", 0x00, RO, "IPU temperature, millidegrees Celsius"),
         ("POWER", 0x04, RO, "board power, milliwatts"),
         ("CLOCK", 0x08, RO, "IPU clock, MHz"),
+        ("UTILISATION", 0x0C, RO, "share of the tiles' time with an active context over the last second, "
+                                  "in hundredths of a percent (0..10000; docs/execution.md)"),
+        ("IPU_POWER", 0x10, RO, "the IPU's power from the power model, milliwatts; 0 on boards that measure "
+                                "no single IPU (docs/monitoring.md)"),
     ),
     _block(
         "DOORBELL", 0x0800, "command registers: write non-zero, the device acts and clears them",

@@ -24,6 +24,7 @@ from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
 from ipufs.daemon.devlinks import DevLinks
 from ipufs.daemon.execution import ExecutionRunner
+from ipufs.daemon.utilisation import Utilisation
 from ipufs.daemon.faults import Fault, FaultError, FaultInjector
 from ipufs.daemon.fields import Limits
 from ipufs.daemon.plan import FaultPlan
@@ -121,7 +122,9 @@ class Daemon:
         self.work = DeviceWork(self.effects, use, lock=lock)
         self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
-        self.execution = ExecutionRunner(self.devices, self.work, self.tracer, waiting=lambda: self.server.waiting)
+        self.utilisation = Utilisation(profile.tiles, config.ipus, self.driver.attachments.session)
+        self.execution = ExecutionRunner(self.devices, self.work, self.tracer, self.utilisation,
+                                         waiting=lambda: self.server.waiting)
         # The native fast path: it answers the hot requests while nothing
         # around them needs Python (a trace, a fault plan, page-cache mode).
         self.fast: FastAnswers | None = None
@@ -156,7 +159,7 @@ class Daemon:
         self.holder = Holder(mount_dir) if self.cdi is not None and config.cdi_follow_restarts else None
         # The control socket.
         device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock)
-        status = StatusQueries(self.devices, self.driver, lambda: self.filesystem.mode,
+        status = StatusQueries(self.devices, self.driver, self.utilisation, lambda: self.filesystem.mode,
                                self._requests)
         o = config.ownership
         self.control = ControlServer(

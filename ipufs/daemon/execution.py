@@ -7,7 +7,10 @@
 # injected through the TDI since the last (TDI_STS.BUSY until then) and
 # frees some of the tile state a reset set aside. Idle (no context can
 # take a turn) it sleeps until an IPU wakes it: an injection, a host sync
-# completing, a reset. docs/execution.md.
+# completing, a reset. After each IPU's slice, and every SAMPLE_S while the
+# figures fall back to idle, it samples how many tiles have an active
+# context into the IPU's utilisation (utilisation.py), which the model
+# shows as UTILISATION and IPU_POWER. docs/execution.md.
 from __future__ import annotations
 
 import sys
@@ -15,6 +18,7 @@ from collections.abc import Callable
 
 import trio
 
+from ipufs.daemon.utilisation import Utilisation
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.events import EventSink, ProgramEvent
 from ipufs.driver.work import DeviceWork
@@ -34,6 +38,10 @@ SWEEP_TILES = 32
 #: FUSE reader needs it to read, to take the lock and to answer: with
 #: CPython's 5 ms each hand-over could cost a RESET 5 ms (docs/execution.md)
 SWITCH_INTERVAL_S = 0.0005
+#: how often the utilisation is sampled while no tile takes turns but the
+#: figures are not idle (tiles waiting at a sync, or a window still
+#: holding work done): they move at most this late
+SAMPLE_S = 0.05
 
 
 def slice_turns(execution: Execution) -> int:
@@ -44,11 +52,12 @@ def slice_turns(execution: Execution) -> int:
 class ExecutionRunner:
     """Steps the running tiles of ``devices`` while any can run."""
 
-    def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, *,
+    def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, utilisation: Utilisation, *,
                  slice_turns: int | None = None, waiting: Callable[[], bool] = lambda: False) -> None:
         self.devices = devices
         self.work = work
         self.tracer = tracer
+        self.utilisation = utilisation
         self.lock = work.lock
         self.slice_turns = slice_turns  # None: slice_turns(execution)
         #: whether a request waits for the lock (the FUSE reader's)
@@ -78,12 +87,21 @@ class ExecutionRunner:
                 await trio.sleep(BREATHE_S)
         return busy
 
+    def _sample(self, index: int, ipu: Ipu) -> None:
+        ipu.set_utilisation(self.utilisation.sample(index, len(ipu.execution.running)))
+
+    def _sample_all(self) -> None:
+        for index, ipu in enumerate(self.devices.ipus):
+            self.work.act(index, lambda: self._sample(index, ipu))
+
     def _run(self, index: int, ipu: Ipu) -> bool:
         execution = ipu.execution
         swept = execution.sweep(SWEEP_TILES)
         if not execution.running and not execution.injections:
+            self._sample(index, ipu)  # its figures fall back while others run
             return swept
         execution.run(slice_turns(execution) if self.slice_turns is None else self.slice_turns)
+        self._sample(index, ipu)
         if execution.events:
             if self.tracer.enabled:
                 for e in execution.events:
@@ -102,7 +120,14 @@ class ExecutionRunner:
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         try:
             while True:
-                await self._wanted.wait()
+                if self.utilisation.idle():
+                    await self._wanted.wait()
+                else:  # the figures still move: sample them until idle
+                    with trio.move_on_after(SAMPLE_S):
+                        await self._wanted.wait()
+                    if not self._wanted.is_set():
+                        self._sample_all()
+                        continue
                 self._wanted = trio.Event()
                 while True:
                     if not await self._slice():

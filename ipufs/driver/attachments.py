@@ -32,11 +32,9 @@ class Attachment:
 class AttachmentTable:
     def __init__(self) -> None:
         self.by_ipu: dict[int, Attachment] = {}
-        #: When the table began, and for how long each IPU was held by
-        #: attachments that have ended (what `ipufs info` reports as use).
-        self.started = time.monotonic()
-        self.held: dict[int, float] = {}
-        self.last_session: dict[int, tuple[float, float]] = {}  # ipu: (start, end) of the last ended one
+        #: (start, end) of the last attachment of each IPU that has ended
+        #: (its session, as `ipu utilisation (session)` reports it)
+        self.last_session: dict[int, tuple[float, float]] = {}
 
     def get(self, ipu: int) -> Attachment | None:
         return self.by_ipu.get(ipu)
@@ -48,27 +46,17 @@ class AttachmentTable:
     def remove(self, ipu: int) -> Attachment | None:
         attachment = self.by_ipu.pop(ipu, None)
         if attachment is not None:
-            now = time.monotonic()
-            self.held[ipu] = self.held.get(ipu, 0.0) + now - attachment.attached_at
-            self.last_session[ipu] = (attachment.attached_at, now)
+            self.last_session[ipu] = (attachment.attached_at, time.monotonic())
         return attachment
 
-    def use(self, ipu: int) -> tuple[float, float | None]:
-        """The share (0..1) of the time since the table began that a process
-        was attached to ``ipu``, and the share of the current (or last)
-        attachment's time since it began (None: never attached)."""
-        now = time.monotonic()
+    def session(self, ipu: int) -> tuple[float, float | None] | None:
+        """The monotonic times the current attachment of ``ipu`` began (and
+        None: it goes on), else the last one's start and end; None when
+        the IPU was never attached."""
         current = self.by_ipu.get(ipu)
-        held = self.held.get(ipu, 0.0) + (now - current.attached_at if current else 0.0)
-        total = max(now - self.started, 1e-9)
         if current is not None:
-            session: float | None = 1.0
-        elif ipu in self.last_session:
-            start, end = self.last_session[ipu]
-            session = (end - start) / max(now - start, 1e-9)
-        else:
-            session = None
-        return min(held / total, 1.0), session
+            return current.attached_at, None
+        return self.last_session.get(ipu)
 
     def __iter__(self):  # type: ignore[no-untyped-def]
         return iter(list(self.by_ipu.values()))

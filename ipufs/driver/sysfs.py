@@ -81,6 +81,12 @@ def _error_state(ipu: Ipu) -> str:
     return "no errors" if error == 0 else R.ExceptionCause(error).name.lower()
 
 
+def _ipu_power(ipu: Ipu) -> str:
+    # As `ipufs info` prints it: N/A on boards that measure no single IPU.
+    milliwatts = pci.register_value(ipu, "IPU_POWER")
+    return f"{milliwatts / 1000:.2f}W" if milliwatts else "N/A"
+
+
 def _serial(ipu: Ipu) -> str:
     # As `ipufs info` prints the board serial number.
     return serial_text(pci.register_value(ipu, "BOARD_SERIAL_HI") << 32 | pci.register_value(ipu, "BOARD_SERIAL_LO"))
@@ -130,6 +136,8 @@ ATTRIBUTES: dict[str, Attribute] = {
     # ipufs's own: what gc-info reports that no known attribute carries.
     "ipu_error_state": lambda ipu: _error_state(ipu) + "\n",
     "reset_count": lambda ipu: f"{pci.register_value(ipu, 'RESET_COUNT')}\n",
+    "ipu_utilisation": lambda ipu: f"{pci.register_value(ipu, 'UTILISATION') / 100:.2f}%\n",
+    "ipu_power": lambda ipu: _ipu_power(ipu) + "\n",
 }
 
 #: The hwmon attributes (Documentation/hwmon/sysfs-interface units):

@@ -24,6 +24,7 @@ from ipufs.abi.registers import ExceptionCause, TdiCommand, TdiResult
 from ipufs.model.sync import SyncGroup, SyncRefused, interrupt_for
 from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
 from ipufs.model.executor import Execution, debug as tile_debug
+from ipufs.model import power
 from ipufs.model.tile_registers import TileRegisters
 from ipufs.model.tiles import MisalignedAccess, TileMemory
 
@@ -96,6 +97,9 @@ class Ipu:
         self.sync_counts = {1: 0, 2: 0}
         self.tdi_result = 0
         self.link_down = False
+        #: UTILISATION, in hundredths of a percent: what the daemon last
+        #: sampled of the tiles' work (the model reads no clocks)
+        self.utilisation = 0
         self._batching = False
         self._synced: list[int] = []  # the status values last stored, in STATUS order
         self.icu = Icu(
@@ -457,6 +461,16 @@ class Ipu:
             board.clock_mhz = clock_mhz
         self._changed()
 
+    def set_utilisation(self, hundredths: int) -> None:
+        """UTILISATION (and the IPU_POWER it implies): the share of the
+        tiles' time with an active context, in hundredths of a percent, as
+        the daemon's sampling found it (docs/execution.md)."""
+        if not 0 <= hundredths <= power.FULL:
+            raise ValueError(f"utilisation {hundredths} is out of range 0..{power.FULL}")
+        if hundredths != self.utilisation:
+            self.utilisation = hundredths
+            self._changed()
+
     def stamp_scratch(self, monotonic_ns: int) -> None:
         """The fault API, for latency measurements: SCRATCH holds the low 32
         bits of the moment of an event (CLOCK_MONOTONIC in ns, read by the
@@ -526,6 +540,9 @@ STATUS: tuple[tuple[R.Register, Callable[[Ipu], int]], ...] = (
     (REG["TEMPERATURE"], attrgetter("icu.board.temperature_mc")),
     (REG["POWER"], attrgetter("icu.board.power_mw")),
     (REG["CLOCK"], attrgetter("icu.board.clock_mhz")),
+    (REG["UTILISATION"], attrgetter("utilisation")),
+    (REG["IPU_POWER"], lambda ipu: power.ipu_power_mw(ipu.icu.board.board_type, ipu.icu.board.clock_mhz,
+                                                      ipu.utilisation)),
     (REG["TDI_RESULT"], attrgetter("tdi_result")),
 )
 _STATUS_REGISTERS = [reg for reg, _ in STATUS]

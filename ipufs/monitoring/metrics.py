@@ -102,7 +102,7 @@ class _Families:
         self.power = gauge("ipufs_ipu_power_watts", "IPU power from the power model (boards with a sensor per IPU)")
         self.board_power = gauge("ipufs_ipu_board_power_watts", "total board power (the ICU's)")
         self.clock = gauge("ipufs_ipu_clock_hertz", "IPU clock")
-        self.utilisation = gauge("ipufs_ipu_utilisation_ratio", "share of the time the IPU was in use, 0..1")
+        self.utilisation = gauge("ipufs_ipu_utilisation_ratio", "share of the tiles' time busy over the last second, 0..1")
         self.attached = gauge("ipufs_ipu_attached", "1 while a process is attached")
         self.process = InfoMetricFamily("ipufs_ipu_process", "the attached process", labels=LABELS)
         self.exceptions = counter("ipufs_ipu_exceptions", "exceptions raised since the last clear or reset")

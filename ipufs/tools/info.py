@@ -18,7 +18,7 @@ from ipufs.abi import ioctls
 from ipufs.abi.icu import Op
 from ipufs.abi.registers import ARCH_CODES, BOARD_CODES, STATUS_ICU_UNRESPONSIVE, ExceptionCause
 from ipufs.abi.serial import serial_text
-from ipufs.tools import devices, power as power_model
+from ipufs.tools import devices
 
 ARCH_NAMES = {v: k for k, v in ARCH_CODES.items()}
 BOARD_NAMES = {v: k for k, v in BOARD_CODES.items()}
@@ -68,7 +68,7 @@ def fields(root: Path, index: int) -> list[Field]:
     view = devices.daemon_view(root, index) or {}
     attached = view.get("attached")
     mem = os.stat(root / f"ipu{index}_mem")
-    use, session_use = view.get("use"), view.get("session_use")
+    session_use = view.get("session_use")
     board = BOARD_NAMES.get(r["BOARD_TYPE"], "unknown")
     out = [
         _field("id", index),
@@ -92,8 +92,8 @@ def fields(root: Path, index: int) -> list[Field]:
         _field("icu bootloader version", bootloader),
         _field("ipu architecture", ARCH_NAMES.get(r["ARCH"], "unknown")),
         _field("ipu error state", "no errors" if error == 0 else _cause(error)),
-        _field("ipu power", power_model.ipu_power_w(board, r["CLOCK"]), "W", "{:.2f}"),
-        _field("ipu utilisation", None if use is None else use * 100, "%", "{:.2f}"),
+        _field("ipu power", r["IPU_POWER"] / 1000 if r["IPU_POWER"] else None, "W", "{:.2f}"),
+        _field("ipu utilisation", r["UTILISATION"] / 100, "%", "{:.2f}"),
         _field("ipu utilisation (session)", None if session_use is None else session_use * 100, "%", "{:.2f}"),
         _field("link correctable error count", None),
         _field("link speed", r["LINK_SPEED"] / 10, " GT/s", "{:.1f}"),

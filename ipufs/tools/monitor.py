@@ -1,6 +1,7 @@
 # `ipufs monitor`: what gc-monitor shows, printed once (gc-monitor's own
 # habit; `--watch` refreshes it): a boxed card table (serial, ICU firmware,
-# type, id, PCIe id, clock, temperature, power) and a table of the attached
+# type, id, PCIe id, clock, temperature, board power, and the IPU's power and
+# utilisation from what its tiles run) and a table of the attached
 # processes (the samples of Graphcore's command-line tools documentation), plus
 # what only ipufs knows: signals sent and dropped. Telemetry is read from
 # config space; who is attached and the counts come from the daemon.
@@ -38,6 +39,8 @@ def snapshot(root: Path) -> list[dict[str, Any]]:
             "clock_mhz": r["CLOCK"],
             "temperature_c": r["TEMPERATURE"] / 1000,
             "power_w": r["POWER"] / 1000,
+            "ipu_power_w": r["IPU_POWER"] / 1000 if r["IPU_POWER"] else None,
+            "utilisation_percent": r["UTILISATION"] / 100,
             "resets": r["RESET_COUNT"],
             "error": r["ERROR_STATE"],
         })
@@ -59,9 +62,12 @@ def render(rows: list[dict[str, Any]], *, card_info: bool = True) -> str:
     lines: list[str] = []
     if card_info:
         lines += _box(
-            ["Serial #", "ICU FW", "Type", "ID", "PCIe ID", "IPU Clk", "IPU Temp", "Board power", "Resets"],
+            ["Serial #", "ICU FW", "Type", "ID", "PCIe ID", "IPU Clk", "IPU Temp", "Board power", "IPU power",
+             "IPU util", "Resets"],
             [[r["serial"], r["icu_firmware"], r["type"], str(r["ipu"]), r["pci_id"], f"{r['clock_mhz']}MHz",
-              f"{r['temperature_c']:.1f} C", f"{r['power_w']:.1f} W", str(r["resets"])] for r in rows])
+              f"{r['temperature_c']:.1f} C", f"{r['power_w']:.1f} W",
+              "N/A" if r["ipu_power_w"] is None else f"{r['ipu_power_w']:.1f} W",
+              f"{r['utilisation_percent']:.2f}%", str(r["resets"])] for r in rows])
     attached = [r for r in rows if r["pid"]]
     lines += _box(["ID", "PID", "Command", "User", "Signals", "Dropped"],
                   [[str(r["ipu"]), str(r["pid"]), r["command"] or "-", r["user"] or "-",

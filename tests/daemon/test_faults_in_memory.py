@@ -21,6 +21,7 @@ from ipufs.daemon.faults import Fault, FaultInjector, limits_of
 from ipufs.daemon.plan import FaultPlan
 from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.timers import Timers
+from ipufs.daemon.utilisation import Utilisation
 from ipufs.daemon.trace import Tracer
 from ipufs.driver.devices import DeviceSet
 from ipufs.fuse import requests as rq
@@ -49,7 +50,8 @@ class Board:
         assert reply.error == 0
         self.tracer = Tracer()
         self.side = DeviceSide(devices, self.tracer, self.injector, self.plans, lock=threading.RLock())
-        self.status = StatusQueries(devices, self.rig.driver, lambda: self.rig.fs.mode, lambda: 42,
+        utilisation = Utilisation(devices.profile.tiles, len(devices.ipus), self.rig.driver.attachments.session)
+        self.status = StatusQueries(devices, self.rig.driver, utilisation, lambda: self.rig.fs.mode, lambda: 42,
                                     self.rig.processes.calls())
         self.limits = limits_of(devices)
 

@@ -19,9 +19,11 @@ from ipufs.daemon.fields import Integer, NameList, Text
 from ipufs.daemon.plan import FaultPlan
 from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.trace import KINDS, Filter, Tracer
+from ipufs.daemon.utilisation import Utilisation
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.system import REAL, SystemCalls
+from ipufs.model.power import FULL
 
 #: The IPU a request is about, required.
 THE_IPU = Integer("ipu", IPU.help, hi=IPU.hi, hi_text=IPU.hi_text)
@@ -44,10 +46,11 @@ class StatusQueries:
     processes; ``mode`` says how BARs are served; ``requests`` counts the
     requests served."""
 
-    def __init__(self, devices: DeviceSet, driver: IpuDriver, mode: Callable[[], str],
+    def __init__(self, devices: DeviceSet, driver: IpuDriver, utilisation: Utilisation, mode: Callable[[], str],
                  requests: Callable[[], int] = lambda: 0, system: SystemCalls = REAL) -> None:
         self.devices = devices
         self.driver = driver
+        self.utilisation = utilisation
         self.mode = mode
         self.requests = requests
         self.system = system
@@ -68,7 +71,6 @@ class StatusQueries:
                         "buffer_bytes": sum(b.length for b in att.buffers.values()),
                         # Its pid in its own PID namespace, for tools that run there.
                         "namespace": None if where is None else {"pid_ns": where[0], "pid": where[1]}}
-        use, session_use = driver.attachments.use(index)
         names = SIGNAL_NAMES
         board = model.icu.board
         return {
@@ -80,8 +82,8 @@ class StatusQueries:
             "reset_count": model.reset_count,
             "exception_count": model.exception_count,  # raised since the last clear or reset
             "parity_errors": len(model.tiles.bad_parity),  # tile memory words whose parity is bad now
-            "use": use,  # share of the daemon's time a process held the IPU
-            "session_use": session_use,  # the same over the current or last attachment
+            "use": model.utilisation / FULL,  # UTILISATION: tiles busy over the last second, 0..1
+            "session_use": self.utilisation.session(index),  # the same over the current or last attachment
             "exception": None if model.exception is None else {
                 "cause": model.exception.cause, "tile": model.exception.tile,
                 "address": model.exception.address, "context": model.exception.context},

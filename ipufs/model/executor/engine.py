@@ -31,7 +31,6 @@ _PARITY_FAULT = (Etype.MEMERR, ExceptionCause.PARITY)
 #: wait as the arrays hold it
 _INTERNAL, _EXTERNAL = WAIT_CODES[Wait.INTERNAL], WAIT_CODES[Wait.EXTERNAL]
 _MAX_EVENTS = 4096
-_ACTIVE = Status.ACTIVE
 #: generations of tile state a reset has dropped and sweep() not yet freed;
 #: beyond this a reset frees the oldest itself
 _MAX_RETIRED = 8

@@ -110,10 +110,12 @@ struct ipufs_buffer {
 #define IPU_REG_SYNC_STATUS 0x0400 /* ro: bit 0 WAITING for the group; bit 1 ERROR (bad zone or busy); bits 8..15 the last zone completed */
 #define IPU_REG_SYNC_GS1_COUNT 0x0404 /* ro: GS1 syncs completed */
 #define IPU_REG_SYNC_GS2_COUNT 0x0408 /* ro: GS2 syncs completed */
-/* TELEMETRY: board telemetry */
+/* TELEMETRY: board and IPU telemetry */
 #define IPU_REG_TEMPERATURE 0x0500 /* ro: IPU temperature, millidegrees Celsius */
 #define IPU_REG_POWER 0x0504 /* ro: board power, milliwatts */
 #define IPU_REG_CLOCK 0x0508 /* ro: IPU clock, MHz */
+#define IPU_REG_UTILISATION 0x050C /* ro: share of the tiles' time with an active context over the last second, in hundredths of a percent (0..10000; docs/execution.md) */
+#define IPU_REG_IPU_POWER 0x0510 /* ro: the IPU's power from the power model, milliwatts; 0 on boards that measure no single IPU (docs/monitoring.md) */
 /* DOORBELL: command registers: write non-zero, the device acts and clears them */
 #define IPU_REG_CMD_RESET 0x0800 /* cmd: write 1: reset the device (as the RESET ioctl) */
 #define IPU_REG_CMD_EXC_CLEAR 0x0804 /* cmd: write 1: clear the held exception */
