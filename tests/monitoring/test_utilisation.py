@@ -30,12 +30,13 @@ _start:
     bri _start
 """
 
-#: a worker that counts down, then exits: its tile is idle again
+#: a worker that counts down, then exits: its tile is idle again (100,000
+#: instructions: long enough, at the native loop's rate, for samples to see it)
 COUNTDOWN = """\
     .text 0x100000
     .worker
 _start:
-    setzi $m1, 500
+    setzi $m1, 50000
 loop:
     brnzdec $m1, loop
     exitz $m15
