@@ -176,3 +176,58 @@ _spin_read = _lib.ipufs_spin_read
 _NULL = _ffi.NULL
 _SPIN_WATCHED = _lib.IPUFS_SPIN_WATCHED
 _EAGAIN = -errno.EAGAIN
+
+
+class Rings:
+    """FUSE over io_uring (native/src/uring.c) for the connection of
+    /dev/fuse description ``fd`` (non-blocking): ``queues`` rings of
+    ``depth`` entries with ``payload``-byte buffers, each served by a
+    native thread pinned to its CPU once started. ``receive`` waits,
+    without the GIL, for the next request the rings hand over or, else,
+    one read from ``fd``; ``reply`` commits to a ring entry from any
+    thread."""
+
+    #: Tags at or above this name a ring entry; below, a /dev/fuse fd.
+    TAG = int(_lib.IPUFS_URING_TAG)
+
+    def __init__(self, fd: int, buffer: bytearray, *, queues: int, depth: int) -> None:
+        error = _ffi.new("int *")
+        rings = _lib.ipufs_uring_new(fd, queues, depth, len(buffer), error)
+        if rings == _ffi.NULL:
+            raise OSError(-error[0], f"FUSE over io_uring: {os.strerror(-error[0])}")
+        self._rings = rings
+        self._buffer = _ffi.from_buffer(buffer)
+        self._length = len(buffer)
+        self._tag = _ffi.new("uint64_t *")
+
+    def start(self) -> None:
+        """Start the ring threads; each registers its entries. OSError when
+        io_uring or the kernel refuses (the threads are stopped then)."""
+        _check(_lib.ipufs_uring_start(self._rings), "FUSE over io_uring")
+
+    def receive(self, spin_ns: int) -> tuple[int, int]:
+        """The next request's length in the buffer and its tag; OSError
+        (ENODEV once the connection has ended)."""
+        n = _uring_receive(self._rings, self._buffer, self._length, spin_ns, self._tag)
+        if n < 0:
+            raise OSError(-n, os.strerror(-n))
+        return n, int(self._tag[0])
+
+    def reply(self, message: bytes, tag: int) -> bool:
+        """Commit ``message`` to the entry of ``tag``; False when the rings
+        are stopped."""
+        return _check(_lib.ipufs_uring_reply(self._rings, tag, message, len(message)), "FUSE over io_uring") > 0
+
+    def counts(self) -> tuple[int, int]:
+        """Requests answered by the ring threads, and handed over."""
+        return int(_lib.ipufs_uring_answered(self._rings)), int(_lib.ipufs_uring_handed(self._rings))
+
+    def close(self) -> None:
+        """Stop the threads and free the rings (idempotent); call it when
+        nothing receives or replies any more."""
+        rings, self._rings = self._rings, _NULL
+        if rings != _NULL:
+            _lib.ipufs_uring_free(rings)
+
+
+_uring_receive = _lib.ipufs_uring_receive

@@ -6,9 +6,11 @@
 # unshare(2) and what a child of `ipufs run` does before exec, and
 # signalfd(2), through which a Python client can read si_int; and the
 # register watcher's detector, which polls shared memory without the GIL,
-# and the FUSE reader's spin, which scans the same watches while it waits.
+# and the FUSE reader's spin, which scans the same watches while it waits;
+# and FUSE over io_uring (src/uring.c, its own source: uring.h declares it).
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 
@@ -16,6 +18,22 @@ from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
+#: Sources compiled into the module beside SOURCE, each declared by its header.
+SOURCES = ["uring.c"]
+
+
+def declarations(header: str) -> str:
+    """What cdef needs of a header in src/: its declarations as they are,
+    its constants as ``...`` (cffi asks the compiler), the rest of its
+    preprocessor lines dropped."""
+    kept = []
+    for line in (HERE / "src" / header).read_text().splitlines():
+        words = line.split()
+        if line.startswith("#define ") and len(words) > 2:
+            kept.append(f"#define {words[1]} ...")
+        elif not line.startswith("#"):
+            kept.append(line)
+    return "\n".join(kept) + "\n"
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -42,10 +60,14 @@ ffibuilder.cdef(
                          const struct ipufs_watch *watches, int n, unsigned char *ready,
                          uint32_t *awake);
     """
+    + declarations("uring.h")
 )
 ffibuilder.set_source(
     "ipufs._native",
-    SOURCE,
+    SOURCE + '\n#include "uring.h"\n',
+    # Relative paths: setuptools refuses absolute ones.
+    sources=[os.path.relpath(HERE / "src" / name) for name in SOURCES],
+    include_dirs=[os.path.relpath(HERE / "src")],
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
 )
 
