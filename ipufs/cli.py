@@ -60,7 +60,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
             print("mounts: none")
         for m in mounts:
             state = "alive" if m.alive else "unknown" if "unknown" in m.detail else "DEAD"
-            print(f"mount: {m.mountpoint} [{m.source}] {state}, mode {m.mode}: {m.detail}")
+            print(f"mount: {m.mountpoint} [{m.source}] {state}, mode {m.mode}, fast path {m.fast_path}: {m.detail}")
     return 0 if all(f.ok for f in findings[:2]) else 1
 
 

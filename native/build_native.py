@@ -7,7 +7,8 @@
 # signalfd(2), through which a Python client can read si_int; and the
 # register watcher's detector, which polls shared memory without the GIL,
 # and the FUSE reader's spin, which scans the same watches while it waits;
-# and FUSE over io_uring (src/uring.c, its own source: uring.h declares it).
+# and the fast path (src/fastpath.c), which answers hot requests natively;
+# and FUSE over io_uring (src/uring.c).
 from __future__ import annotations
 
 import os
@@ -18,8 +19,9 @@ from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
-#: Sources compiled into the module beside SOURCE, each declared by its header.
-SOURCES = ["uring.c"]
+#: Sources compiled into the same module beside SOURCE (their functions
+#: are declared in the headers of src/ and in the cdef below).
+SOURCES = [os.path.relpath(HERE / "src" / name) for name in ("fastpath.c", "uring.c")]
 
 
 def declarations(header: str) -> str:
@@ -34,6 +36,7 @@ def declarations(header: str) -> str:
         elif not line.startswith("#"):
             kept.append(line)
     return "\n".join(kept) + "\n"
+
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -55,19 +58,26 @@ ffibuilder.cdef(
     int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
                     long period_ns, long timeout_ns, uint32_t *awake);
     void ipufs_asleep(uint32_t *awake);
+    struct ipufs_fast;
     #define IPUFS_SPIN_WATCHED ...
+    #define IPUFS_FAST_ANSWERED ...
     long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
                          const struct ipufs_watch *watches, int n, unsigned char *ready,
-                         uint32_t *awake);
+                         uint32_t *awake, struct ipufs_fast *fast);
+    long ipufs_sleep_read(int fd, void *buffer, size_t length, struct ipufs_fast *fast);
     """
+    # The fast path's interface, declared once, in its header.
+    + "\n".join(re.findall(r"^(?:long|void|int|uint64_t|int64_t|struct ipufs_fast \*)\s*ipufs_fast_\w+\(.*?\);$",
+                           (HERE / "src" / "fastpath.h").read_text(), re.M | re.S))
+    + re.search(r"^enum ipufs_fast_kind \{.*?^\};$", (HERE / "src" / "fastpath.h").read_text(),
+                re.M | re.S).group(0)  # type: ignore[union-attr]
     + declarations("uring.h")
 )
 ffibuilder.set_source(
     "ipufs._native",
     SOURCE + '\n#include "uring.h"\n',
-    # Relative paths: setuptools refuses absolute ones.
-    sources=[os.path.relpath(HERE / "src" / name) for name in SOURCES],
-    include_dirs=[os.path.relpath(HERE / "src")],
+    sources=SOURCES,
+    include_dirs=[str(HERE / "src")],
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
 )
 

@@ -40,6 +40,7 @@ class DaemonConfig:
     trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
     spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
     uring: str = "auto"  # FUSE over io_uring: auto, on or off (ipufs/fuse/uring.py)
+    fast_path: bool = True  # the native readers answer the hot requests (ipufs/driver/fast_path.py)
     cdi_dir: str | None = None  # write the mount's CDI spec here (the CLI's default as root: /var/run/cdi)
     cdi_prefix: str | None = None  # before the CDI device names (default: container.cdi.default_prefix)
     cdi_follow_restarts: bool = False  # CDI devices that follow daemon restarts (container/follow.py)
@@ -162,6 +163,7 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
         trace_max_bytes=int(s.get("trace_max_bytes", d.trace_max_bytes)),
         spin_us=int(s.get("spin_us", d.spin_us)),
         uring=str(s.get("uring", d.uring)),
+        fast_path=bool(s.get("fast_path", d.fast_path)),
         cdi_dir=(None if not s.get("cdi", True) else
                  str(s["cdi_dir"]) if s.get("cdi_dir") else cdi.DEFAULT_DIR if os.geteuid() == 0 else None),
         cdi_prefix=None if s.get("cdi_prefix") is None else str(s["cdi_prefix"]),

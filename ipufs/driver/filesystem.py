@@ -336,7 +336,7 @@ class IpuFilesystem(Operations):
     # --- extended attributes: read-only facts about the mount -------------
     def xattrs(self, ino: int) -> dict[bytes, bytes]:
         if ino == ROOT_INO:
-            return xattrs.of_root(self.devices, self.mapping, self.control_path)
+            return xattrs.of_root(self.devices, self.mapping, self.control_path, self.nodes.fast.state)
         node = self.tree.by_ino(ino)
         if node is None:
             self._state(ino)

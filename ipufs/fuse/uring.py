@@ -84,12 +84,16 @@ def possible_cpus() -> int:
 class Uring(OnDevice):
     """A Transport over FUSE over io_uring: ``device`` is the /dev/fuse
     description mounted (made non-blocking), ``spin_for`` how long
-    ``receive`` keeps looking for the next request before it sleeps."""
+    ``receive`` keeps looking for the next request before it sleeps,
+    ``fast`` the native fast path the ring threads answer requests on
+    (None: every request comes to ``receive``)."""
 
     init_flags: int = abi.InitFlag.OVER_IO_URING
 
-    def __init__(self, device: FuseChannel, *, spin_for: float = SPIN, depth: int = DEPTH) -> None:
+    def __init__(self, device: FuseChannel, *, spin_for: float = SPIN, depth: int = DEPTH,
+                 fast: native.FastPath | None = None) -> None:
         self.device = device
+        self.fast = fast
         os.set_blocking(device.fd, False)
         self.spin_ns = int(spin_for * 1e9)
         self.depth = depth
@@ -98,9 +102,9 @@ class Uring(OnDevice):
         self._buffer: bytearray | None = None
 
     @classmethod
-    def open(cls, *, spin_for: float = SPIN) -> Uring:
+    def open(cls, *, spin_for: float = SPIN, fast: native.FastPath | None = None) -> Uring:
         """A new connection: /dev/fuse opened, not yet mounted."""
-        return cls(FuseChannel.open(), spin_for=spin_for)
+        return cls(FuseChannel.open(), spin_for=spin_for, fast=fast)
 
     def mount_fd(self) -> int:
         return self.device.fd
@@ -122,7 +126,8 @@ class Uring(OnDevice):
         if buffer is not self._buffer:
             assert rings is None, "the rings' buffers are sized for the first receive's"
             self._buffer = buffer
-            rings = self.rings = native.Rings(self.device.fd, buffer, queues=possible_cpus(), depth=self.depth)
+            rings = self.rings = native.Rings(self.device.fd, buffer, queues=possible_cpus(), depth=self.depth,
+                                              fast=self.fast)
         assert rings is not None
         while True:
             try:

@@ -21,6 +21,7 @@ class MountStatus:
     alive: bool
     mode: str
     detail: str
+    fast_path: str = "unknown"  # "on", "off", "held: why" (user.ipufs.fast_path)
 
 
 def _getxattr(path: str, name: str, timeout: float = 2.0) -> str | None:
@@ -50,13 +51,16 @@ def mount_status() -> list[MountStatus]:
                       # The kernel refused the path before asking the daemon.
                       "!EACCES": "not readable by this user (a directory on its path is closed): "
                                  "whether it is alive is unknown"}.get(mode, f"error {mode[1:]}")
-            mode = "unknown"
+            mode = fast_path = "unknown"
         else:
             alive = True
             reason = _getxattr(entry.mountpoint, "user.ipufs.mode_reason") or ""
             pid = _getxattr(entry.mountpoint, "user.ipufs.pid")
             detail = f"daemon pid {pid}" + (f"; {reason}" if reason else "")
-        found.append(MountStatus(entry.mountpoint, entry.source, alive, mode, detail))
+            fast_path = _getxattr(entry.mountpoint, "user.ipufs.fast_path") or "unknown"
+            if fast_path.startswith("!"):
+                fast_path = "unknown"
+        found.append(MountStatus(entry.mountpoint, entry.source, alive, mode, detail, fast_path))
     return found
 
 

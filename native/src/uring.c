@@ -21,6 +21,7 @@
  * (include/uapi/linux/fuse.h, 7.42) are declared here. */
 #define _GNU_SOURCE
 #include "uring.h"
+#include "fastpath.h"
 
 #include <errno.h>
 #include <linux/io_uring.h>
@@ -93,6 +94,7 @@ _Static_assert(sizeof(struct ipufs_uring_cmd_req) == 24, "fuse_uring_cmd_req");
 #define SQE_CMD_OFFSET 48            /* offsetof(struct io_uring_sqe, cmd) */
 #define EVENT_DATA UINT64_MAX        /* user_data of the eventfd read */
 #define FAIRNESS 8                   /* handed requests in a row before /dev/fuse is tried first */
+#define SCRATCH 8192                 /* requests larger than this go to Python without asking the fast path */
 
 #ifndef IORING_SETUP_SINGLE_ISSUER
 #define IORING_SETUP_SINGLE_ISSUER (1U << 12)
@@ -133,11 +135,12 @@ struct ipufs_ring {
     uint32_t *commits;
     unsigned ncommits;
     int stopping;
-    char *scratch;                   /* the ring thread's request and reply copies */
+    char *scratch;                   /* the ring thread's request and reply copies, SCRATCH each */
 };
 
 struct ipufs_uring {
     int fd;                          /* /dev/fuse, non-blocking */
+    struct ipufs_fast *fast;         /* NULL: every request goes to Python */
     int queues, depth;
     size_t payload;
     struct ipufs_uring_entry *entries;
@@ -331,8 +334,18 @@ static void ring_request(struct ipufs_ring *r, uint32_t index)
     struct ipufs_uring *u = r->u;
     struct ipufs_uring_entry *e = &u->entries[index];
     e->commit_id = e->headers->ring_ent_in_out.commit_id;
-    /* The fast path's hook: a request answered here is committed now.
-       Until it exists every request goes to Python. */
+    if (u->fast && r->scratch) {
+        /* The fast path wants the request whole, as /dev/fuse gives it. */
+        long n = entry_request(e, r->scratch, SCRATCH);
+        if (n > 0) {
+            long answer = ipufs_fast_answer(u->fast, r->scratch, (size_t)n, r->scratch + SCRATCH, SCRATCH);
+            if (answer > 0 && entry_reply(u, e, r->scratch + SCRATCH, (size_t)answer) == 0) {
+                __atomic_add_fetch(&u->answered_count, 1, __ATOMIC_RELAXED);
+                ring_cmd(r, index, IPUFS_URING_CMD_COMMIT_AND_FETCH);
+                return;
+            }
+        }
+    }
     pthread_mutex_lock(&u->lock);
     unsigned capacity = (unsigned)(u->queues * u->depth);
     u->handed[(u->head + u->count) % capacity] = index;
@@ -438,7 +451,8 @@ static void *ring_main(void *arg)
 
 /* --- the Python reader's side ------------------------------------------- */
 
-struct ipufs_uring *ipufs_uring_new(int fd, int queues, int depth, size_t payload, int *error)
+struct ipufs_uring *ipufs_uring_new(int fd, int queues, int depth, size_t payload, struct ipufs_fast *fast,
+                                    int *error)
 {
     struct ipufs_uring *u = calloc(1, sizeof *u);
     int n = queues * depth;
@@ -448,6 +462,7 @@ struct ipufs_uring *ipufs_uring_new(int fd, int queues, int depth, size_t payloa
         return NULL;
     }
     u->fd = fd;
+    u->fast = fast;
     u->queues = queues;
     u->depth = depth;
     u->payload = payload;
@@ -503,8 +518,9 @@ int ipufs_uring_start(struct ipufs_uring *u)
     for (int q = 0; q < u->queues && !error; q++) {
         struct ipufs_ring *r = &u->rings[q];
         r->commits = calloc((size_t)u->depth, sizeof *r->commits);
+        r->scratch = u->fast ? malloc(2 * SCRATCH) : NULL;
         r->event_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-        if (!r->commits || r->event_fd < 0) {
+        if (!r->commits || (u->fast && !r->scratch) || r->event_fd < 0) {
             error = r->event_fd < 0 ? -errno : -ENOMEM;
             break;
         }

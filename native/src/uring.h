@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 struct ipufs_uring;
+struct ipufs_fast;
 
 /* Tags of requests that came through a ring: this bit set, the entry's
  * index below it. Requests read from /dev/fuse are tagged with its fd. */
@@ -16,9 +17,11 @@ struct ipufs_uring;
 
 /* Rings for the connection of /dev/fuse description `fd`: `queues` of them
  * (the kernel's number of possible CPUs), `depth` entries each, each entry
- * with a payload buffer of `payload` bytes. Nothing runs yet. NULL with
+ * with a payload buffer of `payload` bytes; the ring threads answer what
+ * `fast` answers (fastpath.h; NULL: nothing). Nothing runs yet. NULL with
  * *error set when out of memory. */
-struct ipufs_uring *ipufs_uring_new(int fd, int queues, int depth, size_t payload, int *error);
+struct ipufs_uring *ipufs_uring_new(int fd, int queues, int depth, size_t payload, struct ipufs_fast *fast,
+                                    int *error);
 
 /* Start one thread per ring, pinned to its CPU, each registering its
  * entries (FUSE_IO_URING_CMD_REGISTER). Only after INIT is answered with
