@@ -140,7 +140,7 @@ class Daemon:
                             fast=self.fast if self.fast is not None else NoFastPath())
         self.filesystem = IpuFilesystem(self.devices, tree, nodes=nodes, view=SysfsView(self.devices, tree),
                                         mapping=mapping, ownership=config.ownership,
-                                        control_path=config.control_path)
+                                        control_path=config.control_path, transport=self.transport_in_force)
         self.registers = RegisterWatcher(self.devices, use, self.work)
         #: Whether requests come over io_uring, and why (ValueError: --uring on where it cannot).
         self.uring, self.uring_reason = uring.choose(config.uring)

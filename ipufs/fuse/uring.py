@@ -25,7 +25,7 @@ from ipufs.fuse.devfuse import SPIN, ended
 
 log = logging.getLogger(__name__)
 
-#: The fuse module's switch (root sets it: docs/operations.md).
+#: The fuse module's switch (root sets it: docs/systemd.md).
 ENABLE = "/sys/module/fuse/parameters/enable_uring"
 #: io_uring's own switch: 0 all may use it, 1 root (or a group), 2 nobody.
 DISABLED = "/proc/sys/kernel/io_uring_disabled"
