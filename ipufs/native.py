@@ -297,10 +297,12 @@ class Rings:
         self._length = len(buffer)
         self._tag = _ffi.new("uint64_t *")
 
-    def start(self) -> None:
-        """Start the ring threads; each registers its entries. OSError when
-        io_uring or the kernel refuses (the threads are stopped then)."""
-        _check(_lib.ipufs_uring_start(self._rings), "FUSE over io_uring")
+    def start(self, spin_ns: int) -> None:
+        """Start the ring threads; each registers its entries, and waits
+        awake for up to ``spin_ns`` for the replies to what it handed over.
+        OSError when io_uring or the kernel refuses (the threads are stopped
+        then)."""
+        _check(_lib.ipufs_uring_start(self._rings, spin_ns), "FUSE over io_uring")
 
     def receive(self, spin_ns: int) -> tuple[int, int]:
         """The next request's length in the buffer and its tag; OSError

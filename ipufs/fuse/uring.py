@@ -117,7 +117,7 @@ class Uring(OnDevice):
             log.info("the kernel did not offer FUSE over io_uring: serving through /dev/fuse")
             return
         assert self.rings is not None  # INIT was received into its buffer
-        self.rings.start()  # OSError: the kernel cannot serve this connection at all now
+        self.rings.start(self.spin_ns)  # OSError: the kernel cannot serve this connection at all now
         self.running = True
         log.info("FUSE over io_uring: %d rings of %d entries", possible_cpus(), self.depth)
 

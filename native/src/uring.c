@@ -135,12 +135,15 @@ struct ipufs_ring {
     uint32_t *commits;
     unsigned ncommits;
     int stopping;
+    int spinning;                    /* the thread looks at `commits` itself: no need to wake it */
+    unsigned handed;                 /* entries with Python (the thread's own count) */
     char *scratch;                   /* the ring thread's request and reply copies, SCRATCH each */
 };
 
 struct ipufs_uring {
     int fd;                          /* /dev/fuse, non-blocking */
     struct ipufs_fast *fast;         /* NULL: every request goes to Python */
+    long spin_ns;                    /* how long a ring thread waits awake for Python's reply */
     int queues, depth;
     size_t payload;
     struct ipufs_uring_entry *entries;
@@ -353,6 +356,7 @@ static void ring_request(struct ipufs_ring *r, uint32_t index)
     int sleeping = u->sleeping;
     u->sleeping = 0;
     pthread_mutex_unlock(&u->lock);
+    r->handed++;
     __atomic_add_fetch(&u->handed_count, 1, __ATOMIC_RELAXED);
     if (sleeping)
         wake(u->event_fd);
@@ -367,8 +371,34 @@ static void ring_commits(struct ipufs_ring *r)
     memcpy(local, r->commits, n * sizeof *local);
     r->ncommits = 0;
     pthread_mutex_unlock(&r->lock);
+    r->handed -= n < r->handed ? n : r->handed;
     for (unsigned i = 0; i < n; i++)
         ring_cmd(r, local[i], IPUFS_URING_CMD_COMMIT_AND_FETCH);
+}
+
+/* While Python holds requests of this ring, wait awake for its replies for
+ * up to spin_ns before sleeping in the kernel: a reply then costs no
+ * wake-up of this thread (the eventfd is written only while it sleeps).
+ * New requests for this ring wait meanwhile; they are seen at the next
+ * io_uring_enter. Returns whether replies came. */
+static int ring_spin(struct ipufs_ring *r)
+{
+    long spin_ns = r->u->spin_ns;
+    if (spin_ns <= 0 || !r->handed)
+        return 0;
+    pthread_mutex_lock(&r->lock);
+    r->spinning = 1;
+    pthread_mutex_unlock(&r->lock);
+    int64_t deadline = now_ns() + spin_ns;
+    while (!__atomic_load_n(&r->ncommits, __ATOMIC_RELAXED) && now_ns() < deadline)
+        __builtin_ia32_pause();
+    pthread_mutex_lock(&r->lock);
+    r->spinning = 0;
+    int came = r->ncommits > 0;
+    pthread_mutex_unlock(&r->lock);
+    if (came)
+        ring_commits(r);
+    return came;
 }
 
 static void ring_report(struct ipufs_ring *r, int error)
@@ -443,7 +473,13 @@ static void *ring_main(void *arg)
                cancelled, -ECANCELED); the kernel ended its request. */
         }
         __atomic_store_n(r->cq_head, head, __ATOMIC_RELEASE);
-        if (stop || ring_enter(r, 1) < 0)
+        if (stop)
+            break;
+        if (r->pending && ring_enter(r, 0) < 0)  /* commits out before waiting for more */
+            break;
+        if (ring_spin(r))
+            continue;  /* the commits are submitted with the next enter */
+        if (ring_enter(r, 1) < 0)
             break;
     }
     return NULL;
@@ -511,8 +547,9 @@ struct ipufs_uring *ipufs_uring_new(int fd, int queues, int depth, size_t payloa
     return u;
 }
 
-int ipufs_uring_start(struct ipufs_uring *u)
+int ipufs_uring_start(struct ipufs_uring *u, long spin_ns)
 {
+    u->spin_ns = spin_ns;
     int error = 0;
     int started = 0;
     for (int q = 0; q < u->queues && !error; q++) {
@@ -638,8 +675,9 @@ int ipufs_uring_reply(struct ipufs_uring *u, uint64_t tag, const void *reply, si
     int alive = r->started && !r->stopping;
     if (alive)
         r->commits[r->ncommits++] = (uint32_t)index;
+    int spinning = r->spinning;
     pthread_mutex_unlock(&r->lock);
-    if (alive)
+    if (alive && !spinning)
         wake(r->event_fd);
     return alive;
 }

@@ -25,9 +25,11 @@ struct ipufs_uring *ipufs_uring_new(int fd, int queues, int depth, size_t payloa
 
 /* Start one thread per ring, pinned to its CPU, each registering its
  * entries (FUSE_IO_URING_CMD_REGISTER). Only after INIT is answered with
- * FUSE_OVER_IO_URING. 0 once every entry is registered, or the first
- * error (-EOPNOTSUPP: io_uring refused; the threads are stopped then). */
-int ipufs_uring_start(struct ipufs_uring *u);
+ * FUSE_OVER_IO_URING. While Python holds a ring's requests, its thread
+ * waits awake for the replies for up to `spin_ns` before it sleeps. 0 once
+ * every entry is registered, or the first error (the threads are stopped
+ * then). */
+int ipufs_uring_start(struct ipufs_uring *u, long spin_ns);
 
 /* The next request for Python: a request a ring handed over (tag
  * IPUFS_URING_TAG | entry), or else one read from /dev/fuse (tag: fd).

@@ -4,6 +4,8 @@
 # mount is unmounted in a finally, with timeouts, whatever happens.
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import socket
@@ -27,6 +29,9 @@ TIMEOUT = 10.0
 ROOT = Path(__file__).resolve().parents[2]
 #: The fuse module's switch for FUSE over io_uring (set by root only).
 ENABLE_URING = Path("/sys/module/fuse/parameters/enable_uring")
+#: Held (flock) by whoever changes ENABLE_URING for a while, so that two
+#: runs on one machine never restore each other's value.
+URING_LOCK = "/tmp/ipufs-enable-uring.lock"
 #: How mounts made here get their requests: "classic" (/dev/fuse) or
 #: "uring" (FUSE over io_uring). Set for one test by on_transport (the
 #: fuse_transport fixture of tests/conftest.py).
@@ -34,21 +39,31 @@ transport = "classic"
 
 
 @contextmanager
+def uring_parameter(value: str) -> Iterator[None]:
+    """The fuse module's enable_uring is ``value`` inside (URING_LOCK
+    held), and what it was before on every path out."""
+    with open(URING_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        old = ENABLE_URING.read_text().strip()
+        try:
+            ENABLE_URING.write_text(value)
+            yield
+        finally:
+            ENABLE_URING.write_text(old)
+
+
+@contextmanager
 def on_transport(name: str) -> Iterator[None]:
     """Mounts made inside use transport ``name``; for "uring", the fuse
-    module's enable_uring is Y meanwhile and restored on every path."""
+    module's enable_uring is Y meanwhile (uring_parameter)."""
     global transport
-    before, old = transport, None
-    try:
-        if name == "uring":
-            old = ENABLE_URING.read_text().strip()
-            ENABLE_URING.write_text("Y")
+    before = transport
+    with uring_parameter("Y") if name == "uring" else contextlib.nullcontext():
         transport = name
-        yield
-    finally:
-        transport = before
-        if old is not None:
-            ENABLE_URING.write_text(old)
+        try:
+            yield
+        finally:
+            transport = before
 
 
 def uring_option() -> str:

@@ -25,6 +25,7 @@ from tests.integration.harness import (
     python_client,
     running_daemon,
     stop_processes,
+    wait_for,
 )
 
 pytestmark = pytest.mark.mount
@@ -161,6 +162,15 @@ def test_idle_ipus_cost_no_memory(tmp_path: Path) -> None:
         assert rss_kib() - before < 64 * 1024  # 64 IPUs of 1.5 GiB BARs: under 64 MiB
 
 
+def failure(action: Callable[[], object]) -> int | None:
+    """The errno ``action`` fails with (None: it did not)."""
+    try:
+        action()
+    except OSError as exc:
+        return exc.errno
+    return None
+
+
 def daemon(mountpoint: Path) -> subprocess.Popen[str]:
     dev = mountpoint.parent / "dev"
     dev.mkdir(exist_ok=True)
@@ -184,13 +194,18 @@ def test_daemon_unmounts_cleanly(tmp_path: Path, how: str) -> None:
 
 
 @pytest.mark.uring
-def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path) -> None:
+def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path, fuse_transport: str) -> None:
     mnt = tmp_path / "mnt"
     proc = daemon(mnt)
     restarted = None
     try:
         proc.kill()
         proc.wait(10)
+        if fuse_transport == "uring":
+            # The kernel ends the connection once it has torn down the dead
+            # daemon's rings, which it finishes after the process is gone;
+            # a request meanwhile is aborted (docs/reliability.md).
+            assert wait_for(lambda: failure(lambda: os.statvfs(mnt)) == errno.ENOTCONN)
         # Callers of a dead daemon fail at once with ENOTCONN; they never hang.
         for action in (lambda: os.open(mnt / "ipu0", os.O_RDWR), lambda: os.statvfs(mnt)):
             with pytest.raises(OSError) as info:

@@ -13,8 +13,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -59,17 +57,6 @@ HAMMER = textwrap.dedent("""
 def kernel_has_it() -> None:
     if not harness.ENABLE_URING.exists():
         pytest.skip("this kernel lacks FUSE over io_uring")
-
-
-@contextmanager
-def parameter(value: str) -> Iterator[None]:
-    """The fuse module's enable_uring set to ``value`` inside, restored after."""
-    old = harness.ENABLE_URING.read_text().strip()
-    try:
-        harness.ENABLE_URING.write_text(value)
-        yield
-    finally:
-        harness.ENABLE_URING.write_text(old)
 
 
 def hammers(mnt: Path, count: int, per_cpu: int = 2) -> list[subprocess.Popen[str]]:
@@ -161,20 +148,19 @@ def test_unmounting_while_the_rings_are_busy_ends_every_caller(tmp_path: Path, h
 def test_uring_on_where_the_parameter_is_off_fails_in_one_line(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     mnt.mkdir()
-    before = harness.ENABLE_URING.read_text()
-    with parameter("N"):
+    with harness.uring_parameter("N"):
         out = subprocess.run(ipufs_command("mount", str(mnt), "--uring", "on", "--no-cdi", "--no-link-dev"),
                              capture_output=True, text=True, timeout=30)
+        assert harness.ENABLE_URING.read_text().strip() == "N"  # never flipped by the daemon
     assert out.returncode == 1
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "--uring on" in lines[0] and "enable_uring is off" in lines[0], out.stderr
     assert not is_mounted(mnt)
-    assert harness.ENABLE_URING.read_text() == before  # never flipped by the daemon, restored by the test
 
 
 @pytest.mark.parametrize("value", ["N", "Y"])
 def test_auto_follows_the_parameter_and_the_mount_says_which_path_and_why(tmp_path: Path, value: str) -> None:
-    with parameter(value), running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", uring="auto") as d:
+    with harness.uring_parameter(value), running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", uring="auto") as d:
         shown = os.getxattr(d.mountpoint, "user.ipufs.transport").decode()
         status = {m.mountpoint: m.transport for m in services.mount_status()}[str(d.mountpoint)]
     assert status == shown
