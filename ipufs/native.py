@@ -307,6 +307,8 @@ class Rings:
     def receive(self, spin_ns: int) -> tuple[int, int]:
         """The next request's length in the buffer and its tag; OSError
         (ENODEV once the connection has ended)."""
+        if self._rings == _NULL:  # closed
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
         n = _uring_receive(self._rings, self._buffer, self._length, spin_ns, self._tag)
         if n < 0:
             raise OSError(-n, os.strerror(-n))
@@ -314,11 +316,15 @@ class Rings:
 
     def reply(self, message: bytes, tag: int) -> bool:
         """Commit ``message`` to the entry of ``tag``; False when the rings
-        are stopped."""
+        are stopped (or closed)."""
+        if self._rings == _NULL:
+            return False
         return _check(_lib.ipufs_uring_reply(self._rings, tag, message, len(message)), "FUSE over io_uring") > 0
 
     def counts(self) -> tuple[int, int]:
         """Requests answered by the ring threads, and handed over."""
+        if self._rings == _NULL:
+            return 0, 0
         return int(_lib.ipufs_uring_answered(self._rings)), int(_lib.ipufs_uring_handed(self._rings))
 
     def close(self) -> None:

@@ -142,10 +142,9 @@ class Daemon:
                                         mapping=mapping, ownership=config.ownership,
                                         control_path=config.control_path, transport=self.transport_in_force)
         self.registers = RegisterWatcher(self.devices, use, self.work)
-        #: Whether requests come over io_uring, and why (ValueError: --uring on where it cannot).
+        #: Whether requests come over io_uring, and why (ValueError: --uring on where it cannot);
+        #: `ipufs mount`'s start line says which path serves, and why (transport_in_force).
         self.uring, self.uring_reason = uring.choose(config.uring)
-        if not self.uring and config.uring == "auto":
-            log.info("serving through /dev/fuse, not FUSE over io_uring: %s", self.uring_reason)
         fast = self.fast.path if self.fast is not None else None
         self.server = FuseServer(
             self.filesystem, self.kernel, config.mountpoint,
