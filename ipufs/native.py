@@ -294,3 +294,68 @@ _sleep_read = _lib.ipufs_sleep_read
 _SPIN_WATCHED = _lib.IPUFS_SPIN_WATCHED
 _FAST_ANSWERED = _lib.IPUFS_FAST_ANSWERED
 _EAGAIN = -errno.EAGAIN
+
+
+class Rings:
+    """FUSE over io_uring (native/src/uring.c) for the connection of
+    /dev/fuse description ``fd`` (non-blocking): ``queues`` rings of
+    ``depth`` entries with ``payload``-byte buffers, each served by a
+    native thread pinned to its CPU once started. ``receive`` waits,
+    without the GIL, for the next request the rings hand over or, else,
+    one read from ``fd``; ``reply`` commits to a ring entry from any
+    thread. The ring threads answer what ``fast`` answers themselves."""
+
+    #: Tags at or above this name a ring entry; below, a /dev/fuse fd.
+    TAG = int(_lib.IPUFS_URING_TAG)
+
+    def __init__(self, fd: int, buffer: bytearray, *, queues: int, depth: int, fast: FastPath | None = None) -> None:
+        error = _ffi.new("int *")
+        self._fast = fast  # alive as long as the rings
+        rings = _lib.ipufs_uring_new(fd, queues, depth, len(buffer), fast.pointer if fast is not None else _NULL,
+                                     error)
+        if rings == _ffi.NULL:
+            raise OSError(-error[0], f"FUSE over io_uring: {os.strerror(-error[0])}")
+        self._rings = rings
+        self._buffer = _ffi.from_buffer(buffer)
+        self._length = len(buffer)
+        self._tag = _ffi.new("uint64_t *")
+
+    def start(self, spin_ns: int) -> None:
+        """Start the ring threads; each registers its entries, and waits
+        awake for up to ``spin_ns`` for the replies to what it handed over.
+        OSError when io_uring or the kernel refuses (the threads are stopped
+        then)."""
+        _check(_lib.ipufs_uring_start(self._rings, spin_ns), "FUSE over io_uring")
+
+    def receive(self, spin_ns: int) -> tuple[int, int]:
+        """The next request's length in the buffer and its tag; OSError
+        (ENODEV once the connection has ended)."""
+        if self._rings == _NULL:  # closed
+            raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
+        n = _uring_receive(self._rings, self._buffer, self._length, spin_ns, self._tag)
+        if n < 0:
+            raise OSError(-n, os.strerror(-n))
+        return n, int(self._tag[0])
+
+    def reply(self, message: bytes, tag: int) -> bool:
+        """Commit ``message`` to the entry of ``tag``; False when the rings
+        are stopped (or closed)."""
+        if self._rings == _NULL:
+            return False
+        return _check(_lib.ipufs_uring_reply(self._rings, tag, message, len(message)), "FUSE over io_uring") > 0
+
+    def counts(self) -> tuple[int, int]:
+        """Requests answered by the ring threads, and handed over."""
+        if self._rings == _NULL:
+            return 0, 0
+        return int(_lib.ipufs_uring_answered(self._rings)), int(_lib.ipufs_uring_handed(self._rings))
+
+    def close(self) -> None:
+        """Stop the threads and free the rings (idempotent); call it when
+        nothing receives or replies any more."""
+        rings, self._rings = self._rings, _NULL
+        if rings != _NULL:
+            _lib.ipufs_uring_free(rings)
+
+
+_uring_receive = _lib.ipufs_uring_receive

@@ -8,8 +8,9 @@
 # register watcher's detector, which polls shared memory without the GIL,
 # and the FUSE reader's spin, which scans the same watches while it waits.
 # Further sources are compiled beside it: the fast path (src/fastpath.c),
-# which answers hot requests natively, and the tile executor's hot loop
-# (src/executor.c), each declared once in its header.
+# which answers hot requests natively, FUSE over io_uring (src/uring.c),
+# and the tile executor's hot loop (src/executor.c), each declared once in
+# its header.
 from __future__ import annotations
 
 import pathlib
@@ -20,9 +21,24 @@ from cffi import FFI
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
 #: other sources of the module and their headers
-SOURCES = {"fastpath.c": "fastpath.h", "executor.c": "executor.h"}
+SOURCES = {"fastpath.c": "fastpath.h", "uring.c": "uring.h", "executor.c": "executor.h"}
 #: headers whose text is plain declarations (no preprocessor lines), given to cdef whole
 HEADERS = [(HERE / "src" / "executor.h").read_text()]
+
+
+def declarations(header: str) -> str:
+    """What cdef needs of a header in src/: its declarations as they are,
+    its constants as ``...`` (cffi asks the compiler), the rest of its
+    preprocessor lines dropped."""
+    kept = []
+    for line in (HERE / "src" / header).read_text().splitlines():
+        words = line.split()
+        if line.startswith("#define ") and len(words) > 2:
+            kept.append(f"#define {words[1]} ...")
+        elif not line.startswith("#"):
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -58,10 +74,11 @@ ffibuilder.cdef(
     + re.search(r"^enum ipufs_fast_kind \{.*?^\};$", (HERE / "src" / "fastpath.h").read_text(),
                 re.M | re.S).group(0)  # type: ignore[union-attr]
     + "".join(HEADERS)
+    + declarations("uring.h")
 )
 ffibuilder.set_source(
     "ipufs._native",
-    SOURCE + '\n#include "executor.h"\n',
+    SOURCE + '\n#include "executor.h"\n#include "uring.h"\n',
     sources=[f"native/src/{source}" for source in SOURCES],  # setup.py wants them relative to itself
     include_dirs=["native/src"],
     extra_compile_args=["-O2", "-Wall", "-Wextra"],

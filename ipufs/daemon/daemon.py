@@ -49,6 +49,7 @@ from ipufs.driver.watch import PidfdWatcher
 from ipufs.driver.work import DeviceWork
 from ipufs.model.profile import Profile
 from ipufs.fuse import mount as fmount
+from ipufs.fuse import uring
 from ipufs.fuse.devfuse import DevFuse
 from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.operations import Negotiated
@@ -69,6 +70,8 @@ class Serving:
     mode_reason: str
     #: Where the /dev links were made (None: no links made).
     linked_in: str | None
+    #: How requests reach the daemon ("FUSE over io_uring", "/dev/fuse") and why.
+    transport: str = "/dev/fuse"
 
 
 def _read_plan(path: str, limits: Limits) -> FaultPlan:
@@ -140,15 +143,21 @@ class Daemon:
                             fast=self.fast if self.fast is not None else NoFastPath())
         self.filesystem = IpuFilesystem(self.devices, tree, nodes=nodes, view=SysfsView(self.devices, tree),
                                         mapping=mapping, ownership=config.ownership,
-                                        control_path=config.control_path)
+                                        control_path=config.control_path, transport=self.transport_in_force)
         self.registers = RegisterWatcher(self.devices, use, self.work)
+        #: Whether requests come over io_uring, and why (ValueError: --uring on where it cannot);
+        #: `ipufs mount`'s start line says which path serves, and why (transport_in_force).
+        self.uring, self.uring_reason = uring.choose(config.uring)
+        fast = self.fast.path if self.fast is not None else None
         self.server = FuseServer(
             self.filesystem, self.kernel, config.mountpoint,
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=lock,
-            transport=functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers,
-                                        fast=self.fast.path if self.fast is not None else None),
+            transport=(functools.partial(uring.Uring.open, spin_for=config.spin_us / 1e6, fast=fast)
+                       if self.uring else
+                       functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers,
+                                         fast=fast)),
         )
         self.links = DevLinks(config.dev_dir, config.mountpoint, tree) if config.link_dev else None
         mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon
@@ -172,6 +181,14 @@ class Daemon:
             o = config.ownership
             self.tracer.open_file(config.trace_file, config.trace_max_bytes, uid=o.uid, gid=o.gid, mode=o.mode)
             undo.callback(self.tracer.close)
+
+    def transport_in_force(self) -> str:
+        """How requests reach this daemon now, and why."""
+        transport = self.server.transport
+        if isinstance(transport, uring.Uring) and transport.running:
+            return f"FUSE over io_uring ({self.uring_reason})"
+        why = ("the kernel did not agree to it at INIT" if self.uring else self.uring_reason)
+        return f"/dev/fuse ({why})"
 
     def _requests(self) -> int:
         """Requests served, by Python and by the fast path."""
@@ -222,7 +239,7 @@ class Daemon:
                         self.cdi.write()
                 linked = self.links is not None and bool(self.links.made)
                 task_status.started(Serving(negotiated, self.filesystem.mode, self.filesystem.mode_reason,
-                                            self.config.dev_dir if linked else None))
+                                            self.config.dev_dir if linked else None, self.transport_in_force()))
                 nursery.start_soon(self.registers.run)
         finally:
             if self.cdi is not None:

@@ -18,11 +18,10 @@ from __future__ import annotations
 import errno
 import logging
 import os
-import select
 
 from ipufs import native
 from ipufs.fuse import channel
-from ipufs.fuse.channel import FuseChannel
+from ipufs.fuse.channel import FuseChannel, OnDevice
 from ipufs.fuse.transport import MappedMemory
 
 log = logging.getLogger(__name__)
@@ -34,11 +33,13 @@ log = logging.getLogger(__name__)
 SPIN = 50e-6
 
 
-class DevFuse:
+class DevFuse(OnDevice):
     """A Transport over /dev/fuse: ``device`` is the description mounted,
     ``spin_for`` how long to try a clone before sleeping (0: never clone),
     ``mapped`` what to scan meanwhile, ``fast`` the native fast path the
     reads answer requests on (None: every request comes back)."""
+
+    init_flags = 0
 
     def __init__(self, device: FuseChannel, *, spin_for: float = SPIN, mapped: MappedMemory | None = None,
                  clone: FuseChannel | None = None, fast: native.FastPath | None = None) -> None:
@@ -67,6 +68,9 @@ class DevFuse:
             except OSError as exc:  # a kernel without FUSE_DEV_IOC_CLONE
                 log.warning("no clone of the FUSE connection (%s): the reader will not spin", exc)
 
+    def initialized(self, flags: int) -> None:
+        pass
+
     def receive(self, buffer: bytearray) -> tuple[int, int] | None:
         if buffer is not self._buffer:
             self._buffer = buffer
@@ -83,7 +87,7 @@ class DevFuse:
             try:
                 n = spin.sleep(fd) if self.fast is not None else os.readv(fd, [buffer])
             except OSError as exc:
-                if _ended(exc):
+                if ended(exc):
                     return None
                 continue
             if n is not None:
@@ -99,7 +103,7 @@ class DevFuse:
             try:
                 n = spin.read(self.spin_for, watch)
             except OSError as exc:
-                if _ended(exc):
+                if ended(exc):
                     return -1, spin.fd
                 continue
             if n is not None:
@@ -113,22 +117,6 @@ class DevFuse:
     #: Replies go out on the descriptor the request came from (its tag).
     reply = staticmethod(channel.write)
 
-    def notify(self, message: bytes) -> bool:
-        return channel.write(message, self.device.fd)
-
-    def backing_open(self, fd: int) -> int:
-        return self.device.backing_open(fd)
-
-    def connected(self) -> bool:
-        """/dev/fuse polls with POLLERR once the connection is aborted (by
-        an unmount that ended it, by fusectl, or by the kernel)."""
-        if self.device.fd < 0:
-            return False
-        poller = select.poll()
-        poller.register(self.device.fd, select.POLLIN)
-        return not any(events & (select.POLLERR | select.POLLHUP | select.POLLNVAL)
-                       for _, events in poller.poll(0))
-
     def close(self) -> None:
         self._awake.clear()
         self._spin = self._buffer = None
@@ -137,7 +125,7 @@ class DevFuse:
         self.device.close()
 
 
-def _ended(exc: OSError) -> bool:
+def ended(exc: OSError) -> bool:
     """Whether a failed read of /dev/fuse means the connection has ended;
     False for a read to retry (interrupted, or the request was withdrawn).
     Anything else is raised."""

@@ -21,7 +21,7 @@ from ipufs.driver.mapping import PASSTHROUGH
 from ipufs.run import services
 from tests.integration.harness import running_daemon
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.uring]
 
 READ_ONLY = abi.BY_NAME["MAILBOX_READ_ONLY"].nr
 OFFSETS = abi.BY_NAME["MAILBOX_GET_OFFSETS"].nr

@@ -25,6 +25,7 @@ from tests.integration.harness import (
     python_client,
     running_daemon,
     stop_processes,
+    wait_for,
 )
 
 pytestmark = pytest.mark.mount
@@ -85,6 +86,7 @@ def test_client_mapping_and_model_share_memory(
     assert bar.load(8192, 14) == b"from-the-model"
 
 
+@pytest.mark.uring
 def test_config_space_pread_pwrite_reach_the_model(ipufs: RunningDaemon) -> None:
     ipu = ipufs.daemon.devices.ipus[0]
     fd = os.open(ipufs.path("ipu0"), os.O_RDWR)
@@ -107,6 +109,7 @@ def test_a_second_mapping_sees_a_pwrite(ipufs: RunningDaemon, client: Callable[[
     assert bar.load(12288, 7) == b"written"
 
 
+@pytest.mark.uring
 def test_bounds_and_the_fixed_tree_through_system_calls(ipufs: RunningDaemon) -> None:
     size = PROFILES["ipu1"].config_size
     for name in ("ipu0", "ipu0_mem"):
@@ -159,12 +162,22 @@ def test_idle_ipus_cost_no_memory(tmp_path: Path) -> None:
         assert rss_kib() - before < 64 * 1024  # 64 IPUs of 1.5 GiB BARs: under 64 MiB
 
 
+def failure(action: Callable[[], object]) -> int | None:
+    """The errno ``action`` fails with (None: it did not)."""
+    try:
+        action()
+    except OSError as exc:
+        return exc.errno
+    return None
+
+
 def daemon(mountpoint: Path) -> subprocess.Popen[str]:
     dev = mountpoint.parent / "dev"
     dev.mkdir(exist_ok=True)
     return daemon_process(mountpoint, "--ipus", "1", "--profile", "ipu1", "--dev-dir", str(dev))
 
 
+@pytest.mark.uring
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "umount"])
 def test_daemon_unmounts_cleanly(tmp_path: Path, how: str) -> None:
     mnt = tmp_path / "mnt"
@@ -180,13 +193,19 @@ def test_daemon_unmounts_cleanly(tmp_path: Path, how: str) -> None:
         stop_processes(mnt, proc)
 
 
-def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path) -> None:
+@pytest.mark.uring
+def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path, fuse_transport: str) -> None:
     mnt = tmp_path / "mnt"
     proc = daemon(mnt)
     restarted = None
     try:
         proc.kill()
         proc.wait(10)
+        if fuse_transport == "uring":
+            # The kernel ends the connection once it has torn down the dead
+            # daemon's rings, which it finishes after the process is gone;
+            # a request meanwhile is aborted (docs/reliability.md).
+            assert wait_for(lambda: failure(lambda: os.statvfs(mnt)) == errno.ENOTCONN)
         # Callers of a dead daemon fail at once with ENOTCONN; they never hang.
         for action in (lambda: os.open(mnt / "ipu0", os.O_RDWR), lambda: os.statvfs(mnt)):
             with pytest.raises(OSError) as info:
