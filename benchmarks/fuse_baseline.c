@@ -5,8 +5,8 @@
  * libfuse's multi-threaded loop (fuse_session_loop_mt) with clone_fd=1: each
  * worker reads its own clone of the connection, and libfuse starts workers
  * as requests find none idle, up to its default of 10. Idle workers are
- * never stopped (max_idle_threads unlimited, libfuse 3.12's default), so
- * every thread's CPU time stays readable in /proc/PID/task.
+ * never stopped (max_idle_threads unlimited, libfuse 3.12's default; the
+ * older API this file uses would otherwise keep only 10 idle).
  * benchmarks/run.py measures the same clients against both forms and
  * against ipufs in the same run.
  *

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 import threading
 import time
@@ -64,26 +65,28 @@ def test_a_kernel_without_the_parameter_makes_io_uring_unavailable(tmp_path: Pat
         pass
 
 
-def test_cpu_time_counts_every_thread_of_the_process() -> None:
-    burned, done = threading.Event(), threading.Event()
-
-    def burn() -> None:  # 30 ms of CPU, then stay alive, idle, to be counted
+def test_cpu_time_counts_every_thread_of_the_process_even_one_that_ended() -> None:
+    def burn() -> None:  # 30 ms of CPU, then end
         start = time.thread_time_ns()
         while time.thread_time_ns() - start < 30_000_000:
             pass
-        burned.set()
-        done.wait(10)
 
     before = rp.cpu_ns(os.getpid())
     worker = threading.Thread(target=burn)
     worker.start()
+    worker.join()
+    assert rp.cpu_ns(os.getpid()) - before >= 30_000_000
+
+
+def test_cpu_time_of_another_process_grows_as_it_works() -> None:
+    child = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                              "while time.process_time() - t < 0.05: pass\nprint(flush=True)\ninput()"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     try:
-        assert burned.wait(10)
-        # The main thread slept meanwhile: the sum has the worker's time.
-        assert rp.cpu_ns(os.getpid()) - before >= 30_000_000
+        assert child.stdout is not None and child.stdout.readline() == "\n"  # it has burned 50 ms
+        assert rp.cpu_ns(child.pid) >= 50_000_000
     finally:
-        done.set()
-        worker.join()
+        child.communicate("\n", timeout=10)
 
 
 def _sample(rtt: float, rate: float, cpu: float) -> rp.Sample:
@@ -109,7 +112,7 @@ def test_the_table_gives_ratios_per_round_and_one_row_for_a_variant_not_availabl
     assert eight.baseline == "C, 1 thread: 100,000; C, cloned threads: 200,000"
     assert eight.ratio == "1.10× (1.00–1.20); 0.55× (0.50–0.60)"
     assert eight.goal == "≥ 1.0× C, 1 thread"
-    assert by_figure["server CPU per ioctl (schedstat), 8 clients — fast path (no options)"].value == "5.0 µs"
+    assert by_figure["server CPU per ioctl, 8 clients — fast path (no options)"].value == "5.0 µs"
     missing = [row for row in rows if "io_uring" in row.figure]
     assert len(missing) == 1
     assert missing[0].value == "not available: `ipufs mount --help` offers no --uring"
