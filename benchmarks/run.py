@@ -437,7 +437,7 @@ def in_process_us(smoke: bool) -> dict[str, float]:
     from ipufs.driver.effects import ModelEffects
     from ipufs.driver.work import DeviceWork
     from ipufs.driver.events import NoEvents
-    from ipufs.driver.device_nodes import DeviceNodes, NoCounting
+    from ipufs.driver.device_nodes import DeviceNodes, NoCounting, NoFastPath
     from ipufs.driver.filesystem import IpuFilesystem
     from ipufs.driver.nodes import Ownership
     from ipufs.driver.view_files import SysfsView
@@ -477,7 +477,7 @@ def in_process_us(smoke: bool) -> dict[str, float]:
         effects = ModelEffects(mapping, driver, PollWakeups(devices, kernel), lock=lock)
         work = DeviceWork(effects, use, lock=lock)
         nodes = DeviceNodes(devices, tree, driver=driver, mapping=mapping, pollers=effects.pollers, work=work,
-                            use=use, accesses=NoCounting())
+                            use=use, accesses=NoCounting(), fast=NoFastPath())
         filesystem = IpuFilesystem(devices, tree, nodes=nodes, view=SysfsView(devices, tree), mapping=mapping,
                                    ownership=Ownership(), control_path="")
         session = Session(filesystem, passthrough=True)

@@ -56,11 +56,14 @@ def cmd_doctor(args: argparse.Namespace) -> int:
         print(f"mode: {'passthrough' if possible else 'page-cache'} would be used by a new mount")
         for f in doctor.run_modes(findings, mounts):
             print(f"{f.check}: {f.detail if f.ok else 'not possible: ' + f.detail}")
+        uring = doctor.check_uring()
+        print(f"{uring.check}: {uring.detail}")
         if not mounts:
             print("mounts: none")
         for m in mounts:
             state = "alive" if m.alive else "unknown" if "unknown" in m.detail else "DEAD"
-            print(f"mount: {m.mountpoint} [{m.source}] {state}, mode {m.mode}: {m.detail}")
+            print(f"mount: {m.mountpoint} [{m.source}] {state}, mode {m.mode}, fast path {m.fast_path}, "
+                  f"requests through {m.transport}: {m.detail}")
     return 0 if all(f.ok for f in findings[:2]) else 1
 
 

@@ -25,6 +25,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from ipufs.fuse import mount as fmount
     from ipufs.daemon import config as cfg
     from ipufs.daemon import descriptors
+    from ipufs.fuse import uring
 
     settings: dict[str, Any] = {}
     try:
@@ -38,6 +39,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         raise Problem(f"{exc.filename} does not exist", "name a configuration file that does (docs/systemd.md)",
                       status=USAGE) from None
+    try:
+        uring.choose(config.uring)  # the daemon chooses again; this says why not, in one line, before starting
+    except ValueError as exc:
+        raise Problem(str(exc)) from None
     mountpoint = config.mountpoint
     if any(m.mountpoint == mountpoint for m in fmount.mounts()) and not fmount.is_dead(mountpoint):
         raise Problem(f"{mountpoint} is already mounted by a running ipufs daemon",
@@ -70,9 +75,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
                 nursery.start_soon(watch_signals)
                 serving: Serving = await nursery.start(serve)
-                log.info("%d x %s mounted at %s (%s%s)%s", config.ipus, config.profile, config.mountpoint,
-                         serving.mode, f": {serving.mode_reason}" if serving.mode_reason else "",
-                         f", linked in {serving.linked_in}" if serving.linked_in else "")
+                log.info("%d x %s mounted at %s (%s%s)%s; requests through %s", config.ipus, config.profile,
+                         config.mountpoint, serving.mode, f": {serving.mode_reason}" if serving.mode_reason else "",
+                         f", linked in {serving.linked_in}" if serving.linked_in else "", serving.transport)
                 if exporter is not None:
                     exporter.start()
                     log.info("metrics of the IPUs on http://%s:%d/metrics", *exporter.address)

@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass
 import trio
 
 from ipufs.fuse import mount as fmount
+from ipufs.fuse import uring
 from ipufs.run.services import MountStatus, mount_status, services
 
 CAP_SYS_ADMIN = 21
@@ -175,6 +176,14 @@ def run_modes(findings: list[Finding], mounts: list[MountStatus]) -> list[Findin
     return [root, user]
 
 
+def check_uring() -> Finding:
+    """What a new mount with --uring auto (the default) uses. Not a
+    requirement: /dev/fuse serves the same answers."""
+    use, why = uring.choose("auto")
+    return Finding("FUSE over io_uring", use, f"new mounts use it: {why}" if use else
+                   f"new mounts serve through /dev/fuse: {why}")
+
+
 def run(*, probe: bool = True) -> tuple[list[Finding], list[MountStatus]]:
     findings = [check_device(), check_kernel(), check_privileges()]
     if probe and all(f.ok for f in findings if f.check in ("/dev/fuse", "privileges")):
@@ -188,5 +197,6 @@ def as_dict(findings: list[Finding], mounts: list[MountStatus]) -> dict[str, obj
         "passthrough_possible": passthrough,
         "checks": [asdict(f) for f in findings],
         "run": [asdict(f) for f in run_modes(findings, mounts)],
+        "uring": asdict(check_uring()),
         "mounts": [asdict(m) for m in mounts],
     }

@@ -2,6 +2,7 @@
 # OS errors are translated here, once, into OSError with the right errno.
 from __future__ import annotations
 
+import enum
 import errno
 import os
 
@@ -139,9 +140,10 @@ class SpinReader:
     per request, so read() does as little as it can around the native
     call."""
 
-    def __init__(self, fd: int, buffer: bytearray, awake: Awake) -> None:
+    def __init__(self, fd: int, buffer: bytearray, awake: Awake, fast: FastPath | None = None) -> None:
         self.fd = fd
         self.awake = awake
+        self._fast = fast.pointer if fast is not None else _NULL
         #: After a read() that returned None: the positions of the watch
         #: that differed between two tries (``awake`` stays set), or []
         #: when nothing came within the time (``awake`` is cleared).
@@ -156,10 +158,10 @@ class SpinReader:
         OSError."""
         if watch is None:
             n = _spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9), _NULL, 0, _NULL,
-                           self._word)
+                           self._word, self._fast)
         else:
             n = _spin_read(self.fd, self._buffer, self._length, int(seconds * 1e9), watch._watches, watch.count,
-                           watch._spun, self._word)
+                           watch._spun, self._word, self._fast)
         if n >= 0:
             return int(n)
         if n == _SPIN_WATCHED:
@@ -171,8 +173,158 @@ class SpinReader:
             return None
         raise OSError(-n, os.strerror(-n))
 
+    def sleep(self, fd: int) -> int | None:
+        """A blocking read of ``fd`` into the buffer, without the GIL: the
+        length read, or None when the fast path answered what came (the
+        caller then spins again). Failures raise OSError."""
+        n = _sleep_read(fd, self._buffer, self._length, self._fast)
+        if n >= 0:
+            return int(n)
+        if n == _FAST_ANSWERED:
+            return None
+        raise OSError(-n, os.strerror(-n))
+
+
+class FastAnswer(enum.IntEnum):
+    """How the fast path answers an ioctl (enum ipufs_fast_kind): the
+    ``fast`` column of the driver's ioctl table."""
+
+    NONE = int(_lib.IPUFS_FAST_NONE)  # always by Python
+    #: MAILBOX_READ_ONLY: the u64 count; EAGAIN when no response waits.
+    MAILBOX_COUNT = int(_lib.IPUFS_FAST_MAILBOX_COUNT)
+    #: MAILBOX_GET_OFFSETS: the rings' offsets and slots.
+    MAILBOX_OFFSETS = int(_lib.IPUFS_FAST_MAILBOX_OFFSETS)
+
+
+class FastPath:
+    """The native fast path's state (native/src/fastpath.h) for ``ipus``
+    IPUs: what its answers need, published here, and what it did. It
+    starts held (answering nothing). Its ``pointer`` is what transports
+    hand to the native readers. Publishing calls are made by one thread at
+    a time (the daemon's lock); the buffers given must stay alive and in
+    place while published."""
+
+    def __init__(self, ipus: int) -> None:
+        pointer = _lib.ipufs_fast_new(ipus)
+        if pointer == _NULL:
+            raise MemoryError("no memory for the fast path")
+        self.pointer = _ffi.gc(pointer, _lib.ipufs_fast_free)
+        self.ipus = ipus
+        self._kept: dict[int, tuple[object, object]] = {}  # ipu -> its mailbox buffers' cdata
+
+    def hold(self, hold: int) -> None:
+        """Nonzero: every request goes to Python."""
+        _lib.ipufs_fast_hold(self.pointer, hold)
+
+    def ioctl_type(self, type_: int) -> None:
+        _lib.ipufs_fast_ioctl_type(self.pointer, type_)
+
+    def ioctl(self, nr: int, kind: FastAnswer, needs_write: bool) -> None:
+        _lib.ipufs_fast_ioctl(self.pointer, nr, int(kind), int(needs_write))
+
+    def rings(self, request_ring: int, request_slots: int, response_ring: int, response_slots: int,
+              head_word: int) -> None:
+        _lib.ipufs_fast_rings(self.pointer, request_ring, request_slots, response_ring, response_slots, head_word)
+
+    def mailbox(self, ipu: int, words: object | None, sequence: object | None) -> None:
+        """IPU ``ipu``'s mailbox words and the ICU's change sequence (uint32
+        buffers, such as numpy arrays), or None to withdraw them."""
+        if words is None or sequence is None:
+            _lib.ipufs_fast_mailbox(self.pointer, ipu, _NULL, 0, _NULL)
+            self._kept.pop(ipu, None)
+            return
+        views = (_ffi.from_buffer("uint32_t[]", words), _ffi.from_buffer("uint32_t[]", sequence))
+        _lib.ipufs_fast_mailbox(self.pointer, ipu, views[0], len(views[0]), views[1])
+        self._kept[ipu] = views
+
+    def opened(self, fh: int, ipu: int, writable: bool) -> bool:
+        """Whether the fast path now knows file ``fh`` (False: its slot is
+        another open file's)."""
+        return bool(_lib.ipufs_fast_opened(self.pointer, fh, ipu, int(writable)))
+
+    def released(self, fh: int) -> None:
+        _lib.ipufs_fast_released(self.pointer, fh)
+
+    @property
+    def answered(self) -> int:
+        """Requests answered natively since the start."""
+        return int(_lib.ipufs_fast_answered(self.pointer))
+
+    def last(self, ipu: int) -> float:
+        """time.monotonic() of the last request answered natively for IPU
+        ``ipu`` (-inf: none)."""
+        ns = int(_lib.ipufs_fast_last_ns(self.pointer, ipu))
+        return ns / 1e9 if ns else float("-inf")
+
+    def answer(self, request: bytes | bytearray | memoryview, capacity: int = 4096) -> bytes | None:
+        """The reply the fast path gives ``request`` (a whole FUSE message),
+        or None when it hands it to Python (tests compare the two paths)."""
+        reply = _ffi.new("char[]", capacity)
+        source = _ffi.from_buffer(request)
+        n = _lib.ipufs_fast_answer(self.pointer, source, len(request), reply, capacity)
+        return bytes(_ffi.buffer(reply, n)) if n > 0 else None
+
 
 _spin_read = _lib.ipufs_spin_read
 _NULL = _ffi.NULL
+_sleep_read = _lib.ipufs_sleep_read
 _SPIN_WATCHED = _lib.IPUFS_SPIN_WATCHED
+_FAST_ANSWERED = _lib.IPUFS_FAST_ANSWERED
 _EAGAIN = -errno.EAGAIN
+
+
+class Rings:
+    """FUSE over io_uring (native/src/uring.c) for the connection of
+    /dev/fuse description ``fd`` (non-blocking): ``queues`` rings of
+    ``depth`` entries with ``payload``-byte buffers, each served by a
+    native thread pinned to its CPU once started. ``receive`` waits,
+    without the GIL, for the next request the rings hand over or, else,
+    one read from ``fd``; ``reply`` commits to a ring entry from any
+    thread. The ring threads answer what ``fast`` answers themselves."""
+
+    #: Tags at or above this name a ring entry; below, a /dev/fuse fd.
+    TAG = int(_lib.IPUFS_URING_TAG)
+
+    def __init__(self, fd: int, buffer: bytearray, *, queues: int, depth: int, fast: FastPath | None = None) -> None:
+        error = _ffi.new("int *")
+        self._fast = fast  # alive as long as the rings
+        rings = _lib.ipufs_uring_new(fd, queues, depth, len(buffer), fast.pointer if fast is not None else _NULL,
+                                     error)
+        if rings == _ffi.NULL:
+            raise OSError(-error[0], f"FUSE over io_uring: {os.strerror(-error[0])}")
+        self._rings = rings
+        self._buffer = _ffi.from_buffer(buffer)
+        self._length = len(buffer)
+        self._tag = _ffi.new("uint64_t *")
+
+    def start(self) -> None:
+        """Start the ring threads; each registers its entries. OSError when
+        io_uring or the kernel refuses (the threads are stopped then)."""
+        _check(_lib.ipufs_uring_start(self._rings), "FUSE over io_uring")
+
+    def receive(self, spin_ns: int) -> tuple[int, int]:
+        """The next request's length in the buffer and its tag; OSError
+        (ENODEV once the connection has ended)."""
+        n = _uring_receive(self._rings, self._buffer, self._length, spin_ns, self._tag)
+        if n < 0:
+            raise OSError(-n, os.strerror(-n))
+        return n, int(self._tag[0])
+
+    def reply(self, message: bytes, tag: int) -> bool:
+        """Commit ``message`` to the entry of ``tag``; False when the rings
+        are stopped."""
+        return _check(_lib.ipufs_uring_reply(self._rings, tag, message, len(message)), "FUSE over io_uring") > 0
+
+    def counts(self) -> tuple[int, int]:
+        """Requests answered by the ring threads, and handed over."""
+        return int(_lib.ipufs_uring_answered(self._rings)), int(_lib.ipufs_uring_handed(self._rings))
+
+    def close(self) -> None:
+        """Stop the threads and free the rings (idempotent); call it when
+        nothing receives or replies any more."""
+        rings, self._rings = self._rings, _NULL
+        if rings != _NULL:
+            _lib.ipufs_uring_free(rings)
+
+
+_uring_receive = _lib.ipufs_uring_receive

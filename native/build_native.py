@@ -6,9 +6,12 @@
 # unshare(2) and what a child of `ipufs run` does before exec, and
 # signalfd(2), through which a Python client can read si_int; and the
 # register watcher's detector, which polls shared memory without the GIL,
-# and the FUSE reader's spin, which scans the same watches while it waits.
+# and the FUSE reader's spin, which scans the same watches while it waits;
+# and the fast path (src/fastpath.c), which answers hot requests natively;
+# and FUSE over io_uring (src/uring.c).
 from __future__ import annotations
 
+import os
 import pathlib
 import re
 
@@ -16,6 +19,24 @@ from cffi import FFI
 
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
+#: Sources compiled into the same module beside SOURCE (their functions
+#: are declared in the headers of src/ and in the cdef below).
+SOURCES = [os.path.relpath(HERE / "src" / name) for name in ("fastpath.c", "uring.c")]
+
+
+def declarations(header: str) -> str:
+    """What cdef needs of a header in src/: its declarations as they are,
+    its constants as ``...`` (cffi asks the compiler), the rest of its
+    preprocessor lines dropped."""
+    kept = []
+    for line in (HERE / "src" / header).read_text().splitlines():
+        words = line.split()
+        if line.startswith("#define ") and len(words) > 2:
+            kept.append(f"#define {words[1]} ...")
+        elif not line.startswith("#"):
+            kept.append(line)
+    return "\n".join(kept) + "\n"
+
 
 ffibuilder = FFI()
 ffibuilder.cdef(
@@ -37,15 +58,26 @@ ffibuilder.cdef(
     int ipufs_watch(const struct ipufs_watch *watches, int n, unsigned char *ready,
                     long period_ns, long timeout_ns, uint32_t *awake);
     void ipufs_asleep(uint32_t *awake);
+    struct ipufs_fast;
     #define IPUFS_SPIN_WATCHED ...
+    #define IPUFS_FAST_ANSWERED ...
     long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
                          const struct ipufs_watch *watches, int n, unsigned char *ready,
-                         uint32_t *awake);
+                         uint32_t *awake, struct ipufs_fast *fast);
+    long ipufs_sleep_read(int fd, void *buffer, size_t length, struct ipufs_fast *fast);
     """
+    # The fast path's interface, declared once, in its header.
+    + "\n".join(re.findall(r"^(?:long|void|int|uint64_t|int64_t|struct ipufs_fast \*)\s*ipufs_fast_\w+\(.*?\);$",
+                           (HERE / "src" / "fastpath.h").read_text(), re.M | re.S))
+    + re.search(r"^enum ipufs_fast_kind \{.*?^\};$", (HERE / "src" / "fastpath.h").read_text(),
+                re.M | re.S).group(0)  # type: ignore[union-attr]
+    + declarations("uring.h")
 )
 ffibuilder.set_source(
     "ipufs._native",
-    SOURCE,
+    SOURCE + '\n#include "uring.h"\n',
+    sources=SOURCES,
+    include_dirs=[str(HERE / "src")],
     extra_compile_args=["-O2", "-Wall", "-Wextra"],
 )
 

@@ -21,6 +21,37 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(skip)
 
 
+#: Which transports mount tests run on (tests/integration/harness.py):
+#: IPUFS_TEST_TRANSPORT=classic, uring, or classic,uring. Unset: classic,
+#: and also uring for the representative subset marked `uring`.
+TRANSPORTS = os.environ.get("IPUFS_TEST_TRANSPORT")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if metafunc.definition.get_closest_marker("mount") is None:
+        return
+    names = (TRANSPORTS.split(",") if TRANSPORTS else
+             ["classic", "uring"] if metafunc.definition.get_closest_marker("uring") else ["classic"])
+    if names != ["classic"]:  # test ids stay as they were on the default
+        metafunc.parametrize("fuse_transport", names, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def fuse_transport(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The transport this test's mounts use (parametrised above); for
+    io_uring, the fuse module's enable_uring is Y for the test only."""
+    name = getattr(request, "param", "classic")
+    if name == "classic":
+        yield name
+        return
+    from tests.integration import harness
+
+    if not harness.ENABLE_URING.exists():
+        pytest.skip("this kernel lacks FUSE over io_uring")
+    with harness.on_transport(name):
+        yield name
+
+
 @pytest.fixture(scope="session")
 def c_bar_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
     from tests.integration.harness import ROOT, compile_c

@@ -19,6 +19,7 @@ from ipufs.fuse.devfuse import SPIN
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
 
 DEFAULT_MOUNTPOINT = "/run/ipufs"
+URING_MODES = ("auto", "on", "off")
 MAX_IPUS = 4096
 
 
@@ -38,6 +39,8 @@ class DaemonConfig:
     trace_file: str | None = None  # write the trace here (JSON lines)
     trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
     spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
+    uring: str = "auto"  # FUSE over io_uring: auto, on or off (ipufs/fuse/uring.py)
+    fast_path: bool = True  # the native readers answer the hot requests (ipufs/driver/fast_path.py)
     cdi_dir: str | None = None  # write the mount's CDI spec here (the CLI's default as root: /var/run/cdi)
     cdi_prefix: str | None = None  # before the CDI device names (default: container.cdi.default_prefix)
     cdi_follow_restarts: bool = False  # CDI devices that follow daemon restarts (container/follow.py)
@@ -56,6 +59,8 @@ class DaemonConfig:
             raise ValueError("--mode must be permission bits, such as 0660")
         if not 0 <= self.spin_us <= 10_000:
             raise ValueError("--spin-us must be between 0 and 10000")
+        if self.uring not in URING_MODES:
+            raise ValueError(f"--uring must be one of {', '.join(URING_MODES)}, not {self.uring!r}")
         if self.cdi_prefix is not None:
             cdi.check_prefix(self.cdi_prefix)
         return PROFILES[self.profile]
@@ -157,6 +162,8 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
         trace_file=s.get("trace_file"),
         trace_max_bytes=int(s.get("trace_max_bytes", d.trace_max_bytes)),
         spin_us=int(s.get("spin_us", d.spin_us)),
+        uring=str(s.get("uring", d.uring)),
+        fast_path=bool(s.get("fast_path", d.fast_path)),
         cdi_dir=(None if not s.get("cdi", True) else
                  str(s["cdi_dir"]) if s.get("cdi_dir") else cdi.DEFAULT_DIR if os.geteuid() == 0 else None),
         cdi_prefix=None if s.get("cdi_prefix") is None else str(s["cdi_prefix"]),

@@ -16,6 +16,7 @@ from typing import TypeVar
 
 import trio
 
+from ipufs import native
 from ipufs.container.cdi import SpecFile, default_prefix
 from ipufs.container.follow import Holder
 from ipufs.daemon.config import DaemonConfig
@@ -36,7 +37,8 @@ from ipufs.driver.events import FaultFired
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.effects import ModelEffects
 from ipufs.driver import sysfs_tree
-from ipufs.driver.device_nodes import DeviceNodes
+from ipufs.driver.device_nodes import DeviceNodes, NoFastPath
+from ipufs.driver.fast_path import FastAnswers
 from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.pollers import PollWakeups
@@ -46,6 +48,7 @@ from ipufs.driver.watch import PidfdWatcher
 from ipufs.driver.work import DeviceWork
 from ipufs.model.profile import Profile
 from ipufs.fuse import mount as fmount
+from ipufs.fuse import uring
 from ipufs.fuse.devfuse import DevFuse
 from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.operations import Negotiated
@@ -66,6 +69,8 @@ class Serving:
     mode_reason: str
     #: Where the /dev links were made (None: no links made).
     linked_in: str | None
+    #: How requests reach the daemon ("FUSE over io_uring", "/dev/fuse") and why.
+    transport: str = "/dev/fuse"
 
 
 def _read_plan(path: str, limits: Limits) -> FaultPlan:
@@ -120,19 +125,37 @@ class Daemon:
         self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
         self.execution = ExecutionRunner(self.devices, self.work, self.tracer)
+        # The native fast path: it answers the hot requests while nothing
+        # around them needs Python (a trace, a fault plan, page-cache mode).
+        self.fast: FastAnswers | None = None
+        if config.fast_path:
+            self.fast = FastAnswers(native.FastPath(config.ipus), self.devices, tracer=self.tracer,
+                                    accesses=self.plans, mapping=mapping)
+            self.tracer.watchers.append(self.fast.refresh)
+            self.plans.watchers.append(self.fast.refresh)
+            use.elsewhere = self.fast.last
         # The filesystem and its server.
         nodes = DeviceNodes(self.devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
-                            work=self.work, use=use, accesses=self.plans)
+                            work=self.work, use=use, accesses=self.plans,
+                            fast=self.fast if self.fast is not None else NoFastPath())
         self.filesystem = IpuFilesystem(self.devices, tree, nodes=nodes, view=SysfsView(self.devices, tree),
                                         mapping=mapping, ownership=config.ownership,
-                                        control_path=config.control_path)
+                                        control_path=config.control_path, transport=self.transport_in_force)
         self.registers = RegisterWatcher(self.devices, use, self.work)
+        #: Whether requests come over io_uring, and why (ValueError: --uring on where it cannot).
+        self.uring, self.uring_reason = uring.choose(config.uring)
+        if not self.uring and config.uring == "auto":
+            log.info("serving through /dev/fuse, not FUSE over io_uring: %s", self.uring_reason)
+        fast = self.fast.path if self.fast is not None else None
         self.server = FuseServer(
             self.filesystem, self.kernel, config.mountpoint,
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=lock,
-            transport=functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers),
+            transport=(functools.partial(uring.Uring.open, spin_for=config.spin_us / 1e6, fast=fast)
+                       if self.uring else
+                       functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers,
+                                         fast=fast)),
         )
         self.links = DevLinks(config.dev_dir, config.mountpoint, tree) if config.link_dev else None
         mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon
@@ -144,7 +167,7 @@ class Daemon:
         # The control socket.
         device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock)
         status = StatusQueries(self.devices, self.driver, lambda: self.filesystem.mode,
-                               lambda: self.server.session.requests)
+                               self._requests)
         o = config.ownership
         self.control = ControlServer(
             config.control_path, status.operations() + device_side.operations(),
@@ -156,6 +179,18 @@ class Daemon:
             o = config.ownership
             self.tracer.open_file(config.trace_file, config.trace_max_bytes, uid=o.uid, gid=o.gid, mode=o.mode)
             undo.callback(self.tracer.close)
+
+    def transport_in_force(self) -> str:
+        """How requests reach this daemon now, and why."""
+        transport = self.server.transport
+        if isinstance(transport, uring.Uring) and transport.running:
+            return f"FUSE over io_uring ({self.uring_reason})"
+        why = ("the kernel did not agree to it at INIT" if self.uring else self.uring_reason)
+        return f"/dev/fuse ({why})"
+
+    def _requests(self) -> int:
+        """Requests served, by Python and by the fast path."""
+        return self.server.session.requests + (self.fast.answered if self.fast is not None else 0)
 
     def _traced_fault(self, fault: Fault) -> None:
         if self.tracer.enabled:
@@ -202,7 +237,7 @@ class Daemon:
                         self.cdi.write()
                 linked = self.links is not None and bool(self.links.made)
                 task_status.started(Serving(negotiated, self.filesystem.mode, self.filesystem.mode_reason,
-                                            self.config.dev_dir if linked else None))
+                                            self.config.dev_dir if linked else None, self.transport_in_force()))
                 nursery.start_soon(self.registers.run)
         finally:
             if self.cdi is not None:

@@ -5,6 +5,7 @@
 # whose timed faults then fire no more.
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 
 from ipufs.daemon.faults import FaultInjector
@@ -22,6 +23,8 @@ class PlanRunner:
         self.plan: FaultPlan | None = None
         #: Whether a plan is in force: the filesystem calls count() only then.
         self.counting = False
+        #: Told when ``counting`` changes (the fast path holds while it is set).
+        self.watchers: list[Callable[[], None]] = []
 
     def count(self, ipu: int) -> None:
         plan = self.plan
@@ -32,7 +35,10 @@ class PlanRunner:
     def start(self, plan: FaultPlan) -> None:
         """Make ``plan`` the one in force: count accesses, schedule times."""
         self.plan = plan
-        self.counting = True
+        if not self.counting:
+            self.counting = True
+            for watcher in self.watchers:
+                watcher()
         for entry in plan.timed():
             self.timers.later(entry.at or 0.0, partial(self._fire, plan, entry))
 

@@ -93,6 +93,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spin_us", I, "after answering a request, keep looking for the next one (and for stores to "
             "mapped registers) this many µs before sleeping (default 50; 0 saves CPU, costs latency: "
             "docs/performance.md)", "50", run=True),
+    Setting("uring", S, "serve requests over FUSE over io_uring, a ring and a thread per CPU: auto (the "
+            "default: where the kernel offers it, its fuse module's enable_uring set by root), on (fail where "
+            "it cannot) or off (docs/systemd.md)", '"auto"', run=True),
+    Setting("fast_path", B, "answer the hot requests (MAILBOX_READ_ONLY's count, MAILBOX_GET_OFFSETS) in "
+            "native code, without Python, while no trace or fault plan needs each one (the default; "
+            "docs/architecture.md)", "true", Form.OFF, run=True,
+            off_help="serve every request in Python (for comparison: docs/performance.md)"),
     Setting("control", S, "control socket path (default MOUNTPOINT.ctl)", '"/run/ipufs.ctl"'),
     Setting("dev_dir", S, "where to make the /dev links (default /dev)", '"/dev"'),
     Setting("fault_plan", S, "a TOML fault plan to start with (docs/faults.md)", '"/etc/ipufs/faults.toml"',

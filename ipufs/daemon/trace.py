@@ -16,6 +16,7 @@ import os
 import stat
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -131,6 +132,8 @@ class TraceFile:
 class Tracer:
     def __init__(self) -> None:
         self.enabled = False
+        #: Told whenever ``enabled`` changes (the fast path holds while it is set).
+        self.watchers: list[Callable[[], None]] = []
         self.subscribers: list[Subscriber] = []
         self.file: TraceFile | None = None
         self.sequence = 0
@@ -154,7 +157,11 @@ class Tracer:
             self.close()
 
     def _update(self) -> None:
-        self.enabled = bool(self.subscribers) or self.file is not None
+        enabled = bool(self.subscribers) or self.file is not None
+        if enabled != self.enabled:
+            self.enabled = enabled
+            for watcher in self.watchers:
+                watcher()
 
     def open_file(self, path: str, max_bytes: int, *, uid: int = -1, gid: int = -1, mode: int = 0o600) -> None:
         """Trace to ``path`` too, a file owned by ``uid``:``gid`` with at

@@ -1,11 +1,13 @@
 # Which IPUs clients are using now: how many files of each IPU's config
 # space or mailbox are open (the only nodes whose mapped stores reach no
 # daemon code and must be watched), and when each last saw a request. The
-# filesystem records it; the register watcher reads it to decide what to
+# filesystem records it (and the native fast path, for the requests it
+# answers: ``elsewhere``); the register watcher reads it to decide what to
 # watch and how often (docs/registers.md).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 
 class RegisterUse:
@@ -15,6 +17,9 @@ class RegisterUse:
         self.users: dict[int, int] = {}  # ipu -> open config/mailbox files
         self.last: dict[int, float] = {}  # ipu -> monotonic time of its last request
         self.nodes: dict[int, dict[int, int]] = {}  # ipu -> {inode of a node: its open files}
+        #: The monotonic time of an IPU's last request served elsewhere
+        #: (the native fast path's), -inf for none; None: nowhere else.
+        self.elsewhere: Callable[[int], float] | None = None
 
     def opened(self, ipu: int, ino: int = 0) -> None:
         self.users[ipu] = self.users.get(ipu, 0) + 1
@@ -47,4 +52,6 @@ class RegisterUse:
     def busy(self, ipus: tuple[int, ...], within: float) -> bool:
         """Whether any of ``ipus`` saw a request in the last ``within`` s."""
         now = time.monotonic()
-        return any(now - self.last.get(index, float("-inf")) < within for index in ipus)
+        elsewhere = self.elsewhere
+        return any(now - self.last.get(index, float("-inf")) < within
+                   or (elsewhere is not None and now - elsewhere(index) < within) for index in ipus)

@@ -51,11 +51,37 @@ class NoCounting:
         pass
 
 
+class OpenFiles(Protocol):
+    """Told of every open and release of a device node: the native fast
+    path (ipufs/driver/fast_path.py) answers requests on open files."""
+
+    @property
+    def state(self) -> str:
+        """Whether it answers now (the root's user.ipufs.fast_path)."""
+
+    def opened(self, fh: int, f: OpenFile) -> None: ...
+
+    def released(self, fh: int) -> None: ...
+
+
+class NoFastPath:
+    """The open files' listener of a daemon without the fast path."""
+
+    state = "off"
+
+    def opened(self, fh: int, f: OpenFile) -> None:
+        pass
+
+    def released(self, fh: int) -> None:
+        pass
+
+
 class DeviceNodes(MappedStoreRequests):
     """The device nodes of ``devices``: sizes, opens and their files."""
 
     def __init__(self, devices: DeviceSet, tree: NodeTree, *, driver: IpuDriver, mapping: BarMapping,
-                 pollers: PollWakeups, work: DeviceWork, use: RegisterUse, accesses: AccessCounter) -> None:
+                 pollers: PollWakeups, work: DeviceWork, use: RegisterUse, accesses: AccessCounter,
+                 fast: OpenFiles) -> None:
         self.devices = devices
         self.tree = tree
         self.driver = driver
@@ -65,6 +91,7 @@ class DeviceNodes(MappedStoreRequests):
         self.work = work
         self.use = use
         self.accesses = accesses
+        self.fast = fast
         #: The driver's open files (one table; read on every request).
         self.files = driver.files
         self._cleared = set()  # page_cache_requests.MappedStoreRequests
@@ -98,7 +125,8 @@ class DeviceNodes(MappedStoreRequests):
         if req.flags & os.O_TRUNC:
             raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
         flags, backing_id = self.mapping.open_flags(node)
-        self.driver.opened(fh, node, req.ctx.pid, req.flags)
+        f = self.driver.opened(fh, node, req.ctx.pid, req.flags)
+        self.fast.opened(fh, f)
         if self.tracer.enabled:
             self.tracer.emit(events.Opened(node.ipu, node.name, req.ctx.pid, fh, self.mapping.settle(), req.flags))
         self._count_access(node.ipu)
@@ -152,6 +180,7 @@ class DeviceNodes(MappedStoreRequests):
     def release(self, f: OpenFile, fh: int) -> None:
         if self.tracer.enabled:
             self.tracer.emit(events.Closed(f.node.ipu, f.node.name, fh))
+        self.fast.released(fh)
         self.driver.released(fh)
         if f.node.region in REGISTERS:
             self.use.closed(f.node.ipu, f.node.ino)

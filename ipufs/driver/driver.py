@@ -17,6 +17,7 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi.icu import MESSAGE as icu_message
 from ipufs.abi.interrupts import ALL_SOURCES, FIRST_SIGNAL, SIGNAL_NAMES, Interrupt
 from ipufs.abi.ioctls import Dir, IoctlSpec
+from ipufs.native import FastAnswer
 from ipufs.driver import procs
 from ipufs.driver.arguments import U64, Arg, Arguments, Command, Sizes
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
@@ -86,12 +87,16 @@ class IoctlRole(NamedTuple):
     which has the numbers, encodings and the needs-a-writable-open column):
     its handler; whether the caller matters (the handler then gets the
     caller's thread group, looked up in /proc unless it is the attached
-    process, and the call fails with ESRCH when the caller is gone); and
-    the _IOC_SIZE values it is served with (None: any)."""
+    process, and the call fails with ESRCH when the caller is gone); the
+    _IOC_SIZE values it is served with (None: any); and how the native
+    fast path answers it without Python (ipufs/driver/fast_path.py;
+    NONE: only here), which must be what the handler answers, byte for
+    byte, in the cases the fast path takes."""
 
     handler: Handler
     caller_matters: bool
     sizes: Sizes | None
+    fast: FastAnswer = FastAnswer.NONE
 
 
 #: Decoded commands kept at most (random numbers must not grow the cache).
@@ -455,7 +460,8 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
     # as board management tools do not attach.
     abi.BY_NAME["MAILBOX_READ_ONLY"]: IoctlRole(
         IpuDriver._mailbox_read, caller_matters=False,
-        sizes=Sizes((U64,), icu_message.size, "room for a message (20 bytes) or a u64 count")),
+        sizes=Sizes((U64,), icu_message.size, "room for a message (20 bytes) or a u64 count"),
+        fast=FastAnswer.MAILBOX_COUNT),
     abi.BY_NAME["MAILBOX_WRITE_ONLY"]: IoctlRole(
         IpuDriver._mailbox_write, caller_matters=False,
         sizes=Sizes((), icu_message.size, "a message of 5 x u32 (20 bytes)")),
@@ -463,7 +469,8 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
         IpuDriver._mailbox_write_read, caller_matters=False,
         sizes=Sizes((), icu_message.size, "a message of 5 x u32 (20 bytes)")),
     abi.BY_NAME["MAILBOX_GET_OFFSETS"]: IoctlRole(
-        IpuDriver._mailbox_offsets, caller_matters=False, sizes=Sizes((), U64, "room for a u64 (or 16 bytes)")),
+        IpuDriver._mailbox_offsets, caller_matters=False, sizes=Sizes((), U64, "room for a u64 (or 16 bytes)"),
+        fast=FastAnswer.MAILBOX_OFFSETS),
 }
 if set(IOCTL_ROLES) != set(abi.IOCTLS):  # fail at import, never silently
     raise ImportError(f"ioctls without a handler: {sorted(s.name for s in set(abi.IOCTLS) - set(IOCTL_ROLES))}")

@@ -57,6 +57,7 @@ class IpuFilesystem(Operations):
 
     def __init__(self, devices: DeviceSet, tree: NodeTree, *, nodes: DeviceNodes, view: SysfsView,
                  mapping: BarMapping, ownership: Ownership, control_path: str,
+                 transport: Callable[[], str] = lambda: "/dev/fuse",
                  clock: Callable[[], int] = time.time_ns) -> None:
         self.devices = devices
         self.tree = tree
@@ -66,6 +67,8 @@ class IpuFilesystem(Operations):
         self.ownership = ownership
         #: The control socket, named in the root's user.ipufs.control.
         self.control_path = control_path
+        #: How requests reach the daemon, and why (user.ipufs.transport).
+        self.transport = transport
         #: Open device files, by file handle (the driver's table; read on
         #: every request, so the router keeps its own reference).
         self.files = nodes.files
@@ -336,7 +339,8 @@ class IpuFilesystem(Operations):
     # --- extended attributes: read-only facts about the mount -------------
     def xattrs(self, ino: int) -> dict[bytes, bytes]:
         if ino == ROOT_INO:
-            return xattrs.of_root(self.devices, self.mapping, self.control_path)
+            return xattrs.of_root(self.devices, self.mapping, self.control_path, self.nodes.fast.state,
+                                  self.transport())
         node = self.tree.by_ino(ino)
         if node is None:
             self._state(ino)

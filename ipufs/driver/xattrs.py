@@ -1,6 +1,7 @@
 # The read-only extended attributes of an ipufs mount (docs/filesystem.md,
 # "Extended attributes"): on the root, facts about the daemon (version,
-# the mode BARs are served in and why, profile, IPUs, pid, control socket);
+# the mode BARs are served in and why, profile, IPUs, pid, control socket,
+# whether the native fast path answers, how requests reach the daemon);
 # on each device node, its IPU, region and the device number the
 # compatibility library reports. GETXATTR and LISTXATTR with size 0 ask
 # only for the size (fuse_getxattr_out); a smaller buffer gets ERANGE.
@@ -17,7 +18,8 @@ from ipufs.fuse import replies as rp
 from ipufs.fuse.errors import FUSEError
 
 
-def of_root(devices: DeviceSet, mapping: BarMapping, control_path: str) -> dict[bytes, bytes]:
+def of_root(devices: DeviceSet, mapping: BarMapping, control_path: str, fast_path: str,
+            transport: str) -> dict[bytes, bytes]:
     return {
         b"user.ipufs.version": __version__.encode(),
         b"user.ipufs.mode": mapping.settle().encode(),
@@ -27,6 +29,8 @@ def of_root(devices: DeviceSet, mapping: BarMapping, control_path: str) -> dict[
         b"user.ipufs.pid": str(os.getpid()).encode(),
         b"user.ipufs.persistent": b"1" if devices.persistent else b"0",
         b"user.ipufs.control": control_path.encode(),
+        b"user.ipufs.fast_path": fast_path.encode(),
+        b"user.ipufs.transport": transport.encode(),
     }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
+import select
 import struct
 
 from ipufs.fuse import abi
@@ -60,7 +61,34 @@ class FuseChannel:
         arg = bytearray(abi.BACKING_MAP.pack(fd, 0, 0))
         return int(fcntl.ioctl(self.fd, abi.DEV_IOC_BACKING_OPEN, arg, True))
 
+    def alive(self) -> bool:
+        """Whether the connection is open and alive: /dev/fuse polls with
+        POLLERR once it is aborted (by an unmount that ended it, by
+        fusectl, or by the kernel)."""
+        if self.fd < 0:
+            return False
+        poller = select.poll()
+        poller.register(self.fd, select.POLLIN)
+        return not any(events & (select.POLLERR | select.POLLHUP | select.POLLNVAL)
+                       for _, events in poller.poll(0))
+
     def close(self) -> None:
         if self.fd >= 0:
             fd, self.fd = self.fd, -1
             os.close(fd)
+
+
+class OnDevice:
+    """What a /dev/fuse transport does on the description it mounted
+    (``device``): notifications, backing files, whether it is alive."""
+
+    device: FuseChannel
+
+    def notify(self, message: bytes) -> bool:
+        return write(message, self.device.fd)
+
+    def backing_open(self, fd: int) -> int:
+        return self.device.backing_open(fd)
+
+    def connected(self) -> bool:
+        return self.device.alive()

@@ -9,17 +9,19 @@
 # the ``MappedMemory`` it was given and hands what changed over; its
 # owner's thread sleeps meanwhile, for its wake-ups would delay requests
 # (docs/registers.md). A request read from the clone is answered on the
-# clone: the tag is the descriptor it came from.
+# clone: the tag is the descriptor it came from. Given a fast path (an
+# opaque native.FastPath: what it answers, ipufs/driver/fast_path.py
+# decides), the native reads answer the requests it takes themselves, the
+# spin and the blocking read alike, and only the others come back here.
 from __future__ import annotations
 
 import errno
 import logging
 import os
-import select
 
 from ipufs import native
 from ipufs.fuse import channel
-from ipufs.fuse.channel import FuseChannel
+from ipufs.fuse.channel import FuseChannel, OnDevice
 from ipufs.fuse.transport import MappedMemory
 
 log = logging.getLogger(__name__)
@@ -31,25 +33,30 @@ log = logging.getLogger(__name__)
 SPIN = 50e-6
 
 
-class DevFuse:
+class DevFuse(OnDevice):
     """A Transport over /dev/fuse: ``device`` is the description mounted,
     ``spin_for`` how long to try a clone before sleeping (0: never clone),
-    ``mapped`` what to scan meanwhile."""
+    ``mapped`` what to scan meanwhile, ``fast`` the native fast path the
+    reads answer requests on (None: every request comes back)."""
+
+    init_flags = 0
 
     def __init__(self, device: FuseChannel, *, spin_for: float = SPIN, mapped: MappedMemory | None = None,
-                 clone: FuseChannel | None = None) -> None:
+                 clone: FuseChannel | None = None, fast: native.FastPath | None = None) -> None:
         self.device = device
         self.spin_for = spin_for
         self.mapped = mapped
+        self.fast = fast
         self.clone = clone  # opened by mounted(), or given (tests over pipes)
         self._awake = mapped.awake if mapped is not None else native.Awake()
         self._spin: native.SpinReader | None = None
         self._buffer: bytearray | None = None
 
     @classmethod
-    def open(cls, *, spin_for: float = SPIN, mapped: MappedMemory | None = None) -> DevFuse:
+    def open(cls, *, spin_for: float = SPIN, mapped: MappedMemory | None = None,
+             fast: native.FastPath | None = None) -> DevFuse:
         """A new connection: /dev/fuse opened, not yet mounted."""
-        return cls(FuseChannel.open(), spin_for=spin_for, mapped=mapped)
+        return cls(FuseChannel.open(), spin_for=spin_for, mapped=mapped, fast=fast)
 
     def mount_fd(self) -> int:
         return self.device.fd
@@ -61,55 +68,54 @@ class DevFuse:
             except OSError as exc:  # a kernel without FUSE_DEV_IOC_CLONE
                 log.warning("no clone of the FUSE connection (%s): the reader will not spin", exc)
 
+    def initialized(self, flags: int) -> None:
+        pass
+
     def receive(self, buffer: bytearray) -> tuple[int, int] | None:
-        spin = self._spin
         if buffer is not self._buffer:
             self._buffer = buffer
-            spin = self._spin = (native.SpinReader(self.clone.fd, buffer, self._awake)
-                                 if self.clone is not None else None)
-        if spin is not None:
-            mapped = self.mapped
-            while True:
-                watch = mapped.current() if mapped is not None else None
-                try:
-                    n = spin.read(self.spin_for, watch)
-                except OSError as exc:
-                    if _ended(exc):
-                        return None
-                    continue
-                if n is not None:
-                    return n, spin.fd
-                if not spin.found:
-                    break  # the time ran out: sleep
-                assert mapped is not None and watch is not None
-                if not mapped.changed(watch, spin.found):
-                    mapped = None
-        fd = self.device.fd
+            self._spin = native.SpinReader(self.clone.fd if self.clone is not None else -1, buffer, self._awake,
+                                           self.fast)
+        spin = self._spin
+        assert spin is not None
         while True:
+            if self.clone is not None:
+                got = self._spin_read(spin)
+                if got is not None:
+                    return got if got[0] >= 0 else None
+            fd = self.device.fd
             try:
-                return os.readv(fd, [buffer]), fd
+                n = spin.sleep(fd) if self.fast is not None else os.readv(fd, [buffer])
             except OSError as exc:
-                if _ended(exc):
+                if ended(exc):
                     return None
+                continue
+            if n is not None:
+                return n, fd
+            # The fast path answered what woke the reader: spin again.
+
+    def _spin_read(self, spin: native.SpinReader) -> tuple[int, int] | None:
+        """Spin for the next request: (its length, the tag), (-1, tag) when
+        the connection ended, or None when the time ran out."""
+        mapped = self.mapped
+        while True:
+            watch = mapped.current() if mapped is not None else None
+            try:
+                n = spin.read(self.spin_for, watch)
+            except OSError as exc:
+                if ended(exc):
+                    return -1, spin.fd
+                continue
+            if n is not None:
+                return n, spin.fd
+            if not spin.found:
+                return None  # the time ran out: sleep
+            assert mapped is not None and watch is not None
+            if not mapped.changed(watch, spin.found):
+                mapped = None
 
     #: Replies go out on the descriptor the request came from (its tag).
     reply = staticmethod(channel.write)
-
-    def notify(self, message: bytes) -> bool:
-        return channel.write(message, self.device.fd)
-
-    def backing_open(self, fd: int) -> int:
-        return self.device.backing_open(fd)
-
-    def connected(self) -> bool:
-        """/dev/fuse polls with POLLERR once the connection is aborted (by
-        an unmount that ended it, by fusectl, or by the kernel)."""
-        if self.device.fd < 0:
-            return False
-        poller = select.poll()
-        poller.register(self.device.fd, select.POLLIN)
-        return not any(events & (select.POLLERR | select.POLLHUP | select.POLLNVAL)
-                       for _, events in poller.poll(0))
 
     def close(self) -> None:
         self._awake.clear()
@@ -119,7 +125,7 @@ class DevFuse:
         self.device.close()
 
 
-def _ended(exc: OSError) -> bool:
+def ended(exc: OSError) -> bool:
     """Whether a failed read of /dev/fuse means the connection has ended;
     False for a read to retry (interrupted, or the request was withdrawn).
     Anything else is raised."""

@@ -74,10 +74,11 @@ class FuseServer:
     def serve(self, transport: Transport, started: Callable[[], None] = lambda: None) -> None:
         """Answer the requests ``transport`` receives, on this thread, until
         the connection ends or the session is destroyed; call ``started``
-        once INIT is answered. Exceptions of the operations' own are the
+        once INIT is answered (after ``transport.initialized``). Exceptions of the operations' own are the
         session's concern; anything raised here is a bug of the server's."""
         session, lock, kernel = self.session, self.lock, self.kernel
         receive, reply_on = transport.receive, transport.reply
+        session.want |= transport.init_flags  # what the transport needs agreed at INIT
 
         def answer(reply: bytes, tag: int, may_wait: bool | None) -> None:
             # Behind notifications still queued: what the request changed
@@ -109,6 +110,7 @@ class FuseServer:
                     answer(reply, kept, may_wait)  # type: ignore[arg-type]
             if waiting and session.negotiated is not None:
                 waiting = False
+                transport.initialized(session.negotiated.flags)
                 started()
 
     def _reader(self, transport: Transport, token: trio.lowlevel.TrioToken, ready: trio.Event,

@@ -4,13 +4,13 @@
 # registers passthrough backing files, and owns every file descriptor it
 # uses. The server mounts with the transport's /dev/fuse description, runs
 # the request loop over it, and closes it; nothing else in fuse/ touches a
-# descriptor. Today's one transport is the /dev/fuse reader
-# (ipufs/fuse/devfuse.py); a transport whose native threads answer hot
-# requests themselves (FUSE over io_uring, one ring per CPU) hands
-# everything else to ``receive`` in order, tagged with the ring entry to
-# answer, and keeps a /dev/fuse reader of its own for INIT, forgets,
-# interrupts and notifications. Adding one is one module implementing
-# ``Transport`` (docs/architecture.md, "Adding a transport").
+# descriptor. There are two: the /dev/fuse reader (ipufs/fuse/devfuse.py)
+# and FUSE over io_uring (ipufs/fuse/uring.py), whose native threads, one
+# per CPU, hand what they do not answer themselves to ``receive`` in
+# order, tagged with the ring entry to answer, and which keeps a /dev/fuse
+# description of its own for INIT, forgets, interrupts and notifications.
+# Adding one is one module implementing ``Transport``
+# (docs/architecture.md, "Adding a transport").
 #
 # While it waits for requests a transport may scan ``MappedMemory``:
 # memory clients store to through mappings of the served files, where a
@@ -45,6 +45,10 @@ class Transport(Protocol):
     is called from one thread (the server's reader); ``reply``, ``notify``
     and ``backing_open`` from any."""
 
+    #: INIT flags the transport needs agreed (abi.InitFlag.OVER_IO_URING):
+    #: the session asks the kernel for them besides its own.
+    init_flags: int
+
     def mount_fd(self) -> int:
         """The /dev/fuse descriptor the mount is given (``fd=N``)."""
 
@@ -52,6 +56,11 @@ class Transport(Protocol):
         """The connection is mounted: open whatever else serving it needs
         (clones, rings). Falls back quietly, with a logged warning, when the
         kernel lacks a feature; raises only when it cannot serve at all."""
+
+    def initialized(self, flags: int) -> None:
+        """INIT is answered, with ``flags`` agreed: start what needs an
+        initialized connection (io_uring rings). Called on the receiving
+        thread, before it receives again. Falls back as ``mounted`` does."""
 
     def receive(self, buffer: bytearray) -> tuple[int, int] | None:
         """Wait for one request and read it into ``buffer``: its length

@@ -9,6 +9,9 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
+from numpy.typing import NDArray
+
 from ipufs.abi.icu import (
     ERROR_MARKER, LAYOUT_VERSION, LOWER, MAGIC, MESSAGE, REQUEST_RING, RESPONSE_RING, SLOT_SIZE, SLOTS,
     STATUS_OVERFLOW, STATUS_RESPONSES, Header, IcuError, Op, op_of,
@@ -51,10 +54,45 @@ class Icu:
     unresponsive: bool = False
     #: Told of every request and its answer (the driver's trace); no I/O here.
     observer: IcuObserver | None = None
+    #: The change sequence of RESPONSE_HEAD and RESPONSE_TAIL (a seqlock):
+    #: odd while the model changes them together or copies bytes over
+    #: them, even otherwise. Each single change is one aligned word store.
+    #: Readers on other threads (the native fast path, which counts the
+    #: responses waiting without the daemon's lock) read the pair inside
+    #: it, and try elsewhere while it is odd or moves.
+    sequence: NDArray[np.uint32] = field(default_factory=lambda: np.zeros(1, dtype=np.uint32))
 
     # --- the rings -------------------------------------------------------------
     def format(self) -> None:
         """Write the mailbox header: layout, empty rings."""
+        self.sequence += 1
+        try:
+            self._write_header()
+        finally:
+            self.sequence += 1
+
+    def clear(self) -> None:
+        """A zeroed mailbox with a fresh header (a reset)."""
+        self.sequence += 1
+        try:
+            self.mailbox.clear()
+            self._write_header()
+        finally:
+            self.sequence += 1
+
+    def host_write(self, offset: int, data: bytes | memoryview) -> int:
+        """Store bytes the host wrote (pwrite on the mailbox node): a byte
+        copy, inside the change sequence when it covers the response
+        ring's head or tail."""
+        if offset < Header.RESPONSE_TAIL + 4 and offset + len(data) > Header.RESPONSE_HEAD:
+            self.sequence += 1
+            try:
+                return self.mailbox.write(offset, data)
+            finally:
+                self.sequence += 1
+        return self.mailbox.write(offset, data)
+
+    def _write_header(self) -> None:
         m = self.mailbox
         for name, value in ((Header.MAGIC, MAGIC), (Header.LAYOUT_VERSION, LAYOUT_VERSION),
                             (Header.SLOT_SIZE, SLOT_SIZE), (Header.REQUEST_SLOTS, SLOTS),
@@ -70,7 +108,7 @@ class Icu:
 
     def _set(self, field_: Header, value: int) -> None:
         if self._get(field_) != value & 0xFFFFFFFF:
-            self.mailbox.write(field_, struct.pack("<I", value & 0xFFFFFFFF))
+            self.mailbox.store_word(field_ // 4, value & 0xFFFFFFFF)
 
     @property
     def responses_waiting(self) -> int:

@@ -336,7 +336,7 @@ class Ipu:
     def write_mailbox(self, offset: int, data: bytes | memoryview) -> int:
         """A host write to the mailbox node; a store to its DOORBELL word
         makes the ICU serve the request ring before this returns."""
-        n = self.icu.mailbox.write(offset, data)
+        n = self.icu.host_write(offset, data)
         if self.icu.mailbox.words[Header.DOORBELL // 4]:
             self.serve_mailbox()
         return n
@@ -430,8 +430,7 @@ class Ipu:
         self.exception_count = 0
         self.group.withdraw(self.index)
         self.sync_status = 0
-        self.icu.mailbox.clear()
-        self.icu.format()
+        self.icu.clear()
         self.interrupts.pending = 0
         self.interrupts.take()
         self.raised_sticky = 0

@@ -21,6 +21,8 @@ class MountStatus:
     alive: bool
     mode: str
     detail: str
+    fast_path: str = "unknown"  # "on", "off", "held: why" (user.ipufs.fast_path)
+    transport: str = "unknown"  # "FUSE over io_uring (why)", "/dev/fuse (why)" (user.ipufs.transport)
 
 
 def _getxattr(path: str, name: str, timeout: float = 2.0) -> str | None:
@@ -50,13 +52,16 @@ def mount_status() -> list[MountStatus]:
                       # The kernel refused the path before asking the daemon.
                       "!EACCES": "not readable by this user (a directory on its path is closed): "
                                  "whether it is alive is unknown"}.get(mode, f"error {mode[1:]}")
-            mode = "unknown"
+            mode = fast_path = transport = "unknown"
         else:
             alive = True
             reason = _getxattr(entry.mountpoint, "user.ipufs.mode_reason") or ""
             pid = _getxattr(entry.mountpoint, "user.ipufs.pid")
             detail = f"daemon pid {pid}" + (f"; {reason}" if reason else "")
-        found.append(MountStatus(entry.mountpoint, entry.source, alive, mode, detail))
+            fast_path, transport = (
+                value if value and not value.startswith("!") else "unknown"
+                for value in (_getxattr(entry.mountpoint, f"user.ipufs.{name}") for name in ("fast_path", "transport")))
+        found.append(MountStatus(entry.mountpoint, entry.source, alive, mode, detail, fast_path, transport))
     return found
 
 

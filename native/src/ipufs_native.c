@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "fastpath.h"
+
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
 #endif
@@ -216,26 +218,58 @@ static void ipufs_asleep(uint32_t *awake)
 }
 
 #define IPUFS_SPIN_WATCHED (-100000L)
+#define IPUFS_FAST_ANSWERED (-100001L)
+
+/* Answer the request of `got` bytes in `buffer` on the fast path
+   (fastpath.h), writing the reply to `fd` it came from. Returns 1 when
+   answered (a reply the kernel no longer wants, ENOENT, counts as
+   answered), 0 to hand the request to Python, -errno when the write
+   failed otherwise (-ENODEV: the connection ended). */
+static int ipufs_fast_serve(struct ipufs_fast *fast, int fd, const void *buffer, size_t got)
+{
+    char reply[256];
+    long n = ipufs_fast_answer(fast, buffer, got, reply, sizeof reply);
+    if (n <= 0)
+        return 0;
+    while (write(fd, reply, (size_t)n) < 0) {
+        if (errno == ENOENT)
+            return 1;
+        if (errno != EINTR)
+            return -errno;
+    }
+    return 1;
+}
 
 /* The FUSE reader's spin (ipufs/fuse/devfuse.py): read a request from the
  * non-blocking fd, trying again until spin_ns have passed. Runs without the
  * GIL and raises no exception per empty try, so a request that arrives
- * while spinning is picked up within a system call's time. Between tries
- * it scans the n watches, and marks *awake so that the watcher thread
- * sleeps meanwhile (ipufs_watch); *awake stays set while the caller acts
- * on what this returns, and is cleared when the spin ends without one.
- * Returns the length read, IPUFS_SPIN_WATCHED when some watch differs
- * (ready[] marked), or -errno (-EAGAIN when the time ran out). */
+ * while spinning is picked up within a system call's time. A request the
+ * fast path answers (`fast`, NULL: none) is answered here and the spin
+ * goes on, from a new deadline. Between tries it scans the n watches, and
+ * marks *awake so that the watcher thread sleeps meanwhile (ipufs_watch);
+ * *awake stays set while the caller acts on what this returns, and is
+ * cleared when the spin ends without one. Returns the length read,
+ * IPUFS_SPIN_WATCHED when some watch differs (ready[] marked), or -errno
+ * (-EAGAIN when the time ran out). */
 static long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
                             const struct ipufs_watch *watches, int n, unsigned char *ready,
-                            uint32_t *awake)
+                            uint32_t *awake, struct ipufs_fast *fast)
 {
     __atomic_store_n(awake, 1, __ATOMIC_RELEASE);
     int64_t deadline = ipufs_now_ns() + spin_ns;
     for (;;) {
         ssize_t got = read(fd, buffer, length);
-        if (got >= 0)
-            return (long)got;
+        if (got >= 0) {
+            int served = fast != NULL ? ipufs_fast_serve(fast, fd, buffer, (size_t)got) : 0;
+            if (served == 0)
+                return (long)got;
+            if (served < 0) {
+                ipufs_asleep(awake);
+                return served;
+            }
+            deadline = ipufs_now_ns() + spin_ns;
+            continue;
+        }
         int error = errno;
         if (error == EAGAIN && n > 0 && ipufs_watch_scan(watches, n, ready))
             return IPUFS_SPIN_WATCHED;
@@ -244,4 +278,20 @@ static long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
             return -error;
         }
     }
+}
+
+/* The reader's sleep: a blocking read of fd. A request the fast path
+ * answers is answered here, and IPUFS_FAST_ANSWERED returned so that the
+ * caller spins again (the next request of a client that asks again soon
+ * is then found awake). Returns the length read for any other request,
+ * or -errno. Runs without the GIL. */
+static long ipufs_sleep_read(int fd, void *buffer, size_t length, struct ipufs_fast *fast)
+{
+    ssize_t got = read(fd, buffer, length);
+    if (got < 0)
+        return -errno;
+    int served = fast != NULL ? ipufs_fast_serve(fast, fd, buffer, (size_t)got) : 0;
+    if (served == 0)
+        return (long)got;
+    return served < 0 ? served : IPUFS_FAST_ANSWERED;
 }

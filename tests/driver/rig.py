@@ -13,13 +13,15 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ipufs import native
 from ipufs.driver.activity import RegisterUse
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
 from ipufs.driver.effects import ModelEffects
 from ipufs.driver.events import Event, EventSink
 from ipufs.driver import sysfs_tree
-from ipufs.driver.device_nodes import AccessCounter, DeviceNodes, NoCounting
+from ipufs.driver.device_nodes import AccessCounter, DeviceNodes, NoCounting, NoFastPath
+from ipufs.driver.fast_path import FastAnswers
 from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.driver.nodes import Ownership
 from ipufs.driver.view_files import SysfsView
@@ -184,7 +186,7 @@ class Rig:
 
     def __init__(self, devices: DeviceSet, *, passthrough: bool = True, fail: int | None = None,
                  ownership: Ownership | None = None, events: EventSink | None = None,
-                 accesses: AccessCounter | None = None) -> None:
+                 accesses: AccessCounter | None = None, fast: bool = False) -> None:
         self.devices = devices
         self.processes = FakeProcesses()
         self.exits = FakeExits(self.processes)
@@ -197,8 +199,15 @@ class Rig:
         mapping = BarMapping(devices, tree, self.stub, passthrough=passthrough, use=self.use)
         self.effects = ModelEffects(mapping, self.driver, PollWakeups(devices, self.stub), lock=lock)
         self.work = DeviceWork(self.effects, self.use, lock=lock)
+        accesses = accesses or NoCounting()
+        #: The native fast path, published as the daemon publishes it (with ``fast``).
+        self.fast = (FastAnswers(native.FastPath(len(devices)), devices, tracer=self.events, accesses=accesses,
+                                 mapping=mapping) if fast else None)
+        if self.fast is not None:
+            self.use.elsewhere = self.fast.last
         self.nodes = DeviceNodes(devices, tree, driver=self.driver, mapping=mapping, pollers=self.effects.pollers,
-                                 work=self.work, use=self.use, accesses=accesses or NoCounting())
+                                 work=self.work, use=self.use, accesses=accesses,
+                                 fast=self.fast if self.fast is not None else NoFastPath())
         self.fs = IpuFilesystem(devices, tree, nodes=self.nodes, view=SysfsView(devices, tree), mapping=mapping,
                                 ownership=ownership or Ownership(), control_path="/run/test.ctl",
                                 clock=lambda: 5 * 10**9)

@@ -24,10 +24,14 @@ CTX = rq.Context(0, 0, 4242)
 
 class Scripted:
     """A Transport that delivers ``script`` (request bytes, tag) and then
-    says the connection ended."""
+    says the connection ended. It needs FUSE_OVER_IO_URING agreed, as
+    the io_uring transport does."""
+
+    init_flags = 1 << 41
 
     def __init__(self, script: list[tuple[bytes, int]]) -> None:
         self.script = list(script)
+        self.initialized_with: list[int] = []
         self.replies: list[tuple[fk.Reply, int]] = []
         self.notes: list[bytes] = []
         self.receives = 0
@@ -38,6 +42,9 @@ class Scripted:
 
     def mounted(self) -> None:
         pass
+
+    def initialized(self, flags: int) -> None:
+        self.initialized_with.append(flags)
 
     def receive(self, buffer: bytearray) -> tuple[int, int] | None:
         self.receives += 1
@@ -89,6 +96,10 @@ def test_a_scripted_transport_drives_the_server_loop() -> None:
     started: list[bool] = []
     fuse.serve(transport, lambda: started.append(fuse.session.negotiated is not None))
     assert started == [True]  # once, after INIT was answered
+    # The session asked for what the transport needs; the transport heard
+    # what was agreed, once, before the next request.
+    assert transport.initialized_with == [fuse.session.negotiated.flags]  # type: ignore[union-attr]
+    assert transport.initialized_with[0] & Scripted.init_flags
     assert [(r.unique, r.error, tag) for r, tag in transport.replies] == [
         (2, 0, 10), (4, errno.ENOENT, 11), (8, errno.ENOENT, 13)]
     assert transport.receives == 5  # the fifth said the connection ended

@@ -25,6 +25,35 @@ from ipufs.fuse import mount as fmount
 T = TypeVar("T")
 TIMEOUT = 10.0
 ROOT = Path(__file__).resolve().parents[2]
+#: The fuse module's switch for FUSE over io_uring (set by root only).
+ENABLE_URING = Path("/sys/module/fuse/parameters/enable_uring")
+#: How mounts made here get their requests: "classic" (/dev/fuse) or
+#: "uring" (FUSE over io_uring). Set for one test by on_transport (the
+#: fuse_transport fixture of tests/conftest.py).
+transport = "classic"
+
+
+@contextmanager
+def on_transport(name: str) -> Iterator[None]:
+    """Mounts made inside use transport ``name``; for "uring", the fuse
+    module's enable_uring is Y meanwhile and restored on every path."""
+    global transport
+    before, old = transport, None
+    try:
+        if name == "uring":
+            old = ENABLE_URING.read_text().strip()
+            ENABLE_URING.write_text("Y")
+        transport = name
+        yield
+    finally:
+        transport = before
+        if old is not None:
+            ENABLE_URING.write_text(old)
+
+
+def uring_option() -> str:
+    """The --uring value that gives the current transport."""
+    return "on" if transport == "uring" else "off"
 
 
 class RunningDaemon:
@@ -48,6 +77,7 @@ def force_unmount(mountpoint: str) -> None:
 
 @contextmanager
 def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemon]:
+    options.setdefault("uring", uring_option())
     config = DaemonConfig(mountpoint=str(mountpoint), **options)  # type: ignore[arg-type]
     daemon = Daemon(config)
     ready = threading.Event()
@@ -76,6 +106,8 @@ def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemo
     try:
         if not ready.wait(TIMEOUT) or "error" in box:
             raise RuntimeError(f"daemon did not start: {box.get('error')!r}")
+        if config.uring == "on":  # what the test asked for, not a quiet fallback
+            assert daemon.transport_in_force().startswith("FUSE over io_uring"), daemon.transport_in_force()
         yield RunningDaemon(daemon, box["token"])  # type: ignore[arg-type]
     finally:
         if t.is_alive() and "token" in box:
@@ -178,6 +210,8 @@ def daemon_process(mountpoint: Path, *options: str, log: IO[str] | None = None) 
     under the systemd unit. Its stderr is a pipe, or the file ``log``."""
     if not {"--cdi-dir", "--no-cdi"} & set(options):
         options += ("--no-cdi",)  # never the host's /var/run/cdi
+    if "--uring" not in options:
+        options += ("--uring", uring_option())
     with tempfile.TemporaryDirectory(prefix="ipufs-notify-") as tmp, \
             socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as notify:
         notify.bind(os.path.join(tmp, "notify"))

@@ -16,7 +16,7 @@ from ipufs.model.tdi import TdiRegister
 from tests.integration.harness import PyClient as Client
 from tests.integration.harness import RunningDaemon, wait_for
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.uring]
 
 
 @pytest.fixture

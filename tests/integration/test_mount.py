@@ -85,6 +85,7 @@ def test_client_mapping_and_model_share_memory(
     assert bar.load(8192, 14) == b"from-the-model"
 
 
+@pytest.mark.uring
 def test_config_space_pread_pwrite_reach_the_model(ipufs: RunningDaemon) -> None:
     ipu = ipufs.daemon.devices.ipus[0]
     fd = os.open(ipufs.path("ipu0"), os.O_RDWR)
@@ -107,6 +108,7 @@ def test_a_second_mapping_sees_a_pwrite(ipufs: RunningDaemon, client: Callable[[
     assert bar.load(12288, 7) == b"written"
 
 
+@pytest.mark.uring
 def test_bounds_and_the_fixed_tree_through_system_calls(ipufs: RunningDaemon) -> None:
     size = PROFILES["ipu1"].config_size
     for name in ("ipu0", "ipu0_mem"):
@@ -165,6 +167,7 @@ def daemon(mountpoint: Path) -> subprocess.Popen[str]:
     return daemon_process(mountpoint, "--ipus", "1", "--profile", "ipu1", "--dev-dir", str(dev))
 
 
+@pytest.mark.uring
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGINT", "umount"])
 def test_daemon_unmounts_cleanly(tmp_path: Path, how: str) -> None:
     mnt = tmp_path / "mnt"
@@ -180,6 +183,7 @@ def test_daemon_unmounts_cleanly(tmp_path: Path, how: str) -> None:
         stop_processes(mnt, proc)
 
 
+@pytest.mark.uring
 def test_a_crashed_daemon_leaves_no_hang_and_a_restart_recovers(tmp_path: Path) -> None:
     mnt = tmp_path / "mnt"
     proc = daemon(mnt)

@@ -1,0 +1,58 @@
+# When FUSE over io_uring is used (ipufs/fuse/uring.py): what the kernel
+# offers and root allows decides `--uring auto`; `--uring on` refuses in
+# one line where it cannot; `--uring off` never looks. The switches are
+# files, given here as files of the test's.
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ipufs.fuse import uring
+
+
+@pytest.fixture
+def switches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[Path, Path]:
+    enable, disabled = tmp_path / "enable_uring", tmp_path / "io_uring_disabled"
+    monkeypatch.setattr(uring, "ENABLE", str(enable))
+    monkeypatch.setattr(uring, "DISABLED", str(disabled))
+    return enable, disabled
+
+
+def test_a_kernel_without_it_is_named(switches: tuple[Path, Path]) -> None:
+    assert uring.choose("auto") == (False, uring.unavailable())
+    assert "the kernel lacks FUSE over io_uring" in str(uring.unavailable())
+    with pytest.raises(ValueError, match="^--uring on: FUSE over io_uring is unavailable: the kernel lacks"):
+        uring.choose("on")
+
+
+def test_the_parameter_off_says_how_root_turns_it_on(switches: tuple[Path, Path]) -> None:
+    enable, _ = switches
+    enable.write_text("N\n")
+    use, why = uring.choose("auto")
+    assert not use and why == f"the fuse module parameter enable_uring is off (root: echo Y > {enable})"
+    with pytest.raises(ValueError) as info:
+        uring.choose("on")
+    assert "\n" not in str(info.value) and "enable_uring is off" in str(info.value)
+
+
+def test_on_where_the_kernel_offers_it(switches: tuple[Path, Path]) -> None:
+    enable, disabled = switches
+    enable.write_text("Y\n")
+    assert uring.unavailable() is None  # no io_uring switch: allowed
+    disabled.write_text("0\n")
+    assert uring.choose("auto")[0] and uring.choose("on")[0]
+    disabled.write_text("2\n")
+    assert uring.unavailable() == f"io_uring is disabled ({disabled} = 2)"
+
+
+def test_off_never_looks(switches: tuple[Path, Path]) -> None:
+    assert uring.choose("off") == (False, "--uring off")
+
+
+def test_a_queue_per_possible_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    possible = tmp_path / "possible"
+    monkeypatch.setattr(uring, "POSSIBLE_CPUS", str(possible))
+    for spans, queues in (("0\n", 1), ("0-1\n", 2), ("0-3,8-11\n", 12)):
+        possible.write_text(spans)
+        assert uring.possible_cpus() == queues
