@@ -27,7 +27,7 @@ def test_benchmark_smoke_run_produces_every_figure() -> None:
                    "ipu0_mem pwrite+pread", "mount 64 × ipu2", "through the compatibility library",
                    "a tmpfs file the library must check",
                    "ISA: word decoder", "ISA: `ipufs disasm --raw`", "Executor: one tile",
-                   "Executor: RESET ioctl"):
+                   "Executor: RESET ioctl", "fast path: sustained MAILBOX_READ_ONLY"):
         assert figure in out.stdout
 
 

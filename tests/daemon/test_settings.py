@@ -59,7 +59,7 @@ def test_mount_offers_every_setting_and_run_those_it_passes_on() -> None:
 @pytest.mark.parametrize("argv", [
     ["--ipus", "2", "--profile", "ipu1", "--no-passthrough", "--mode", "0600"],
     ["--trace-file", "/t", "--trace-max-bytes", "99", "--spin-us", "0", "--state-dir", "/s"],
-    ["--group-size", "2", "--fault-plan", "/p.toml"],
+    ["--group-size", "2", "--fault-plan", "/p.toml", "--no-fast-path"],
     [],
 ])
 def test_run_passes_on_exactly_the_settings_it_was_given(argv: list[str]) -> None:

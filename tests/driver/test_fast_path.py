@@ -150,24 +150,33 @@ def test_a_message_read_with_a_response_waiting_is_pythons_to_pop(rig: Rig) -> N
 def test_while_anything_around_a_request_is_active_python_answers_it(rig: Rig) -> None:
     assert rig.fast is not None
     fh = open_node(rig, "ipu0")
-    count = abi.ioc(abi.Dir.READ, READ_ONLY, 8)
-    assert rig.fast.path.answer(message(rig, fh, count)) is not None
-    for switch, bit in ((rig.events, Hold.TRACED), (rig.nodes.accesses, Hold.COUNTED)):
-        switch.enabled = switch.counting = True  # type: ignore[union-attr]
-        rig.fast.refresh()
+    count_request = abi.ioc(abi.Dir.READ, READ_ONLY, 8)
+    assert rig.fast.path.answer(message(rig, fh, count_request)) is not None
+    accesses = rig.nodes.accesses
+    assert isinstance(rig.events, Events) and isinstance(accesses, Counting)
+
+    def trace(on: bool) -> None:
+        rig.events.enabled = on
+
+    def count(on: bool) -> None:
+        accesses.counting = on
+
+    for switch, bit in ((trace, Hold.TRACED), (count, Hold.COUNTED)):
+        switch(True)
+        rig.fast.refresh()  # what the tracer and the plan runner call
         assert rig.fast.hold == bit
         assert rig.fs.xattrs(1)[b"user.ipufs.fast_path"].startswith(b"held: ")
-        assert rig.fast.path.answer(message(rig, fh, count)) is None
-        switch.enabled = switch.counting = False  # type: ignore[union-attr]
+        assert rig.fast.path.answer(message(rig, fh, count_request)) is None
+        switch(False)
         rig.fast.refresh()
-    assert rig.fast.path.answer(message(rig, fh, count)) is not None
+    assert rig.fast.path.answer(message(rig, fh, count_request)) is not None
     assert rig.fs.xattrs(1)[b"user.ipufs.fast_path"] == b"on"
     # Flags the Python path reads differently (compat, unrestricted) and a
     # released file are Python's too.
     for flags in fabi.IoctlFlag:
-        assert rig.fast.path.answer(message(rig, fh, count, flags=flags)) is None
+        assert rig.fast.path.answer(message(rig, fh, count_request, flags=flags)) is None
     rig.kernel.call(rq.Release, 2, fh, 0, 0)
-    assert rig.fast.path.answer(message(rig, fh, count)) is None
+    assert rig.fast.path.answer(message(rig, fh, count_request)) is None
 
 
 def test_in_page_cache_mode_python_answers_everything() -> None:

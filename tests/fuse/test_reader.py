@@ -3,9 +3,13 @@
 # spins it scans the watcher's shared words and hands what changed to the
 # watcher, then goes on waiting; a change with nothing to do stops the
 # scanning until the next request, so it cannot keep the reader busy.
+# Given a fast path, the native reads (spinning or asleep) answer what it
+# takes themselves and return only the rest.
 from __future__ import annotations
 
 import os
+import socket
+import struct
 from collections.abc import Iterator
 
 import numpy as np
@@ -79,3 +83,46 @@ def test_a_change_with_nothing_to_do_stops_the_scanning(pipes: Pipes) -> None:
     assert transport.receive(buffer) == (4, main_r)
     assert watcher.calls == [[0]]
     assert not watcher.awake  # asleep in the blocking read
+
+
+def _fast_path() -> tuple[native.FastPath, bytes, bytes]:
+    """A fast path that knows one open file (handle 1 on IPU 0) and answers
+    MAILBOX_READ_ONLY's count (0x8008ED1D); a request it answers and one
+    it does not (GETATTR)."""
+    fast = native.FastPath(1)
+    fast.ioctl_type(0xED)
+    fast.ioctl(29, native.FastAnswer.MAILBOX_COUNT, needs_write=False)
+    fast.rings(0x1000, 64, 0x2000, 64, 0x48 // 4)
+    # A mailbox with no response waiting (the fast path keeps the buffers alive).
+    fast.mailbox(0, np.zeros(1024, dtype=np.uint32), np.zeros(1, dtype=np.uint32))
+    fast.opened(1, 0, writable=True)
+    fast.hold(0)
+    ioctl = struct.pack("<IIQQIIIHH", 72, 39, 2, 2, 0, 0, 1, 0, 0) + struct.pack("<QIIQII", 1, 0, 0x8008ED1D, 0, 0, 8)
+    getattr_ = struct.pack("<IIQQIIIHH", 56, 3, 4, 1, 0, 0, 1, 0, 0) + bytes(16)
+    return fast, ioctl, getattr_
+
+
+@pytest.mark.parametrize("where", ["spinning", "asleep"])
+def test_the_fast_path_answers_in_the_native_read_and_only_the_rest_comes_back(where: str) -> None:
+    """Over message-preserving sockets standing in for the connection and
+    its clone: a request the fast path takes is answered on the socket it
+    came from and never returned; the next one is."""
+    fast, ioctl, getattr_ = _fast_path()
+    main, clone = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET), \
+        socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        clone[0].setblocking(False)
+        kernel = clone[1] if where == "spinning" else main[1]
+        kernel.send(ioctl)
+        kernel.send(getattr_)
+        transport = DevFuse(FuseChannel(main[0].fileno()), spin_for=0.001 if where == "asleep" else 5.0,
+                            clone=FuseChannel(clone[0].fileno(), blocking=False), fast=fast)
+        buffer = bytearray(256)
+        got = transport.receive(buffer)
+        assert got == (len(getattr_), (clone if where == "spinning" else main)[0].fileno())
+        assert bytes(buffer[:len(getattr_)]) == getattr_
+        assert kernel.recv(256) == struct.pack("<IiQ", 40, 0, 2) + struct.pack("<iIIIQ", 0, 0, 0, 0, 0)
+        assert fast.answered == 1
+    finally:
+        for s in (*main, *clone):
+            s.close()  # the FuseChannels are not closed: the sockets own the descriptors

@@ -15,6 +15,8 @@ import pytest
 
 from ipufs.abi import ioctls as abi
 from ipufs.abi.icu import MESSAGE, Op, op_word
+from ipufs.daemon.faults import limits_of
+from ipufs.daemon.plan import FaultPlan
 from ipufs.driver.mapping import PASSTHROUGH
 from ipufs.run import services
 from tests.integration.harness import running_daemon
@@ -82,3 +84,32 @@ def test_the_fast_path_answers_as_python_does(tmp_path: Path, spin_us: int,
         assert answered > 10
     else:  # page-cache mode: held, every request Python's
         assert answered == 0
+
+
+@pytest.mark.parametrize("what", ["trace", "fault plan"])
+def test_a_trace_or_a_fault_plan_started_while_files_are_open_holds_the_fast_path(tmp_path: Path,
+                                                                                   what: str) -> None:
+    """While the Python path must see every request (an event per ioctl,
+    an access count per request), the daemon's fast path answers none."""
+    count = abi.ioc(abi.Dir.READ, READ_ONLY, 8)
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1") as d:
+        fast = d.daemon.fast
+        assert fast is not None and d.daemon.filesystem.mode == PASSTHROUGH
+        fd = os.open(d.path("ipu0_mailbox"), os.O_RDWR)
+        try:
+            ask(fd, count)
+            before = fast.answered
+            assert before >= 1
+            if what == "trace":
+                d.call(lambda: d.daemon.tracer.open_file(str(tmp_path / "trace.jsonl"), 1 << 20))
+            else:
+                plan = FaultPlan.parse('[[fault]]\nkind = "reset"\nipu = 0\nafter = 1000000\n',
+                                       limits_of(d.daemon.devices))
+                d.call(lambda: d.daemon.plans.start(plan))
+            shown = os.getxattr(d.mountpoint, "user.ipufs.fast_path").decode()
+            answers = [ask(fd, count) for _ in range(20)]
+            after = fast.answered
+        finally:
+            os.close(fd)
+    assert shown == ("held: a trace listens" if what == "trace" else "held: a fault plan counts accesses")
+    assert after == before and answers == [(0, bytes(8))] * 20
