@@ -23,6 +23,7 @@ Per server and round:
 """
 from __future__ import annotations
 
+import os
 import re
 import statistics
 import subprocess
@@ -89,12 +90,15 @@ class Option:
 @dataclass(frozen=True)
 class Variant:
     """One way ipufs serves requests: the `ipufs mount` options that choose
-    it, the options whose presence shows that the path exists at all, and
-    what the machine needs while it runs."""
+    it, the options whose presence shows that the path exists at all, what
+    the mount root's attributes must begin with while it serves (an
+    attribute this ipufs does not have is not checked), and what the
+    machine needs while it runs."""
 
     name: str
     options: tuple[Option, ...]
     requires: tuple[str, ...] = ()
+    serves: tuple[tuple[str, str], ...] = ()
     setup: Callable[[], AbstractContextManager[None]] = nothing_to_set
 
     def label(self, options: tuple[str, ...] | None = None) -> str:
@@ -104,12 +108,28 @@ class Variant:
         return f"{self.name} (`{' '.join(options)}`)" if options else f"{self.name} (no options)"
 
 
+FAST_PATH, TRANSPORT = "user.ipufs.fast_path", "user.ipufs.transport"  # docs/filesystem.md
 #: The variants measured: one row each in every figure.
 VARIANTS = (
-    Variant("classic", (Option(("--no-fast-path",), needed=False), Option(("--uring", "off"), needed=False))),
-    Variant("fast path", (Option(("--uring", "off"), needed=False),), requires=("--no-fast-path",)),
-    Variant("io_uring", (Option(("--uring", "on")),), setup=uring_enabled),
+    Variant("classic", (Option(("--no-fast-path",), needed=False), Option(("--uring", "off"), needed=False)),
+            serves=((FAST_PATH, "off"), (TRANSPORT, "/dev/fuse"))),
+    Variant("fast path", (Option(("--uring", "off"), needed=False),), requires=("--no-fast-path",),
+            serves=((FAST_PATH, "on"), (TRANSPORT, "/dev/fuse"))),
+    Variant("io_uring", (Option(("--uring", "on")),), serves=((FAST_PATH, "on"), (TRANSPORT, "FUSE over io_uring")),
+            setup=uring_enabled),
 )
+
+
+def check_serving(variant: Variant, mnt: Path) -> None:
+    """Unavailable unless the mount says it serves as ``variant`` should
+    (a fast path held, say, because something needs Python)."""
+    for name, prefix in variant.serves:
+        try:
+            value = os.getxattr(mnt, name).decode()
+        except OSError:
+            continue  # an ipufs without the attribute
+        if not value.startswith(prefix):
+            raise Unavailable(f"the mount says {name}={value!r}")
 
 
 def mount_options(variant: Variant, mount_help: str) -> tuple[str, ...]:
@@ -171,7 +191,9 @@ def ipufs_server(variant: Variant, options: tuple[str, ...]) -> Server:
         with variant.setup():
             try:
                 with run.daemon(4, extra=options, cpu=None) as (mnt, pid, _):
+                    check_serving(variant, mnt)
                     yield mnt, pid
+                    check_serving(variant, mnt)  # still: nothing held the fast path meanwhile
             except run.MountFailed as exc:
                 said = [line for line in exc.log.splitlines() if line.strip()]
                 raise Unavailable(f"`ipufs mount {' '.join(options)}` failed: "

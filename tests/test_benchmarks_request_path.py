@@ -126,3 +126,18 @@ def test_the_table_gives_ratios_per_round_and_one_row_for_a_variant_not_availabl
     python = by_figure["ioctl round trip (SET_IPU_ID, served in Python), client pinned, p50 / p99, classic "
                        "(`--no-fast-path`), against the bare Python loop (benchmarks/python_floor.py)"]
     assert (python.value, python.baseline) == ("50.0 µs / 60.0 µs", "bare Python loop: 40.0 µs / 40.0 µs")
+
+
+def test_a_variant_whose_mount_serves_otherwise_is_not_measured_as_it(tmp_path: Path) -> None:
+    try:
+        os.setxattr(tmp_path, rp.FAST_PATH, b"held: a trace is attached")
+    except OSError as exc:
+        pytest.skip(f"no user attributes on {tmp_path}: {exc.strerror}")
+    with pytest.raises(rp.Unavailable, match="held: a trace is attached"):
+        rp.check_serving(VARIANTS["fast path"], tmp_path)
+    os.setxattr(tmp_path, rp.FAST_PATH, b"on")
+    rp.check_serving(VARIANTS["fast path"], tmp_path)  # no transport attribute: an ipufs without it
+    os.setxattr(tmp_path, rp.TRANSPORT, b"/dev/fuse (--uring off)")
+    rp.check_serving(VARIANTS["fast path"], tmp_path)
+    with pytest.raises(rp.Unavailable, match="transport"):
+        rp.check_serving(VARIANTS["io_uring"], tmp_path)
