@@ -246,3 +246,12 @@ def test_the_count_is_never_read_torn_while_the_model_rewrites_the_mailbox_heade
     counts = {c for c in seen if c is not None}
     assert counts <= {0, 2} and counts, counts  # before or after a change, never between
     assert None in seen  # a change was under way: Python's
+
+
+def test_a_request_answered_natively_keeps_its_ipu_busy_for_the_register_watcher(rig: Rig) -> None:
+    assert rig.fast is not None
+    fh = open_node(rig, "ipu1_mailbox")
+    rig.use.last.clear()  # as if the Python path had seen nothing for long
+    assert not rig.use.busy((1,), 1.0)
+    assert rig.fast.path.answer(message(rig, fh, abi.ioc(abi.Dir.READ, READ_ONLY, 8))) is not None
+    assert rig.use.busy((1,), 1.0) and not rig.use.busy((0,), 1.0)
