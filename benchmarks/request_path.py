@@ -74,7 +74,11 @@ def uring_enabled() -> Iterator[None]:
     try:
         yield
     finally:
+        now = URING_PARAMETER.read_text().strip()
         URING_PARAMETER.write_text(before)
+        if now != "Y":  # the parameter is the machine's: another program may set it too
+            raise Unavailable(f"{URING_PARAMETER}, set to Y for this variant, was {now} again before its "
+                              "daemon ended: another program changed it meanwhile")
 
 
 @dataclass(frozen=True)

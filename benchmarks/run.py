@@ -553,12 +553,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a seconds-long run that writes nothing")
     args = parser.parse_args()
-    load = load_average()
+    load, start = load_average(), time.monotonic()
     rows = measure(args.smoke)
     load = f"{load} when the run began, {load_average()} when it ended"
     text = table(rows)
     print(text)
-    print(f"\n1-minute load average: {load}")
+    print(f"\n1-minute load average: {load}; the run took {time.monotonic() - start:.0f} s")
     if not args.smoke:
         DOC.write_text(render(text, load))
         print(f"\nwrote {DOC.relative_to(ROOT)}")

@@ -58,6 +58,16 @@ def test_enable_uring_is_set_while_inside_and_restored_on_every_path(tmp_path: P
     assert parameter.read_text() == "N"
 
 
+def test_another_program_turning_enable_uring_off_meanwhile_is_said(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    parameter = tmp_path / "enable_uring"
+    parameter.write_text("N\n")
+    monkeypatch.setattr(rp, "URING_PARAMETER", parameter)
+    with pytest.raises(rp.Unavailable, match="another program changed it"), rp.uring_enabled():
+        parameter.write_text("N")  # as another program's clean-up would
+    assert parameter.read_text() == "N"
+
+
 def test_a_kernel_without_the_parameter_makes_io_uring_unavailable(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(rp, "URING_PARAMETER", tmp_path / "absent")
