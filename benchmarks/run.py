@@ -1,6 +1,6 @@
 """Measure ipufs against its physical limits and write docs/performance.md.
 
-    sudo ./dev bench            # the full run (a few minutes), rewrites docs/performance.md
+    sudo ./dev bench            # the full run (about 10 minutes on 2 CPUs), rewrites docs/performance.md
     sudo ./dev bench --smoke    # seconds: checks the harness works, writes nothing
 
 Each figure is taken in the same run as its baseline (the machines are
