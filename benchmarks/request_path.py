@@ -314,7 +314,7 @@ def table(samples: dict[str, list[Sample]], unavailable: dict[str, str], labels:
     order; then one row per variant not available, saying why; then the
     classic path against the bare Python loop."""
     out: list[run.Row] = []
-    measured = [v for v in VARIANTS if v.name not in unavailable]
+    measured = [v for v in VARIANTS if samples.get(v.name)]
     for figure in FIGURES:
         for variant in measured:
             ours = samples[variant.name]

@@ -151,3 +151,9 @@ def test_a_variant_whose_mount_serves_otherwise_is_not_measured_as_it(tmp_path: 
     rp.check_serving(VARIANTS["fast path"], tmp_path)
     with pytest.raises(rp.Unavailable, match="transport"):
         rp.check_serving(VARIANTS["io_uring"], tmp_path)
+
+
+def test_without_libfuse3_the_baseline_column_says_it_was_not_built() -> None:
+    rows = rp.table({"classic": [_sample(20_000, 50_000, 20_000)]}, {}, {"classic": "classic (no options)"}, [])
+    assert rows and all(row.baseline == "C libfuse3 server: not built (install libfuse3-dev)" and row.ratio == "—"
+                        for row in rows)
