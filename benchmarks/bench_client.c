@@ -6,6 +6,8 @@
  *   bench_client doorbell-pwrite DIR IPU N   pwrite CMD_SYNC -> signal 46
  *   bench_client doorbell-ioctl DIR IPU N    MAILBOX_WRITE_ONLY -> signal 45 (ICU doorbell)
  *   bench_client ioctl DIR IPU N             SET_IPU_ID round trip
+ *   bench_client ioctl-count DIR IPU N       MAILBOX_READ_ONLY round trip, its count form (8 bytes): the
+ *                                           request ioctl-rate makes
  *   bench_client event-latency DIR IPU N     attach; for N signals, the time from the daemon's stamp in
  *                                           SCRATCH (CLOCK_MONOTONIC, low 32 bits) to sigtimedwait's return
  *   bench_client ioctl-rate DIR IPU SECONDS  MAILBOX_READ_ONLY (8 bytes) as fast as it goes: prints the count
@@ -113,13 +115,21 @@ static int doorbell(const char *mode, const char *dir, int ipu, int n)
     return 0;
 }
 
-static int ioctl_rtt(const char *dir, int ipu, int n)
+/* MAILBOX_READ_ONLY with an 8-byte argument: the count of responses waiting. */
+#define MAILBOX_COUNT _IOC(_IOC_READ, IPU_IOCTL_TYPE, 29, 8)
+
+static int ioctl_rtt(const char *dir, int ipu, int n, int count_form)
 {
     int fd = open_node(dir, ipu, "");
     if (ioctl(fd, IPU_IOCTL_ATTACH, NULL) != 0) die("ATTACH");
+    uint64_t waiting;
     for (int i = 0; i < n + 100; i++) {
         uint64_t t0 = now_ns();
-        if (ioctl(fd, IPU_IOCTL_SET_IPU_ID, (long)i) != 0) die("SET_IPU_ID");
+        if (count_form) {
+            if (ioctl(fd, MAILBOX_COUNT, &waiting) != 0) die("MAILBOX_READ_ONLY");
+        } else if (ioctl(fd, IPU_IOCTL_SET_IPU_ID, (long)i) != 0) {
+            die("SET_IPU_ID");
+        }
         uint64_t t1 = now_ns();
         if (i >= 100) printf("%llu\n", (unsigned long long)(t1 - t0));
     }
@@ -155,8 +165,7 @@ static int ioctl_rate(const char *dir, int ipu, double seconds)
     uint64_t end = now_ns() + (uint64_t)(seconds * 1e9), count = 0, waiting;
     while (now_ns() < end) {
         for (int i = 0; i < 64; i++, count++)
-            if (ioctl(fd, _IOC(_IOC_READ, IPU_IOCTL_TYPE, 29, 8),
-                      &waiting) != 0) die("MAILBOX_READ_ONLY");
+            if (ioctl(fd, MAILBOX_COUNT, &waiting) != 0) die("MAILBOX_READ_ONLY");
     }
     printf("%llu\n", (unsigned long long)count);
     return 0;
@@ -231,7 +240,8 @@ int main(int argc, char **argv)
     if (argc < 3) { fprintf(stderr, "usage: see the comment at the top of bench_client.c\n"); return 2; }
     const char *mode = argv[1];
     if (!strncmp(mode, "doorbell-", 9) && argc == 5) return doorbell(mode, argv[2], atoi(argv[3]), atoi(argv[4]));
-    if (!strcmp(mode, "ioctl") && argc == 5) return ioctl_rtt(argv[2], atoi(argv[3]), atoi(argv[4]));
+    if (!strcmp(mode, "ioctl") && argc == 5) return ioctl_rtt(argv[2], atoi(argv[3]), atoi(argv[4]), 0);
+    if (!strcmp(mode, "ioctl-count") && argc == 5) return ioctl_rtt(argv[2], atoi(argv[3]), atoi(argv[4]), 1);
     if (!strcmp(mode, "event-latency") && argc == 5) return event_latency(argv[2], atoi(argv[3]), atoi(argv[4]));
     if (!strcmp(mode, "ioctl-rate") && argc == 5) return ioctl_rate(argv[2], atoi(argv[3]), atof(argv[4]));
     if (!strcmp(mode, "sigqueue-floor")) return sigqueue_floor(atoi(argv[2]), argc > 3 ? atoi(argv[3]) : 0,

@@ -1,13 +1,20 @@
 /* fuse_baseline: the C yardstick for ipufs's control path. A libfuse3
  * low-level server with one regular file, "ipu0", whose only job is to
- * answer every 0xED ioctl at once (zeroed output, result 0), served by one
- * thread like ipufs's loop. benchmarks/run.py measures the same clients
- * against it and against ipufs in the same run.
+ * answer every 0xED ioctl at once (zeroed output, result 0). By default one
+ * thread serves (fuse_session_loop, like ipufs's classic loop); with --mt,
+ * libfuse's multi-threaded loop (fuse_session_loop_mt) with clone_fd=1: each
+ * worker reads its own clone of the connection, and libfuse starts workers
+ * as requests find none idle, up to its default of 10. Idle workers are
+ * never stopped (max_idle_threads unlimited, libfuse 3.12's default; the
+ * older API this file uses would otherwise keep only 10 idle).
+ * benchmarks/run.py measures the same clients against both forms and
+ * against ipufs in the same run.
  *
  * Build: cc -O2 $(pkg-config --cflags fuse3) -o fuse_baseline fuse_baseline.c $(pkg-config --libs fuse3)
- * Run:   fuse_baseline MOUNTPOINT   (as root; unmounts on SIGINT/SIGTERM) */
+ * Run:   fuse_baseline [--mt] MOUNTPOINT   (as root; unmounts on SIGINT/SIGTERM) */
 #define FUSE_USE_VERSION 34
 #include <errno.h>
+#include <limits.h>
 #include <fuse_lowlevel.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,16 +86,24 @@ static const struct fuse_lowlevel_ops ops = {
 
 int main(int argc, char **argv)
 {
-    if (argc != 2) { fprintf(stderr, "usage: %s MOUNTPOINT\n", argv[0]); return 2; }
+    int mt = argc == 3 && strcmp(argv[1], "--mt") == 0;
+    if (argc != 2 + mt) { fprintf(stderr, "usage: %s [--mt] MOUNTPOINT\n", argv[0]); return 2; }
+    const char *mountpoint = argv[1 + mt];
     char *fargv[] = { argv[0], "-o", "allow_other", NULL };
     struct fuse_args args = FUSE_ARGS_INIT(3, fargv);
     struct fuse_session *se = fuse_session_new(&args, &ops, sizeof ops, NULL);
     if (!se) return 1;
     if (fuse_set_signal_handlers(se) != 0) return 1;
-    if (fuse_session_mount(se, argv[1]) != 0) return 1;
+    if (fuse_session_mount(se, mountpoint) != 0) return 1;
     printf("ready\n");
     fflush(stdout);
-    int rc = fuse_session_loop(se);
+    int rc;
+    if (mt) {
+        struct fuse_loop_config config = { .clone_fd = 1, .max_idle_threads = UINT_MAX };
+        rc = fuse_session_loop_mt(se, &config);
+    } else {
+        rc = fuse_session_loop(se);
+    }
     fuse_session_unmount(se);
     fuse_remove_signal_handlers(se);
     fuse_session_destroy(se);

@@ -1,6 +1,6 @@
 """Measure ipufs against its physical limits and write docs/performance.md.
 
-    sudo ./dev bench            # the full run (a few minutes), rewrites docs/performance.md
+    sudo ./dev bench            # the full run (about 10 minutes on 2 CPUs), rewrites docs/performance.md
     sudo ./dev bench --smoke    # seconds: checks the harness works, writes nothing
 
 Each figure is taken in the same run as its baseline (the machines are
@@ -18,7 +18,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +33,10 @@ DOC = ROOT / "docs" / "performance.md"
 ROUNDS = 5
 #: The pause between two device events in the interrupt latency run.
 EVENT_GAP = 500e-6
+#: How long a daemon may take to mount before the run gives up (s): far
+#: above the mount-time rows' figures, since a busy machine stretches
+#: them many times over (1024 IPUs took over 60 s at a load average of 9).
+MOUNT_TIMEOUT = 300
 
 
 #: Clients run on one CPU and servers (ipufs or the C server) on another,
@@ -45,6 +49,12 @@ CLIENT_CPU, SERVER_CPU = 0, 1
 def _pin(cpu: int) -> None:
     if (os.cpu_count() or 1) > 1:
         os.sched_setaffinity(0, {cpu})
+
+
+def placed(cpu: int | None) -> Callable[[], None] | None:
+    """What a child process runs before its program: pinned to ``cpu``,
+    or left to the scheduler (None)."""
+    return None if cpu is None else (lambda: _pin(cpu))
 
 
 def on_client_cpu() -> None:
@@ -164,31 +174,44 @@ def baseline_server(command: list[str] | None) -> Iterator[Path | None]:
     if command is None:
         yield None
         return
+    with fuse_server(command, SERVER_CPU) as (mnt, _):
+        yield mnt
+
+
+@contextmanager
+def fuse_server(command: list[str], cpu: int | None) -> Iterator[tuple[Path, int]]:
+    """A FUSE server (``command`` MOUNTPOINT, which prints "ready" once
+    mounted) pinned to ``cpu`` (None: anywhere); yields its mount point and
+    process id, and stops it afterwards."""
     with tempfile.TemporaryDirectory(prefix="ipufs-baseline-") as tmp:
         mnt = Path(tmp) / "mnt"
         mnt.mkdir()
         proc = subprocess.Popen([*command, str(mnt)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                preexec_fn=on_server_cpu, text=True)
+                                preexec_fn=placed(cpu), text=True)
         try:
             assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-            yield mnt
+            yield mnt, proc.pid
         finally:
             stop(proc, 10)
             subprocess.run(["umount", "-l", str(mnt)], stderr=subprocess.DEVNULL)
 
 
-def rate(binary: Path, mnt: Path, clients: int, seconds: float) -> float:
-    """ioctls per second, summed over ``clients`` processes at once."""
+def rate(binary: Path, mnt: Path, clients: int, seconds: float, cpu: int | None = CLIENT_CPU) -> float:
+    """ioctls per second, summed over ``clients`` processes at once, all
+    pinned to ``cpu`` (None: placed by the scheduler)."""
     procs = [subprocess.Popen([str(binary), "ioctl-rate", str(mnt), "0", str(seconds)], stdout=subprocess.PIPE,
-                              preexec_fn=on_client_cpu,
+                              preexec_fn=placed(cpu),
                               text=True) for _ in range(clients)]
     total = sum(int(p.communicate()[0]) for p in procs)
     return total / seconds
 
 
-def run_client(binary: Path, *args: object, env: dict[str, str] | None = None) -> list[float]:
+def run_client(binary: Path, *args: object, env: dict[str, str] | None = None,
+               cpu: int | None = CLIENT_CPU) -> list[float]:
+    """Run bench_client pinned to ``cpu`` (None: placed by the scheduler);
+    its numbers."""
     done = subprocess.run([str(binary), *map(str, args)], capture_output=True, text=True, timeout=600,
-                          preexec_fn=on_client_cpu, env=env)
+                          preexec_fn=placed(cpu), env=env)
     if done.returncode != 0:
         raise RuntimeError(f"bench_client {' '.join(map(str, args))}: {done.stderr.strip()}")
     return [float(x) for x in done.stdout.split()]
@@ -211,12 +234,21 @@ def us(ns: float) -> str:
     return f"{ns / 1000:.1f} µs"
 
 
+class MountFailed(RuntimeError):
+    """`ipufs mount` exited, or did not mount in time; ``log`` is what it wrote."""
+
+    def __init__(self, log: str) -> None:
+        super().__init__(f"daemon did not mount: {log}")
+        self.log = log
+
+
 @contextmanager
 def daemon(ipus: int, profile: str = "ipu2", checkout: Path = ROOT,
-           extra: tuple[str, ...] = ()) -> Iterator[tuple[Path, int, float]]:
+           extra: tuple[str, ...] = (), cpu: int | None = SERVER_CPU) -> Iterator[tuple[Path, int, float]]:
     """A real `ipufs mount` process of ``checkout`` (run by its .venv's
     Python, from its own directory: `python -m` imports from there), with
-    ``extra`` mount options; yields (mountpoint, pid, seconds to serve)."""
+    ``extra`` mount options, pinned to ``cpu`` (None: anywhere); yields
+    (mountpoint, pid, seconds to serve)."""
     python = sys.executable if checkout == ROOT else str(checkout / ".venv" / "bin" / "python")
     with tempfile.TemporaryDirectory(prefix="ipufs-bench-") as tmp:
         mnt = Path(tmp) / "mnt"
@@ -229,7 +261,7 @@ def daemon(ipus: int, profile: str = "ipu2", checkout: Path = ROOT,
         with open(log, "w") as stderr:
             proc = subprocess.Popen([python, "-m", "ipufs", "mount", str(mnt), "--ipus", str(ipus),
                                      "--profile", profile, *options], stdout=subprocess.DEVNULL,
-                                    stderr=stderr, preexec_fn=on_server_cpu, cwd=checkout)
+                                    stderr=stderr, preexec_fn=placed(cpu), cwd=checkout)
         try:
             while True:
                 try:
@@ -237,8 +269,10 @@ def daemon(ipus: int, profile: str = "ipu2", checkout: Path = ROOT,
                         break
                 except OSError:
                     pass
-                if proc.poll() is not None or time.monotonic() - start > 60:
-                    raise RuntimeError(f"daemon did not mount: {log.read_text()}")
+                if proc.poll() is not None:
+                    raise MountFailed(log.read_text())
+                if time.monotonic() - start > MOUNT_TIMEOUT:
+                    raise MountFailed(f"{log.read_text()}\nnot mounted after {MOUNT_TIMEOUT} s")
                 time.sleep(0.005)
             yield mnt, proc.pid, time.monotonic() - start
         finally:
@@ -254,71 +288,13 @@ def measure(smoke: bool) -> list[Row]:
     binary = build()
     n_lat = 50 if smoke else 2000
     n_ioctl = 200 if smoke else 20000
-    rows: list[Row] = []
-    baseline = build_baseline()
-    seconds = 0.3 if smoke else 1.0
     rounds = 2 if smoke else ROUNDS
+    import request_path  # benchmarks/request_path.py: ipufs's request paths against the C server's two forms
+
+    rows: list[Row] = request_path.rows(binary, build_baseline(), smoke)
     python_floor = [sys.executable, str(ROOT / "benchmarks" / "python_floor.py")]
-    with daemon(4) as (mnt, pid, _), baseline_server([str(baseline)] if baseline else None) as bmnt, \
-            baseline_server(python_floor) as pmnt:
+    with daemon(4) as (mnt, pid, _), baseline_server(python_floor) as pmnt:
         run_client(binary, "ioctl", mnt, 0, n_ioctl // 4)  # warm up the daemon's caches
-        # Alternate ipufs and the C server, round by round, so that both see
-        # the same moods of this machine; each round's ratio is in the same
-        # moment, and the table gives the medians over the rounds.
-        rtt: list[list[float]] = []
-        base_rtt: list[list[float]] = []
-        py_rtt: list[list[float]] = []
-        rates: dict[int, list[float]] = {1: [], 8: [], 64: []}
-        base_rates: dict[int, list[float]] = {1: [], 8: [], 64: []}
-        py_rates: dict[int, list[float]] = {1: [], 8: [], 64: []}
-        for _ in range(rounds):
-            rtt.append(run_client(binary, "ioctl", mnt, 0, n_ioctl // rounds))
-            if bmnt is not None:
-                base_rtt.append(run_client(binary, "ioctl", bmnt, 0, n_ioctl // rounds))
-            assert pmnt is not None
-            py_rtt.append(run_client(binary, "ioctl", pmnt, 0, n_ioctl // rounds))
-            for clients in rates:
-                rates[clients].append(rate(binary, mnt, clients, seconds))
-                if bmnt is not None:
-                    base_rates[clients].append(rate(binary, bmnt, clients, seconds))
-                py_rates[clients].append(rate(binary, pmnt, clients, seconds))
-        ours_all = [x for r in rtt for x in r]
-        figure = "ioctl round trip (SET_IPU_ID), p50 / p99"
-        if base_rtt:
-            base_all = [x for r in base_rtt for x in r]
-            ratios = [p50(a) / p50(b) for a, b in zip(rtt, base_rtt, strict=True)]
-            rows.append(Row(figure, f"{us(p50(ours_all))} / {us(p99(ours_all))}",
-                            f"C libfuse3 server: {us(p50(base_all))} / {us(p99(base_all))}",
-                            spread(ratios),
-                            "≤ 1.2× the C server's p50"))
-        else:
-            rows.append(Row(figure, f"{us(p50(ours_all))} / {us(p99(ours_all))}",
-                            "C libfuse3 server: not built (install libfuse3-dev)", "—", "≤ 1.2× the C server's p50"))
-        for clients in rates:
-            ours = statistics.median(rates[clients])
-            label = f"sustained ioctls/s, {clients} client{'s' if clients > 1 else ''}"
-            if base_rates[clients]:
-                base = statistics.median(base_rates[clients])
-                ratios = [a / b for a, b in zip(rates[clients], base_rates[clients], strict=True)]
-                rows.append(Row(label, f"{ours:,.0f}", f"C libfuse3 server: {base:,.0f}",
-                                spread(ratios),
-                                "report the ratio"))
-            else:
-                rows.append(Row(label, f"{ours:,.0f}", "—", "—", "report the ratio"))
-        # The language's floor: a bare Python loop answering the same ioctl.
-        py_all = [x for r in py_rtt for x in r]
-        yardstick = "the bare Python loop (benchmarks/python_floor.py)"
-        ratios = [p50(a) / p50(b) for a, b in zip(rtt, py_rtt, strict=True)]
-        rows.append(Row(f"ioctl round trip, p50 / p99, against {yardstick}",
-                        f"{us(p50(ours_all))} / {us(p99(ours_all))}",
-                        f"bare Python loop: {us(p50(py_all))} / {us(p99(py_all))}",
-                        spread(ratios), "—"))
-        for clients in py_rates:
-            ratios = [a / b for a, b in zip(rates[clients], py_rates[clients], strict=True)]
-            rows.append(Row(f"sustained ioctls/s, {clients} client{'s' if clients > 1 else ''}, against {yardstick}",
-                            f"{statistics.median(rates[clients]):,.0f}",
-                            f"bare Python loop: {statistics.median(py_rates[clients]):,.0f}",
-                            spread(ratios), "—"))
         daemon_us = in_process_us(smoke)
         rows.append(Row("daemon time of one ioctl in process, no kernel (SET_IPU_ID / MAILBOX_READ_ONLY)",
                         " / ".join(f"{t:.1f} µs" for t in daemon_us.values()), "—", "—", "—"))
@@ -581,19 +557,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--smoke", action="store_true", help="a seconds-long run that writes nothing")
     args = parser.parse_args()
+    load, start = load_average(), time.monotonic()
     rows = measure(args.smoke)
+    load = f"{load} when the run began, {load_average()} when it ended"
     text = table(rows)
     print(text)
+    print(f"\n1-minute load average: {load}; the run took {time.monotonic() - start:.0f} s")
     if not args.smoke:
-        DOC.write_text(render(text))
+        DOC.write_text(render(text, load))
         print(f"\nwrote {DOC.relative_to(ROOT)}")
     return 0
 
 
-def render(text: str) -> str:
+def load_average() -> str:
+    """The 1-minute load average (/proc/loadavg): how busy the machine was
+    with other work, next to the run's figures."""
+    return Path("/proc/loadavg").read_text().split()[0]
+
+
+def render(text: str, load: str) -> str:
     template = (ROOT / "benchmarks" / "performance.md.in").read_text()
     return template.replace("@MACHINE@", machine()).replace("@DATE@", time.strftime("%Y-%m-%d")).replace(
-        "@TABLE@", text)
+        "@LOAD@", load).replace("@TABLE@", text)
 
 
 if __name__ == "__main__":
