@@ -23,6 +23,7 @@ Per server and round:
 """
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import statistics
@@ -43,6 +44,9 @@ import run  # noqa: E402  (a sibling script, not a package)
 #: Where the kernel says whether FUSE over io_uring may be used; only root
 #: may change it.
 URING_PARAMETER = Path("/sys/module/fuse/parameters/enable_uring")
+#: held while the parameter is changed, by the tests' fixture too
+#: (tests/integration/harness.py), so that neither restores the other's value
+URING_LOCK = "/tmp/ipufs-enable-uring.lock"
 #: Client processes of the sustained-rate rows.
 CLIENTS = (1, 2, 8, 64)
 #: The client counts whose runs give the CPU-per-request rows.
@@ -63,10 +67,17 @@ def uring_enabled() -> Iterator[None]:
     """enable_uring set to Y while the variant's daemon runs, and back to
     what it was afterwards, on every path (the kernel checks it on every
     ring command, so it must stay Y until the daemon has gone)."""
-    try:
-        before = URING_PARAMETER.read_text().strip()
-    except FileNotFoundError:
-        raise Unavailable(f"this kernel has no FUSE over io_uring (no {URING_PARAMETER})") from None
+    if not URING_PARAMETER.exists():
+        raise Unavailable(f"this kernel has no FUSE over io_uring (no {URING_PARAMETER})")
+    with open(URING_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        with _uring_set():
+            yield
+
+
+@contextmanager
+def _uring_set() -> Iterator[None]:
+    before = URING_PARAMETER.read_text().strip()
     try:
         URING_PARAMETER.write_text("Y")
     except OSError as exc:
