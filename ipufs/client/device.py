@@ -116,8 +116,10 @@ class Device:
 
     def write_tile_register(self, tile: int, reg: int, value: int) -> None:
         """Store a per-tile TDI register by pwrite: the TDI's WRITE_REG,
-        done when this returns; a refusal raises OSError with the errno of
-        docs/registers.md (EBUSY, EOPNOTSUPP, EINVAL, ERANGE, EIO)."""
+        done when this returns (a DBG_IEXEC accepted: it has retired once
+        the tile's TDI_STS reads BUSY clear); a refusal raises OSError with
+        the errno of docs/registers.md (EBUSY, EOPNOTSUPP, EINVAL, ERANGE,
+        EIO: also a DBG_IEXEC while the last is BUSY)."""
         os.pwrite(self.fd, (value & 0xFFFFFFFF).to_bytes(4, "little"), self.tile_register_offset(tile, reg))
 
     def load_elf(self, data: bytes, tiles: Iterable[int] | None = None) -> int:

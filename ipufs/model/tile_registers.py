@@ -7,7 +7,9 @@
 # model keeps the block current: every tile whose debug state changed
 # (``dirty``) is published into it. Stores reach the model by pwrite
 # (write) or, through a mapping, when the register watcher finds the block
-# differing from ``expect`` (act).
+# differing from ``expect`` (act). An accepted DBG_IEXEC only queues its
+# instruction (TDI_STS.BUSY); it retires at the executor's next run(),
+# which publishes the tile again (Execution.retire_injections marks it).
 from __future__ import annotations
 
 import numpy as np
@@ -17,7 +19,7 @@ from ipufs.abi.registers import TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiResult
 from ipufs.model.executor import Execution, debug as tile_debug
 from ipufs.model.memory import BarMemory, sparse_words
 from ipufs.model.profile import Profile
-from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
+from ipufs.model.tdi import WRITE_ONLY, TdiRefused, TdiRegister, TileDebug
 
 #: registers per tile (TDBG_TDI_APERTURE_SPACE)
 PER_TILE = TDI_TILE_STRIDE // TDI_REGISTER_WIDTH
@@ -28,6 +30,14 @@ _UNUSED = TileDebug()
 #: injection), whatever their addresses
 _ORDER: dict[int, int] = {TdiRegister.TDI_CLR: PER_TILE, TdiRegister.DBG_ECLR: PER_TILE + 1,
                           TdiRegister.DBG_IEXEC: PER_TILE + 2}
+#: the order a tile's words are published in, for a host that polls the
+#: mapping while they are stored: TDI_STS after the registers that show an
+#: injection's effect (a host that sees BUSY clear sees CTXT_STS and
+#: DBG_DATA as it left them), the write-only registers last (a host that
+#: sees its DBG_IEXEC read 0 again, taken, sees the TDI_STS that followed:
+#: BUSY, or a refusal's flags)
+_PUBLISH: tuple[int, ...] = tuple(sorted(range(PER_TILE),
+                                         key=lambda r: (r in WRITE_ONLY, r == TdiRegister.TDI_STS, r)))
 
 
 class TileRegisters:
@@ -81,9 +91,9 @@ class TileRegisters:
             now = self.values(tile)
             held, stored = words[at : at + PER_TILE].tolist(), expect[at : at + PER_TILE].tolist()
             if now != stored or held != stored:
-                for reg, value in enumerate(now):
-                    if held[reg] == stored[reg] != value:  # (held != stored: a store not acted on yet)
-                        config.store_word(self._first + at + reg, value)
+                for reg in _PUBLISH:
+                    if held[reg] == stored[reg] != now[reg]:  # (held != stored: a store not acted on yet)
+                        config.store_word(self._first + at + reg, now[reg])
                 expect[at : at + PER_TILE] = now
         self.dirty.clear()
 
@@ -130,8 +140,9 @@ class TileRegisters:
         """Act on what clients stored through a mapping: each changed word
         is a store to its register, in the order of a host's sequence (per
         tile: the owner, data and other registers, then TDI_CLR, DBG_ECLR,
-        DBG_IEXEC); refused ones set TDI_STS and are undone. Returns whether
-        there was any."""
+        DBG_IEXEC); refused ones set TDI_STS and are undone (a DBG_IEXEC
+        while the last injection is BUSY: DBLE). Returns whether there
+        was any."""
         where = np.flatnonzero(self.words != self.expect)
         if not where.size:
             return False

@@ -4,11 +4,14 @@
  * Maps DIR/ipuN and DIR/ipuN_ex whole (and keeps them open). Stores VALUE at tile address 0x60000
  * of TILE through the exchange mapping (TILE_EXCHANGE_BASE + TILE *
  * TILE_WINDOW), then, through the config mapping, DBG_IOWNER = 0 and each
- * WORD (an instruction) into DBG_IEXEC, waiting before each for DBG_IEXEC
- * to read 0 again (the device took the last one). Then waits for DBG_DATA
- * to read VALUE and prints "dbg 0x..." and "ctxt_sts 0x...", and the errno
- * of a pwrite to the register of the first tile instance past TILE_COUNT:
- * "beyond errno N". Exit status 1 and a line on stderr on failure. */
+ * WORD (an instruction, not 0) into DBG_IEXEC; after each it waits for
+ * DBG_IEXEC to read 0 again (the device took it: TDI_STS.BUSY), then for
+ * TDI_STS.BUSY to clear (it retired; a DBG_IEXEC stored before that would
+ * be refused with DBLE), and fails if TDI_STS shows an error flag. Then
+ * reads DBG_DATA, which must hold VALUE, and prints "dbg 0x..." and
+ * "ctxt_sts 0x...", and the errno of a pwrite to the register of the first
+ * tile instance past TILE_COUNT: "beyond errno N". Exit status 1 and a
+ * line on stderr on failure. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -37,12 +40,12 @@ static volatile uint32_t *map_node(const char *dir, const char *ipu, const char 
     return map == MAP_FAILED ? NULL : (volatile uint32_t *)map;
 }
 
-/* Waits up to 5 s for the word at `at` to read `want`. */
-static int wait_for(volatile uint32_t *at, uint32_t want)
+/* Waits up to 5 s for the bits `mask` of the word at `at` to read `want`. */
+static int wait_for(volatile uint32_t *at, uint32_t mask, uint32_t want)
 {
     struct timespec pause = {0, 50000};
     for (int i = 0; i < 100000; i++) {
-        if (*at == want)
+        if ((*at & mask) == want)
             return 0;
         nanosleep(&pause, NULL);
     }
@@ -69,15 +72,20 @@ int main(int argc, char **argv)
     if (at + 4 > exchange_size) { fprintf(stderr, "window past the BAR\n"); return 1; }
     exchange[at / 4] = value;
     volatile uint32_t *iexec = &config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_DBG_IEXEC) / 4];
+    volatile uint32_t *sts = &config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_TDI_STS) / 4];
     config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_DBG_IOWNER) / 4] = 0;
     for (int i = 5; i < argc; i++) {
-        if (wait_for(iexec, 0) != 0) { fprintf(stderr, "DBG_IEXEC never read 0\n"); return 1; }
         *iexec = (uint32_t)strtoul(argv[i], NULL, 0);
+        if (wait_for(iexec, ~0u, 0) != 0) { fprintf(stderr, "DBG_IEXEC never read 0\n"); return 1; }
+        if (wait_for(sts, IPU_TDI_STS_BUSY, 0) != 0) { fprintf(stderr, "TDI_STS stayed BUSY\n"); return 1; }
+        if (*sts & (IPU_TDI_STS_CNQ | IPU_TDI_STS_INV | IPU_TDI_STS_DBLE)) {
+            fprintf(stderr, "%s refused: TDI_STS 0x%x\n", argv[i], *sts);
+            return 1;
+        }
     }
     volatile uint32_t *data = &config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_DBG_DATA) / 4];
-    if (wait_for(data, value) != 0) {
-        fprintf(stderr, "DBG_DATA reads 0x%08x, TDI_STS 0x%x\n", *data,
-                config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_TDI_STS) / 4]);
+    if (*data != value) {  /* the put retired: its value is there (published before BUSY cleared) */
+        fprintf(stderr, "DBG_DATA reads 0x%08x, TDI_STS 0x%x\n", *data, *sts);
         return 1;
     }
     printf("dbg 0x%08x\n", *data);

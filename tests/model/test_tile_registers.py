@@ -1,7 +1,9 @@
 # The per-tile TDI registers of ipu1 (config space 0x30000 + tile * 0x40 +
 # register * 4) on the model alone: pwrite (write_config) and mapped stores
 # (words stored, then the register watcher's poll) drive the same TileDebug
-# and executor as the TDI aperture, and reads show the tile's state.
+# and executor as the TDI aperture, and reads show the tile's state. An
+# injection shows TDI_STS.BUSY until the executor's next run retires it
+# (``retire``), then the block shows its effect.
 from __future__ import annotations
 
 import struct
@@ -35,6 +37,17 @@ def store(ipu: Ipu, tile: int, register: int, value: int) -> None:
     ipu.config.words[at(tile, register) // 4] = value
 
 
+def retire(ipu: Ipu, *tiles: int) -> None:
+    """The injections into ``tiles`` are busy until the executor next
+    runs (the daemon's executor task: its next slice); then the block shows
+    them retired, with no TDI command or poll."""
+    for tile in tiles:
+        assert read(ipu, tile, T.TDI_STS) == TdiStatus.BUSY
+    ipu.execution.run(0)
+    for tile in tiles:
+        assert read(ipu, tile, T.TDI_STS) == 0
+
+
 SETZI_M3 = word("setzi_mmmn_zi", 3, 0x5A5A5)
 PUT_DBG_DATA_M3 = word("put_mmmn_zi", 0x70, 3)
 
@@ -52,7 +65,11 @@ def test_an_instruction_injected_by_pwrite_carries_a_register_out_through_dbg_da
     ipu = make()
     write(ipu, 7, T.DBG_IOWNER, 0)
     write(ipu, 7, T.DBG_IEXEC, SETZI_M3)
+    assert read(ipu, 7, T.DBG_IEXEC) == 0  # taken, not yet retired
+    retire(ipu, 7)
     write(ipu, 7, T.DBG_IEXEC, PUT_DBG_DATA_M3)
+    assert read(ipu, 7, T.DBG_DATA) == 0
+    retire(ipu, 7)
     assert read(ipu, 7, T.DBG_DATA) == 0x5A5A5
     assert tdi_read(ipu, 7, T.DBG_DATA) == 0x5A5A5  # the aperture sees the same TileDebug
     assert read(ipu, 7, T.DBG_IEXEC) == 0 and read(ipu, 7, T.TDI_STS) == 0
@@ -61,19 +78,84 @@ def test_an_instruction_injected_by_pwrite_carries_a_register_out_through_dbg_da
 
 def test_mapped_stores_act_when_polled_in_the_order_of_a_hosts_sequence() -> None:
     ipu = make()
+    write(ipu, 3, T.DBG_IOWNER, 2)
+    write(ipu, 3, T.DBG_IEXEC, SETZI_M3)  # worker 2's $m3 = 0x5A5A5; the supervisor's stays 0
+    retire(ipu, 3)
+    write(ipu, 3, T.DBG_IOWNER, 0)
     # DBG_IEXEC lies below DBG_IOWNER, yet the owner found with it applies first
     store(ipu, 3, T.DBG_IEXEC, PUT_DBG_DATA_M3)
     store(ipu, 3, T.DBG_IOWNER, 2)
-    store(ipu, 3, T.DBG_DATA, 0xFFFF)  # ... and the injected put then overwrites the data stored
+    store(ipu, 3, T.DBG_DATA, 0xFFFF)  # ... and the injected put, when it retires, overwrites it
     assert ipu.needs_poll()
     assert ipu.poll_registers()
     assert not ipu.needs_poll()
     assert read(ipu, 3, T.DBG_IOWNER) == 2 and read(ipu, 3, T.DBG_IEXEC) == 0
-    assert read(ipu, 3, T.DBG_DATA) == 0  # worker 2's $m3, never set
+    assert read(ipu, 3, T.DBG_DATA) == 0xFFFF
+    retire(ipu, 3)
+    assert read(ipu, 3, T.DBG_DATA) == 0x5A5A5  # worker 2's $m3, not the supervisor's
     assert ipu.execution.states[3].contexts[2].status.value == 0
+    assert not ipu.needs_poll()
     store(ipu, 3, T.DBG_DATA, 0x1234)
     ipu.poll_registers()
     assert tdi_read(ipu, 3, T.DBG_DATA) == 0x1234
+
+
+def test_a_second_instruction_while_the_first_is_busy_is_refused_with_dble() -> None:
+    ipu = make()
+    store(ipu, 5, T.DBG_IEXEC, SETZI_M3)
+    ipu.poll_registers()
+    assert read(ipu, 5, T.TDI_STS) == TdiStatus.BUSY
+    store(ipu, 5, T.DBG_IEXEC, PUT_DBG_DATA_M3)  # not waiting for BUSY to clear
+    ipu.poll_registers()
+    assert read(ipu, 5, T.DBG_IEXEC) == 0 and read(ipu, 5, T.TDI_STS) == TdiStatus.BUSY | TdiStatus.DBLE
+    ipu.execution.run(0)
+    assert read(ipu, 5, T.TDI_STS) == TdiStatus.DBLE  # the first retired; DBLE stays until cleared
+    assert read(ipu, 5, T.DBG_DATA) == 0  # the put never ran
+    with pytest.raises(TdiRefused) as refused:  # by pwrite too: ignored while an error flag is set
+        write(ipu, 5, T.DBG_IEXEC, PUT_DBG_DATA_M3)
+    assert refused.value.result == TdiResult.TDI_ERROR
+    # TDI_CLR lies above DBG_IEXEC, yet found together it applies first
+    store(ipu, 5, T.DBG_IEXEC, PUT_DBG_DATA_M3)
+    store(ipu, 5, T.TDI_CLR, TdiStatus.DBLE)
+    ipu.poll_registers()
+    retire(ipu, 5)
+    assert read(ipu, 5, T.DBG_DATA) == 0x5A5A5 and read(ipu, 5, T.TDI_CLR) == 0
+    # pwrite while busy: refused, DBLE set, the injection accepted first still retires
+    write(ipu, 5, T.DBG_IEXEC, SETZI_M3)
+    with pytest.raises(TdiRefused) as refused:
+        write(ipu, 5, T.DBG_IEXEC, PUT_DBG_DATA_M3)
+    assert refused.value.result == TdiResult.TDI_ERROR
+    assert read(ipu, 5, T.TDI_STS) == TdiStatus.BUSY | TdiStatus.DBLE
+    ipu.execution.run(0)
+    assert read(ipu, 5, T.TDI_STS) == TdiStatus.DBLE
+
+
+def test_a_host_polling_the_mapping_sees_tdi_sts_in_step_with_what_it_waits_for(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The block's words are stored one by one while a host may be reading
+    them: DBG_IEXEC reads 0 (taken) only after TDI_STS shows BUSY, and
+    BUSY clears only after DBG_DATA shows the put's value."""
+    ipu = make()
+    stored: list[int] = []
+    store_word = ipu.config.store_word
+
+    def recording(index: int, value: int) -> None:
+        if at(9, 0) // 4 <= index < at(10, 0) // 4:
+            stored.append(index - at(9, 0) // 4)
+        store_word(index, value)
+
+    monkeypatch.setattr(ipu.config, "store_word", recording)
+    write(ipu, 9, T.DBG_IOWNER, 0)
+    write(ipu, 9, T.DBG_IEXEC, SETZI_M3)
+    ipu.execution.run(0)
+    store(ipu, 9, T.DBG_IEXEC, PUT_DBG_DATA_M3)
+    stored.clear()
+    ipu.poll_registers()
+    assert stored == [T.TDI_STS, T.DBG_IEXEC]  # BUSY, then the store taken
+    stored.clear()
+    ipu.execution.run(0)
+    assert stored == [T.DBG_DATA, T.TDI_STS]  # the value, then BUSY clear
+    assert read(ipu, 9, T.DBG_DATA) == 0x5A5A5
 
 
 def test_a_program_started_through_the_tile_registers_runs_and_shows_its_state() -> None:
@@ -83,7 +165,10 @@ def test_a_program_started_through_the_tile_registers_runs_and_shows_its_state()
     load(ipu, program, (1215,))
     write(ipu, 1215, T.DBG_IOWNER, 0)
     write(ipu, 1215, T.DBG_IEXEC, word("bri_mmmn_zi", program.entry))
+    assert read(ipu, 1215, T.CTXT_STS) == 0  # accepted; it starts when it retires
+    retire(ipu, 1215)
     assert read(ipu, 1215, T.CTXT_STS) == 1  # the supervisor is active
+    assert read(ipu, 1215, T.DBG_DATA) == 0  # no turn taken yet
     ipu.execution.run(100)
     assert read(ipu, 1215, T.DBG_DATA) == 77  # published after the slice, no TDI command needed
     assert int(ipu.tiles.exchange.words[(0x0C00_0000 + 1215 * 0x40000 + 0x20000) // 4]) == 77

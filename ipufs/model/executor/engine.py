@@ -567,10 +567,13 @@ class Execution:
     def retire_injections(self) -> None:
         """Execute the accepted injections: each tile's TDI_STS.BUSY clears,
         with CNQ if its context became active meanwhile, INV if the
-        instruction faulted on an excepted context."""
+        instruction faulted on an excepted context. The tiles are marked
+        in debug_touched: run() publishes their registers (TDI_STS,
+        DBG_DATA, CTXT_STS) when it ends."""
         pending, self.injections = self.injections, {}
         for tile, (context, word) in sorted(pending.items()):
             result = self._retire(tile, context, word)
+            self.debug_touched.add(tile)
             debug = self.ipu.tdi.setdefault(tile, TileDebug())
             debug.status &= ~TdiStatus.BUSY
             if result == TdiResult.NOT_QUIESCENT:
