@@ -592,9 +592,12 @@ static long handed_request(struct ipufs_uring *u, uint32_t index, void *buffer, 
     return n;
 }
 
-static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag)
+static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag,
+                          const struct ipufs_uring_spin *spin)
 {
     int64_t deadline = 0;
+    if (spin && spin_ns > 0)
+        __atomic_store_n(spin->awake, 1, __ATOMIC_RELEASE);  /* until it sleeps: the watcher thread sleeps */
     for (;;) {
         if (__atomic_load_n(&u->closing, __ATOMIC_ACQUIRE))
             return -ENODEV;
@@ -628,8 +631,11 @@ static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, lo
             if (!deadline)
                 deadline = now + spin_ns;
             if (now < deadline) {
-                while (!__atomic_load_n(&u->count, __ATOMIC_RELAXED) && now_ns() < deadline)
+                while (!__atomic_load_n(&u->count, __ATOMIC_RELAXED) && now_ns() < deadline) {
+                    if (spin && spin->scan(spin->arg))
+                        return IPUFS_URING_WATCHED;  /* awake stays set while Python acts on it */
                     __builtin_ia32_pause();
+                }
                 continue;
             }
         }
@@ -639,11 +645,15 @@ static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, lo
         pthread_mutex_unlock(&u->lock);
         if (!empty)
             continue;
+        if (spin)
+            spin->asleep(spin->awake);  /* the watcher thread polls while this sleeps */
         struct pollfd fds[2] = { { u->fd, POLLIN, 0 }, { u->event_fd, POLLIN, 0 } };
         poll(fds, 2, -1);
         pthread_mutex_lock(&u->lock);
         u->sleeping = 0;
         pthread_mutex_unlock(&u->lock);
+        if (spin && spin_ns > 0)
+            __atomic_store_n(spin->awake, 1, __ATOMIC_RELEASE);
         uint64_t value;
         if (read(u->event_fd, &value, sizeof value) < 0 && errno != EAGAIN)
             return -errno;
@@ -651,10 +661,13 @@ static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, lo
     }
 }
 
-long ipufs_uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag)
+long ipufs_uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag,
+                         const struct ipufs_uring_spin *spin)
 {
     __atomic_add_fetch(&u->receiving, 1, __ATOMIC_ACQ_REL);
-    long n = uring_receive(u, buffer, length, spin_ns, tag);
+    long n = uring_receive(u, buffer, length, spin_ns, tag, spin);
+    if (spin && n < 0 && n != IPUFS_URING_WATCHED)
+        spin->asleep(spin->awake);
     __atomic_sub_fetch(&u->receiving, 1, __ATOMIC_ACQ_REL);
     return n;
 }
