@@ -5,7 +5,9 @@
 # order, tagged with its ring entry; ``reply`` commits the answer to that
 # entry from any thread, and the ring thread sends it with the fetch of
 # the entry's next request. INIT, forgets, interrupts and notifications
-# still go through /dev/fuse: ``receive`` waits on both, without the GIL.
+# still go through /dev/fuse: ``receive`` waits on both, without the GIL,
+# scanning the register watcher's mapped memory while it spins (as the
+# /dev/fuse reader does, so that the watcher's thread sleeps meanwhile).
 #
 # The rings can only be registered once INIT is answered with
 # FUSE_OVER_IO_URING agreed (``initialized``); until every queue has one
