@@ -17,6 +17,11 @@ each ipufs with its fast path and without (`--no-fast-path`). For each:
   io_uring gets requests on both CPUs' queues.
 
 Ratios are to the C server, per round, then the median over the rounds.
+
+With `--unpinned-server` every server is left to the scheduler instead (as
+benchmarks/request_path.py runs them): the Python reader of an ipufs over
+io_uring is then woken on the CPU of the ring thread that woke it, which
+is the client's.
 """
 from __future__ import annotations
 
@@ -50,11 +55,11 @@ SERVERS: dict[str, tuple[str, ...] | None] = {
 
 
 @contextmanager
-def server(options: tuple[str, ...] | None, baseline: Path) -> Iterator[Path]:
-    """A mount of the C server or of ipufs with ``options``."""
+def server(options: tuple[str, ...] | None, baseline: Path, cpu: int | None = run.SERVER_CPU) -> Iterator[Path]:
+    """A mount of the C server or of ipufs with ``options``, pinned to
+    ``cpu`` (None: left to the scheduler)."""
     if options is None:
-        with run.baseline_server([str(baseline)]) as mnt:
-            assert mnt is not None
+        with run.fuse_server([str(baseline)], cpu) as (mnt, _):
             yield mnt
         return
     with ExitStack() as mounted:
@@ -64,7 +69,7 @@ def server(options: tuple[str, ...] | None, baseline: Path) -> Iterator[Path]:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 parameter.callback(ENABLE.write_text, ENABLE.read_text().strip())
                 ENABLE.write_text("Y")
-            mnt = mounted.enter_context(run.daemon(1, "ipu2", extra=options))[0]
+            mnt = mounted.enter_context(run.daemon(1, "ipu2", extra=options, cpu=cpu))[0]
         transport = os.getxattr(mnt, "user.ipufs.transport").decode()
         assert ("io_uring" in transport) == ("on" in options), transport
         yield mnt
@@ -82,6 +87,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=1.0, help="per rate")
     parser.add_argument("-n", type=int, default=4000, help="round trips per round")
+    parser.add_argument("--unpinned-server", action="store_true", help="leave every server to the scheduler")
     args = parser.parse_args()
     binary = run.build()
     baseline = run.build_baseline()
@@ -91,7 +97,7 @@ def main() -> int:
     rates: dict[tuple[str, int], list[float]] = {(name, c): [] for name in SERVERS for c in CLIENTS}
     for _ in range(args.rounds):
         for name, options in SERVERS.items():
-            with server(options, baseline) as mnt:
+            with server(options, baseline, None if args.unpinned_server else run.SERVER_CPU) as mnt:
                 run.run_client(binary, "ioctl", mnt, 0, args.n // 4)  # warm up
                 rtt[name].append(run.p50(run.run_client(binary, "ioctl", mnt, 0, args.n)) / 1000)
                 for clients in CLIENTS:
@@ -102,7 +108,7 @@ def main() -> int:
         ratios = [a / b for a, b in zip(values, base, strict=True)]
         return f"{format(statistics.median(values), fmt)} ({statistics.median(ratios):.2f}×)"
 
-    print(f"{args.rounds} rounds; {run.machine()}")
+    print(f"{args.rounds} rounds; {run.machine()}; servers {'unpinned' if args.unpinned_server else 'on CPU 1'}")
     print("| server | round trip p50, µs | " + " | ".join(f"ioctls/s, {c} client{'s' * (c > 1)}" for c in CLIENTS)
           + " |")
     print("|---|---|" + "---|" * len(CLIENTS))

@@ -327,12 +327,23 @@ class Rings:
         then)."""
         _check(_lib.ipufs_uring_start(self._rings, spin_ns), "FUSE over io_uring")
 
-    def receive(self, spin_ns: int) -> tuple[int, int]:
-        """The next request's length in the buffer and its tag; OSError
-        (ENODEV once the connection has ended)."""
+    def receive(self, spin_ns: int, awake: Awake, watch: Watch | None = None) -> tuple[int, int] | list[int]:
+        """The next request's length in the buffer and its tag, with
+        ``awake`` set while it spins (as a SpinReader's), scanning
+        ``watch`` meanwhile: the positions of the watch that differ when
+        that ended the wait (``awake`` stays set). OSError (ENODEV once the
+        connection has ended)."""
         if self._rings == _NULL:  # closed
             raise OSError(errno.ENODEV, os.strerror(errno.ENODEV))
-        n = _uring_receive(self._rings, self._buffer, self._length, spin_ns, self._tag)
+        if watch is None:
+            n = _uring_receive(self._rings, self._buffer, self._length, spin_ns, self._tag, _NULL, 0, _NULL,
+                               awake._word)
+        else:
+            n = _uring_receive(self._rings, self._buffer, self._length, spin_ns, self._tag, watch._watches,
+                               watch.count, watch._spun, awake._word)
+        if n == _URING_WATCHED:
+            assert watch is not None
+            return [w for w in range(watch.count) if watch._spun[w]]
         if n < 0:
             raise OSError(-n, os.strerror(-n))
         return n, int(self._tag[0])
@@ -358,4 +369,5 @@ class Rings:
             _lib.ipufs_uring_free(rings)
 
 
-_uring_receive = _lib.ipufs_uring_receive
+_uring_receive = _lib.ipufs_uring_watch_receive
+_URING_WATCHED = _lib.IPUFS_URING_WATCHED

@@ -75,6 +75,11 @@ ffibuilder.cdef(
                 re.M | re.S).group(0)  # type: ignore[union-attr]
     + "".join(HEADERS)
     + declarations("uring.h")
+    + """
+    long ipufs_uring_watch_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns,
+                                   uint64_t *tag, struct ipufs_watch *watches, int n, unsigned char *ready,
+                                   uint32_t *awake);
+    """
 )
 ffibuilder.set_source(
     "ipufs._native",

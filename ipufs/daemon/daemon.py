@@ -154,7 +154,7 @@ class Daemon:
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=lock,
-            transport=(functools.partial(uring.Uring.open, spin_for=config.spin_us / 1e6, fast=fast)
+            transport=(functools.partial(uring.Uring.open, spin_for=config.spin_us / 1e6, fast=fast, mapped=self.registers)
                        if self.uring else
                        functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers,
                                          fast=fast)),

@@ -5,7 +5,8 @@
 # model expects, without holding the GIL. Two threads do it:
 # - the FUSE transport, between its tries while it spins awaiting the next
 #   request (this is its MappedMemory, ipufs/fuse/transport.py; the
-#   /dev/fuse one is ipufs/fuse/devfuse.py): a store is seen within a
+#   /dev/fuse one is ipufs/fuse/devfuse.py, the io_uring one
+#   ipufs/fuse/uring.py): a store is seen within a
 #   system call's time while requests keep coming;
 # - the watcher's own thread, while the reader sleeps: every FAST seconds
 #   while an IPU has been active within the last BUSY seconds and every

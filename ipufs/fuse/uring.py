@@ -5,7 +5,9 @@
 # order, tagged with its ring entry; ``reply`` commits the answer to that
 # entry from any thread, and the ring thread sends it with the fetch of
 # the entry's next request. INIT, forgets, interrupts and notifications
-# still go through /dev/fuse: ``receive`` waits on both, without the GIL.
+# still go through /dev/fuse: ``receive`` waits on both, without the GIL,
+# scanning the register watcher's mapped memory while it spins (as the
+# /dev/fuse reader does, so that the watcher's thread sleeps meanwhile).
 #
 # The rings can only be registered once INIT is answered with
 # FUSE_OVER_IO_URING agreed (``initialized``); until every queue has one
@@ -22,6 +24,7 @@ from ipufs import native
 from ipufs.fuse import abi, channel
 from ipufs.fuse.channel import FuseChannel, OnDevice
 from ipufs.fuse.devfuse import SPIN, ended
+from ipufs.fuse.transport import MappedMemory
 
 log = logging.getLogger(__name__)
 
@@ -85,15 +88,19 @@ class Uring(OnDevice):
     """A Transport over FUSE over io_uring: ``device`` is the /dev/fuse
     description mounted (made non-blocking), ``spin_for`` how long
     ``receive`` keeps looking for the next request before it sleeps,
-    ``fast`` the native fast path the ring threads answer requests on
-    (None: every request comes to ``receive``)."""
+    scanning ``mapped`` meanwhile (as the /dev/fuse reader does: while it
+    spins the register watcher's thread sleeps instead of polling on its
+    CPU), ``fast`` the native fast path the ring threads answer requests
+    on (None: every request comes to ``receive``)."""
 
     init_flags: int = abi.InitFlag.OVER_IO_URING
 
     def __init__(self, device: FuseChannel, *, spin_for: float = SPIN, depth: int = DEPTH,
-                 fast: native.FastPath | None = None) -> None:
+                 fast: native.FastPath | None = None, mapped: MappedMemory | None = None) -> None:
         self.device = device
         self.fast = fast
+        self.mapped = mapped
+        self._awake = mapped.awake if mapped is not None else native.Awake()
         os.set_blocking(device.fd, False)
         self.spin_ns = int(spin_for * 1e9)
         self.depth = depth
@@ -102,9 +109,10 @@ class Uring(OnDevice):
         self._buffer: bytearray | None = None
 
     @classmethod
-    def open(cls, *, spin_for: float = SPIN, fast: native.FastPath | None = None) -> Uring:
+    def open(cls, *, spin_for: float = SPIN, fast: native.FastPath | None = None,
+             mapped: MappedMemory | None = None) -> Uring:
         """A new connection: /dev/fuse opened, not yet mounted."""
-        return cls(FuseChannel.open(), spin_for=spin_for, fast=fast)
+        return cls(FuseChannel.open(), spin_for=spin_for, fast=fast, mapped=mapped)
 
     def mount_fd(self) -> int:
         return self.device.fd
@@ -129,12 +137,20 @@ class Uring(OnDevice):
             rings = self.rings = native.Rings(self.device.fd, buffer, queues=possible_cpus(), depth=self.depth,
                                               fast=self.fast)
         assert rings is not None
+        mapped = self.mapped
         while True:
+            watch = mapped.current() if mapped is not None else None
             try:
-                return rings.receive(self.spin_ns)
+                got = rings.receive(self.spin_ns, self._awake, watch)
             except OSError as exc:
                 if ended(exc):
                     return None
+                continue
+            if isinstance(got, tuple):
+                return got
+            assert mapped is not None and watch is not None
+            if not mapped.changed(watch, got):
+                mapped = None  # nothing to do for what it found: scan no more until the next request
 
     def reply(self, message: bytes, tag: int) -> bool:
         if tag >= native.Rings.TAG:
@@ -145,6 +161,7 @@ class Uring(OnDevice):
     def close(self) -> None:
         """Stop the ring threads (closing a ring cancels what it waits
         for), then close /dev/fuse."""
+        self._awake.clear()
         if self.rings is not None:
             self.rings.close()
         self.device.close()

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fastpath.h"
+#include "uring.h"
 
 #ifndef SYS_pidfd_send_signal
 #define SYS_pidfd_send_signal 424
@@ -301,6 +302,32 @@ static long ipufs_spin_read(int fd, void *buffer, size_t length, long spin_ns,
             return -error;
         }
     }
+}
+
+/* The watches a FUSE-over-io_uring reader scans while it spins. */
+struct ipufs_uring_watches {
+    struct ipufs_watch *watches;
+    int n;
+    unsigned char *ready;
+};
+
+static int ipufs_uring_scan(void *arg)
+{
+    struct ipufs_uring_watches *w = arg;
+    return w->n > 0 && ipufs_watch_scan(w->watches, w->n, w->ready, IPUFS_SPAN_PER_TRY);
+}
+
+/* ipufs_uring_receive (uring.h) for the reader that, like ipufs_spin_read,
+ * scans the n watches while it spins and keeps *awake set meanwhile, so
+ * that the watcher thread sleeps: IPUFS_URING_WATCHED when some watch
+ * differs (ready[] marked). */
+static long ipufs_uring_watch_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns,
+                                      uint64_t *tag, struct ipufs_watch *watches, int n, unsigned char *ready,
+                                      uint32_t *awake)
+{
+    struct ipufs_uring_watches w = { watches, n, ready };
+    struct ipufs_uring_spin spin = { ipufs_uring_scan, &w, awake, ipufs_asleep };
+    return ipufs_uring_receive(u, buffer, length, spin_ns, tag, &spin);
 }
 
 /* The reader's sleep: a blocking read of fd. A request the fast path

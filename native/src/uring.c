@@ -170,6 +170,17 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* One try of a spin: give the CPU to whatever else waits for it there (a
+ * ring thread with a reply to send, the Python reader with a request to
+ * answer, the client) and come back at once when nothing does. A spin of
+ * pauses would hold the CPU until the scheduler preempts it: where the
+ * reader shares a CPU with a ring thread (a daemon left to the scheduler,
+ * woken where the ring thread ran), each waited for the other's spin. */
+static void relax(void)
+{
+    sched_yield();
+}
+
 static void wake(int fd)
 {
     uint64_t one = 1;
@@ -380,7 +391,8 @@ static void ring_commits(struct ipufs_ring *r)
  * up to spin_ns before sleeping in the kernel: a reply then costs no
  * wake-up of this thread (the eventfd is written only while it sleeps).
  * New requests for this ring wait meanwhile; they are seen at the next
- * io_uring_enter. Returns whether replies came. */
+ * io_uring_enter. Each try yields the CPU (relax): the Python reader may
+ * share it. Returns whether replies came. */
 static int ring_spin(struct ipufs_ring *r)
 {
     long spin_ns = r->u->spin_ns;
@@ -391,7 +403,7 @@ static int ring_spin(struct ipufs_ring *r)
     pthread_mutex_unlock(&r->lock);
     int64_t deadline = now_ns() + spin_ns;
     while (!__atomic_load_n(&r->ncommits, __ATOMIC_RELAXED) && now_ns() < deadline)
-        __builtin_ia32_pause();
+        relax();
     pthread_mutex_lock(&r->lock);
     r->spinning = 0;
     int came = r->ncommits > 0;
@@ -592,9 +604,12 @@ static long handed_request(struct ipufs_uring *u, uint32_t index, void *buffer, 
     return n;
 }
 
-static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag)
+static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag,
+                          const struct ipufs_uring_spin *spin)
 {
     int64_t deadline = 0;
+    if (spin && spin_ns > 0)
+        __atomic_store_n(spin->awake, 1, __ATOMIC_RELEASE);  /* until it sleeps: the watcher thread sleeps */
     for (;;) {
         if (__atomic_load_n(&u->closing, __ATOMIC_ACQUIRE))
             return -ENODEV;
@@ -628,8 +643,11 @@ static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, lo
             if (!deadline)
                 deadline = now + spin_ns;
             if (now < deadline) {
-                while (!__atomic_load_n(&u->count, __ATOMIC_RELAXED) && now_ns() < deadline)
-                    __builtin_ia32_pause();
+                while (!__atomic_load_n(&u->count, __ATOMIC_RELAXED) && now_ns() < deadline) {
+                    if (spin && spin->scan(spin->arg))
+                        return IPUFS_URING_WATCHED;  /* awake stays set while Python acts on it */
+                    relax();
+                }
                 continue;
             }
         }
@@ -639,11 +657,15 @@ static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, lo
         pthread_mutex_unlock(&u->lock);
         if (!empty)
             continue;
+        if (spin)
+            spin->asleep(spin->awake);  /* the watcher thread polls while this sleeps */
         struct pollfd fds[2] = { { u->fd, POLLIN, 0 }, { u->event_fd, POLLIN, 0 } };
         poll(fds, 2, -1);
         pthread_mutex_lock(&u->lock);
         u->sleeping = 0;
         pthread_mutex_unlock(&u->lock);
+        if (spin && spin_ns > 0)
+            __atomic_store_n(spin->awake, 1, __ATOMIC_RELEASE);
         uint64_t value;
         if (read(u->event_fd, &value, sizeof value) < 0 && errno != EAGAIN)
             return -errno;
@@ -651,10 +673,13 @@ static long uring_receive(struct ipufs_uring *u, void *buffer, size_t length, lo
     }
 }
 
-long ipufs_uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag)
+long ipufs_uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag,
+                         const struct ipufs_uring_spin *spin)
 {
     __atomic_add_fetch(&u->receiving, 1, __ATOMIC_ACQ_REL);
-    long n = uring_receive(u, buffer, length, spin_ns, tag);
+    long n = uring_receive(u, buffer, length, spin_ns, tag, spin);
+    if (spin && n < 0 && n != IPUFS_URING_WATCHED)
+        spin->asleep(spin->awake);
     __atomic_sub_fetch(&u->receiving, 1, __ATOMIC_ACQ_REL);
     return n;
 }

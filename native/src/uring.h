@@ -31,11 +31,27 @@ struct ipufs_uring *ipufs_uring_new(int fd, int queues, int depth, size_t payloa
  * then). */
 int ipufs_uring_start(struct ipufs_uring *u, long spin_ns);
 
+/* What the reader does while it spins (ipufs_native.c fills it for the
+ * register watches): `*awake` is set while it is awake, so that the
+ * register watcher's thread sleeps instead of polling on the reader's CPU,
+ * and cleared with `asleep` before it sleeps; between tries `scan(arg)`
+ * nonzero ends the wait with IPUFS_URING_WATCHED. */
+struct ipufs_uring_spin {
+    int (*scan)(void *arg);
+    void *arg;
+    uint32_t *awake;
+    void (*asleep)(uint32_t *awake);
+};
+
+#define IPUFS_URING_WATCHED (-100002L)
+
 /* The next request for Python: a request a ring handed over (tag
  * IPUFS_URING_TAG | entry), or else one read from /dev/fuse (tag: fd).
- * Waits without the GIL, trying for `spin_ns` before sleeping. The
- * request's length, or -errno (-ENODEV: the connection has ended). */
-long ipufs_uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag);
+ * Waits without the GIL, trying for `spin_ns` before sleeping, doing what
+ * `spin` says meanwhile (NULL: nothing). The request's length,
+ * IPUFS_URING_WATCHED, or -errno (-ENODEV: the connection has ended). */
+long ipufs_uring_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns, uint64_t *tag,
+                         const struct ipufs_uring_spin *spin);
 
 /* Commit `reply` (fuse_out_header first) to the entry of `tag`, from any
  * thread: its ring thread sends it with the fetch of its next request.

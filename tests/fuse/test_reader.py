@@ -4,12 +4,15 @@
 # watcher, then goes on waiting; a change with nothing to do stops the
 # scanning until the next request, so it cannot keep the reader busy.
 # Given a fast path, the native reads (spinning or asleep) answer what it
-# takes themselves and return only the rest.
+# takes themselves and return only the rest. The io_uring transport's
+# reader (Uring.receive, before its rings start: it reads the connection
+# alone) scans the same way while it spins.
 from __future__ import annotations
 
 import os
 import socket
 import struct
+import threading
 from collections.abc import Iterator
 
 import numpy as np
@@ -18,6 +21,7 @@ import pytest
 from ipufs import native
 from ipufs.fuse.channel import FuseChannel
 from ipufs.fuse.devfuse import DevFuse
+from ipufs.fuse.uring import Uring
 
 
 class Words:
@@ -70,6 +74,24 @@ def test_a_change_found_while_spinning_is_handed_over_and_the_spin_goes_on(pipes
     assert transport.receive(buffer) == (7, clone_r)
     assert watcher.calls == [[0]]
     assert bytes(buffer[:7]) == b"request"
+
+
+def test_the_io_uring_reader_hands_a_change_found_while_spinning_over(pipes: Pipes) -> None:
+    (main_r, main_w), _ = pipes
+    watcher = Words(settles=True, then=b"request", into=main_w)
+    transport = Uring(FuseChannel(os.dup(main_r)), spin_for=0.5, mapped=watcher)
+    late = threading.Timer(2.0, os.write, (main_w, b"late"))  # a reader that never scans gets this instead
+    late.start()
+    try:
+        buffer = bytearray(64)
+        watcher.words[2] = 1  # a client's store
+        assert transport.receive(buffer) == (7, transport.device.fd)
+        assert watcher.calls == [[0]]  # found by the spin, awake (Words.changed checks)
+        assert bytes(buffer[:7]) == b"request"
+    finally:
+        late.cancel()
+        transport.close()
+    assert not watcher.awake  # closed: the watcher's thread polls again
 
 
 def test_a_change_with_nothing_to_do_stops_the_scanning(pipes: Pipes) -> None:
