@@ -64,7 +64,7 @@ class Execution:
     def __init__(self, ipu: Ipu) -> None:
         self.ipu = ipu
         self.arch = Arch.named(ipu.profile.arch)
-        self.decoder = Decoder(self.arch)
+        self.decoder = Decoder.of(self.arch)
         self.memory_base = ipu.tiles.base
         self.workers = ipu.profile.workers_per_tile
         #: every tile's registers, PC, status, turns..., shared by both paths

@@ -6,6 +6,8 @@
 # docs/isa.md, "Bundles".
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -73,6 +75,14 @@ class Decoder:
             tuple(r for r in self.rows if ((top << 24) ^ r.value) & r.mask & 0xFF000000 == 0)
             for top in range(256)
         ]
+
+    @staticmethod
+    @functools.cache
+    def of(arch: Arch) -> Decoder:
+        """The shared decoder of ``arch`` over the whole table (a decoder
+        holds no state once built, and building one takes milliseconds: an
+        IPU's executor takes this one, so mounting 1024 IPUs builds it once)."""
+        return Decoder(arch)
 
     def candidates(self, word: int) -> tuple[Row, ...]:
         """The rows that may match ``word``, judging by its top byte."""
