@@ -1,7 +1,8 @@
 # The tile debug interface (TDI): per-tile debug registers, reached through
 # the TDI aperture of config space. Register numbers and the TDI_STS bits
 # are the public research repository's (docs/tdi.md of github.com/Saghetti0/graphcore-ipu-research).
-# CTXT_STS, DBG_IEXEC and DBG_ECLR are answered with the executor
+# CTXT_STS, DBG_IEXEC and DBG_ECLR are answered with the executor, which
+# also reads DBG_RBRK and DBG_RBRK_VERT (breakpoints)
 # (ipufs/model/executor/debug.py, docs/execution.md).
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from ipufs.abi.registers import TdiResult
 class TdiRegister(enum.IntEnum):
     CTXT_STS = 0x00
     DBG_RBRK = 0x01
+    DBG_RBRK_VERT = 0x02
     DBG_IEXEC = 0x03
     DBG_IOWNER = 0x04
     DBG_ECSR = 0x05
@@ -40,7 +42,7 @@ CONTEXT_EXCEPTED = 2
 _CTXT_STS, _DBG_ECSR, _TDI_STS, _DBG_IOWNER = (int(r) for r in (TdiRegister.CTXT_STS, TdiRegister.DBG_ECSR,
                                                                  TdiRegister.TDI_STS, TdiRegister.DBG_IOWNER))
 #: registers that read what was last written
-_HELD = tuple(int(r) for r in (TdiRegister.DBG_RBRK, TdiRegister.DBG_IOWNER, TdiRegister.DBG_DATA,
+_HELD = tuple(int(r) for r in (TdiRegister.DBG_RBRK, TdiRegister.DBG_RBRK_VERT, TdiRegister.DBG_IOWNER, TdiRegister.DBG_DATA,
                                TdiRegister.EXCHANGE_CTL, TdiRegister.TDI_CTL))
 READ_ONLY = {TdiRegister.CTXT_STS, TdiRegister.DBG_ECSR, TdiRegister.TDI_STS, TdiRegister.INCOMING_DCOUNT}
 WRITE_ONLY = {TdiRegister.DBG_IEXEC, TdiRegister.DBG_ECLR, TdiRegister.TDI_CLR}

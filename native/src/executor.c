@@ -421,7 +421,7 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t t
                         int64_t *f, uint32_t *r)
 {
     uint32_t pc = (uint32_t)f[IPUFS_X_PC];
-    if ((pc & 3) || f[IPUFS_X_REPEAT])
+    if ((pc & 3) || f[IPUFS_X_REPEAT] || f[IPUFS_X_BREAK])
         return IPUFS_X_PYTHON;
     uint8_t *sram = x->memory + (uint64_t)tile * x->window;
     uint32_t at = offset_of(x, pc);

@@ -18,6 +18,7 @@ enum {
     IPUFS_X_WAIT = 2,    /* 0: none; else what an active context waits for */
     IPUFS_X_DELAY = 3,   /* turns still to stall */
     IPUFS_X_REPEAT = 4,  /* 1 while an rpt loop runs (Python's turns) */
+    IPUFS_X_BREAK = 5,   /* 1 while a breakpoint applies to the context (Python's turns) */
     IPUFS_X_CONTEXT_FIELDS = 8,
     /* per tile, IPUFS_X_TILE_FIELDS int64 each */
     IPUFS_X_TURN = 0,          /* the context whose turn comes next */

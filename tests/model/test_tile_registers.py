@@ -202,7 +202,7 @@ def test_aperture_writes_show_in_the_tile_registers() -> None:
     (1216, T.DBG_IOWNER, 0, TdiResult.BAD_TILE),  # instances 1216..1279 hold no tile
     (1279, T.DBG_DATA, 1, TdiResult.BAD_TILE),
     (0, T.CTXT_STS, 1, TdiResult.BAD_REGISTER),  # read-only
-    (0, 0x2, 1, TdiResult.BAD_REGISTER),  # DBG_RBRK_VERT: not modelled
+    (0, T.DBG_RBRK, 1 << 30, TdiResult.BAD_VALUE),  # ATOV: its meaning is not public
     (0, 0xF, 1, TdiResult.BAD_REGISTER),
     (0, T.DBG_IOWNER, 7, TdiResult.BAD_VALUE),
     (0, T.DBG_IEXEC, 0xFFFFFFFF, TdiResult.UNSUPPORTED),

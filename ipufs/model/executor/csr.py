@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ipufs.abi.registers import ExceptionCause
+from ipufs.model.executor import breaks
 from ipufs.model.executor.state import MASK, Etype, TileFault
 from ipufs.model.isa.csrs import csr_names
 
@@ -46,8 +47,8 @@ def read(ex: Execution, t: TileState, c: Context, index: int) -> int:
         return c.pc
     if index == DBG_DATA:
         return ex.debug_data(t.tile)
-    if index == DBG_BRK_ID:
-        return 0
+    if index == DBG_BRK_ID:  # the channel of the context's last IBRK or DBRK (breaks.py)
+        return c.csrs.get(DBG_BRK_ID, 0)
     if not c.is_worker:
         if index == SR:
             return (c.sr & ~1) | t.link
@@ -93,6 +94,13 @@ def write(ex: Execution, t: TileState, c: Context, index: int, value: int) -> No
             count = t.turns + t.count_offset
             count = (count & ~MASK) | value if index == SCOUNT_L else (count & MASK) | value << 32
             t.count_offset = count - t.turns
+            return
+        if index in breaks.CSRS:
+            why = breaks.refused_write(index, value)
+            if why is not None:
+                raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc, why)
+            c.csrs[index] = value & MASK
+            ex.breaks_changed(t.tile)
             return
     c.csrs[index] = value & MASK
 

@@ -2,16 +2,18 @@
 # (each context's 2-bit status), DBG_IOWNER (naming the supervisor makes
 # the tile a member of the IPU's syncs), DBG_IEXEC (inject one instruction
 # into the DBG_IOWNER context, which must be inactive or excepted;
-# TDI_STS.BUSY until it retires) and DBG_ECLR (clear a context's
-# exception). Rules: A114 hover/$DBG_IEXEC.md and R docs/tdi.md, as
-# docs/execution.md states them; the other registers are TileDebug's
+# TDI_STS.BUSY until it retires), DBG_ECLR (clear a context's exception),
+# DBG_RBRK and DBG_RBRK_VERT (retirement breaks: breaks.py). Rules: A114
+# hover/$DBG_IEXEC.md, $DBG_RBRK.md and R docs/tdi.md, as docs/execution.md
+# states them; the other registers are TileDebug's
 # (ipufs/model/tdi.py).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from ipufs.abi.registers import TdiResult
-from ipufs.model.tdi import TdiRegister, TdiStatus, TileDebug
+from ipufs.model.executor import breaks
+from ipufs.model.tdi import TdiRefused, TdiRegister, TdiStatus, TileDebug
 
 if TYPE_CHECKING:
     from ipufs.model.executor.engine import Execution
@@ -57,7 +59,12 @@ def write_register(ex: Execution, tile: int, debug: TileDebug, reg: int, value: 
         return result
     if reg == TdiRegister.DBG_ECLR:
         ex.clear_exception(tile, owner)
+    if reg == TdiRegister.DBG_RBRK and (why := breaks.refused_rbrk(value)) is not None:
+        debug.status |= TdiStatus.INV
+        raise TdiRefused(TdiResult.BAD_VALUE, why)
     debug.write(reg, value)
     if reg == TdiRegister.DBG_IOWNER:
         ex.name(tile, value)
+    elif reg in (TdiRegister.DBG_RBRK, TdiRegister.DBG_RBRK_VERT):
+        ex.breaks_changed(tile)
     return TdiResult.OK

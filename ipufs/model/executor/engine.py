@@ -2,8 +2,9 @@
 # executes tile code, one turn at a time per tile, contexts round-robin;
 # resolves syncs (LOCAL within a tile; INTERNAL, and external zones through
 # the IPU's host sync machinery, over the IPU's members: the running tiles
-# and those the host has named); turns faults into tile exceptions (EXC_*
-# registers, signal 44); and takes instructions injected through the tile
+# and those the host has named); turns faults and breakpoints (breaks.py)
+# into tile exceptions (EXC_* registers, signal 44); and takes instructions
+# injected through the tile
 # debug interface, which retire at the start of the next run(). Pure: no
 # I/O, no clocks; the daemon calls run() in bounded slices. Turns run in the
 # native loop (native.py) where the semantic rules name a native form, on
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from ipufs.abi.registers import SYNC_ERROR, ExceptionCause, TdiResult
-from ipufs.model.executor import native, system
+from ipufs.model.executor import breaks, csr, native, system
 from ipufs.model.executor.rule import Rule
 from ipufs.model.executor.semantics import SEMANTICS, why_not
 from ipufs.model.executor.state import MASK, WAIT_CODES, Context, Etype, Status, TileFault, TileState, Wait
@@ -82,6 +83,11 @@ class Execution:
         #: retire at the start of the next run()
         self.injections: dict[int, tuple[int, int]] = {}
         self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
+        #: tile -> its breakpoints, for tiles where some break is enabled
+        self.breaks: dict[int, breaks.Breakpoints] = {}
+        #: the DBRK watch of the instruction issuing now (Python path), else None
+        self._watch: tuple[int, int, bool, bool] | None = None
+        self._watcher: Context | None = None  # whose instruction that is
         self.instructions = 0  # retired since reset, every tile
         #: tiles whose TDI registers (CTXT_STS, DBG_DATA, ...) may have
         #: changed since the IPU last published them (tile_registers.py)
@@ -117,6 +123,7 @@ class Execution:
         self.named.clear()
         self.injections.clear()
         self.events.clear()
+        self.breaks.clear()
         self._external = None
         self.instructions = 0
         self.debug_touched.clear()
@@ -174,6 +181,8 @@ class Execution:
         if address % width:
             raise TileFault(Etype.INVALID_ADDR, ExceptionCause.MISALIGNED, address,
                             f"{width}-byte load at 0x{address:x}")
+        if self._watch is not None and breaks.hits(self._watch, address, width, False):
+            raise self._data_break(t, address, width, "load")
         if tiles.bad_parity and tiles.bad_word(t.tile, address, width):
             raise TileFault(*_PARITY_FAULT, address, f"parity error loading 0x{address:x}")
         if width == 4:  # the common case, one word of the BAR without building bytes
@@ -186,6 +195,8 @@ class Execution:
         if address % width:
             raise TileFault(Etype.INVALID_ADDR, ExceptionCause.MISALIGNED, address,
                             f"{width}-byte store at 0x{address:x}")
+        if self._watch is not None and breaks.hits(self._watch, address, width, True):
+            raise self._data_break(t, address, width, "store")
         tiles = self.ipu.tiles
         if width == 4 and not tiles.bad_parity:  # one word, recorded dirty as BarMemory.write does
             at = self._exchange_base + t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram
@@ -318,9 +329,64 @@ class Execution:
             f[native.DELAY] -= 1
             return
         try:
-            self._issue(t, c)
+            if f[native.BREAK]:
+                self._watched_issue(t, c)
+            else:
+                self._issue(t, c)
         except TileFault as fault:
             self.fault(t, c, fault)
+
+    def _watched_issue(self, t: TileState, c: Context) -> None:
+        """A turn of a context a breakpoint applies to (docs/execution.md,
+        "Breakpoints"): RBRK pending from its last instruction, then IBRK at
+        the PC, then the instruction with DBRK watching its accesses; a
+        context the host just resumed ignores IBRK and DBRK for one
+        instruction."""
+        b = self.breaks[t.tile]
+        resumed, c.resumed = c.resumed, False
+        pc = c.pc
+        if c.retired_break:
+            c.retired_break = False
+            if b.retirement(c):
+                raise TileFault(Etype.RBRK, ExceptionCause.BREAKPOINT, pc, f"retirement break before 0x{pc:x}")
+        if not resumed and b.instruction(c, pc):
+            c.csrs[csr.DBG_BRK_ID] = breaks.IBRK_CHANNEL
+            raise TileFault(Etype.IBRK, ExceptionCause.BREAKPOINT, pc, f"instruction break at 0x{pc:x}")
+        self._watch, self._watcher = None if resumed else b.watch(c), c
+        try:
+            self._issue(t, c)
+        finally:
+            self._watch = None
+        if c.status is Status.ACTIVE and b.retirement(c):
+            c.retired_break = True
+
+    def _data_break(self, t: TileState, address: int, width: int, access: str) -> TileFault:
+        c = self._watcher
+        assert c is not None, "a watch is set only with its context"
+        c.csrs[csr.DBG_BRK_ID] = breaks.DBRK_CHANNEL
+        return TileFault(Etype.DBRK, ExceptionCause.BREAKPOINT, address,
+                         f"data break: {width}-byte {access} at 0x{address:x}")
+
+    def breaks_changed(self, tile: int) -> None:
+        """A breakpoint register of ``tile`` was written (a `put` to its
+        supervisor's $DBG_IBRK0_*/$DBG_DBRK0_*, the TDI's DBG_RBRK or
+        DBG_RBRK_VERT): what breaks is read again, and each context's
+        BREAK field says whether its turns must run here."""
+        t = self.state(tile)
+        csrs = t.supervisor.csrs
+        regs = self.ipu.tdi.setdefault(tile, TileDebug()).registers
+        b = breaks.Breakpoints(csrs.get(breaks.IBRK_CTL, 0), csrs.get(breaks.IBRK_PC, 0),
+                               csrs.get(breaks.IBRK_VERT, 0), csrs.get(breaks.DBRK_CTL, 0),
+                               csrs.get(breaks.DBRK_BASE, 0), regs.get(TdiRegister.DBG_RBRK, 0),
+                               regs.get(TdiRegister.DBG_RBRK_VERT, 0))
+        if b.any():
+            self.breaks[tile] = b
+        else:
+            self.breaks.pop(tile, None)
+        for c in t.contexts:
+            c.fields[native.BREAK] = applies = b.applies(c.number)
+            if not applies:  # the flags are read on _watched_issue's turns only
+                c.resumed = c.retired_break = False
 
     def _synced(self, tile: int, context: int, pc: int, zone: int) -> None:
         system.synced(self, self.states[tile], context, pc, zone)
@@ -606,6 +672,7 @@ class Execution:
         if inst.row.group is Group.CONTROL:
             c.pc = c.next_pc
             c.status = Status.ACTIVE
+            c.resumed = was is Status.EXCEPTED and bool(c.fields[native.BREAK])
             c.sr &= ~0xF0
             self.ipu.tdi.setdefault(tile, TileDebug()).excepted.pop(context, None)
             self._activate(t)

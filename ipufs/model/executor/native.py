@@ -24,6 +24,7 @@ _ffi: Any = _native.ffi
 #: each context's fields and each tile's counters (int64), as executor.h lays them out
 PC, STATUS, WAIT, DELAY, REPEAT = _lib.IPUFS_X_PC, _lib.IPUFS_X_STATUS, _lib.IPUFS_X_WAIT, _lib.IPUFS_X_DELAY, \
     _lib.IPUFS_X_REPEAT
+BREAK = _lib.IPUFS_X_BREAK  # a breakpoint applies to the context: the C loop hands its turns to Python
 CONTEXT_FIELDS = _lib.IPUFS_X_CONTEXT_FIELDS
 TURN, TURNS, INSTRUCTIONS, TILE_FIELDS = _lib.IPUFS_X_TURN, _lib.IPUFS_X_TURNS, _lib.IPUFS_X_INSTRUCTIONS, \
     _lib.IPUFS_X_TILE_FIELDS

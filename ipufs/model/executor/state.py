@@ -28,7 +28,7 @@ class Status(enum.IntEnum):
 
     INACTIVE = 0
     ACTIVE = 1
-    EXCEPTED = 2  # EXCEPTED_DBG; ipufs never reports EXCEPTED_NDBG (3)
+    EXCEPTED = 2  # EXCEPTED_DBG (breaks and faults); ipufs never reports EXCEPTED_NDBG (3)
 
 
 class Etype(enum.IntEnum):
@@ -115,7 +115,8 @@ class Context:
     delay, whether an rpt runs) live in its tile's arrays (native.Arrays)
     and are read and written there in place."""
 
-    __slots__ = ("number", "m", "a", "fields", "next_pc", "wait_zone", "_repeat", "sr", "csrs", "upper", "exit_status")
+    __slots__ = ("number", "m", "a", "fields", "next_pc", "wait_zone", "_repeat", "sr", "csrs", "upper", "exit_status",
+                 "resumed", "retired_break")
 
     def __init__(self, number: int, registers: memoryview | None = None, fields: memoryview | None = None) -> None:
         self.number = number  # 0 supervisor, 1..N workers (as DBG_IOWNER numbers them)
@@ -133,6 +134,10 @@ class Context:
         self.csrs: dict[int, int] = {}  # other lower-space CSRs held as written
         self.upper: dict[int, int] = {}  # upper space (workers)
         self.exit_status: int | None = None  # the Boolean a worker's exit handed over
+        #: resumed from a stop by the host: its next instruction ignores IBRK and DBRK (breaks.py)
+        self.resumed = False
+        #: an instruction retired with RBRK enabled: the context breaks before its next one
+        self.retired_break = False
 
     pc = _Field(PC)
     delay = _Field(DELAY)  # turns still to stall (delay)
@@ -185,6 +190,7 @@ class Context:
         self.wait = Wait.NONE
         self.delay = 0
         self.repeat = None
+        self.resumed = self.retired_break = False
 
 
 class TileState:

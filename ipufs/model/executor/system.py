@@ -104,7 +104,10 @@ def _delay(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
 
 
 def _trap(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
-    raise TileFault(Etype.PBRK0, ExceptionCause.BREAKPOINT, c.pc, f"trap {o[0]}")
+    if o[0] > 1:
+        raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc,
+                        f"trap {o[0]}: which patched breakpoint an immediate above 1 raises is not public")
+    raise TileFault(Etype.PBRK1 if o[0] else Etype.PBRK0, ExceptionCause.BREAKPOINT, c.pc, f"trap {o[0]}")
 
 
 RULES: dict[str, Rule] = {
@@ -122,5 +125,6 @@ RULES: dict[str, Rule] = {
     "sync_mmmn_zi": Rule(_sync, "R docs/sync zones.md (zones); LOCAL waits for the workers: inferred from R's "
                         "boot loader (runall then sync 2)", "sync"),  # native: LOCAL and INTERNAL
     "delay_mmmn_zi": Rule(_delay, "S (encoding); a stall of N turns of the context: ours", "delay"),
-    "trap_mmmn_zi": Rule(_trap, A.format("trap") + " (patched breakpoint: ETYPE PBRK0)"),
+    "trap_mmmn_zi": Rule(_trap, A.format("trap") + " (patched breakpoint; R's PBRK0 and PBRK1: the immediate "
+                         "picks one, inferred; above 1 not public)"),
 }
