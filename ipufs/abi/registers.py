@@ -200,7 +200,7 @@ class ExceptionCause(enum.IntEnum):
     LINK = 6  # a link went down
     ICU = 7  # the ICU stopped answering
     INJECTED = 8  # raised by a test through the fault API
-    BREAKPOINT = 9  # a tile ran `trap` (ETYPE PBRK0)
+    BREAKPOINT = 9  # a tile ran `trap` (ETYPE PBRK0/1) or hit a breakpoint (IBRK, DBRK, RBRK)
     INVALID_OPERATION = 10  # a tile instruction's operands are refused (bad CSR, sync zone, runall with workers active)
     NOT_EXECUTABLE = 11  # a tile ran an instruction ipufs does not execute (docs/execution.md lists them)
     INVALID_PC = 12  # a tile fetched from a misaligned PC, outside region 0, or a misaligned bundle

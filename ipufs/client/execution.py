@@ -4,7 +4,10 @@
 # wait for), a branch to the entry written to DBG_IEXEC starts it, `put
 # $DBG_DATA, $mN` injected into a stopped context carries $mN out through
 # DBG_DATA; an injection has retired when TDI_STS.BUSY clears, and
-# CTXT_STS tells each context's state.
+# CTXT_STS tells each context's state. A debugger moves CSRs (the break
+# channels) through DBG_DATA with injected `get`/`put`, and resumes a
+# stopped context with a branch to where it stopped (docs/execution.md,
+# "Breakpoints").
 from __future__ import annotations
 
 import time
@@ -90,10 +93,39 @@ def debug_data(device: Device, tile: int) -> int:
     return value & 0xFFFFFFFF
 
 
+def _inject(device: Device, tile: int, word: int, what: str) -> None:
+    _write(device, tile, code.TDI_DBG_IEXEC, word, what)
+    retired(device, tile, what)
+
+
 def read_m(device: Device, tile: int, register: int, context: int = 0) -> int:
     """$m``register`` of a stopped (inactive or excepted) context."""
     _write(device, tile, code.TDI_DBG_IOWNER, context, "DBG_IOWNER")
-    what = f"put $DBG_DATA, $m{register}"
-    _write(device, tile, code.TDI_DBG_IEXEC, code.put_dbg_data_word(register), what)
-    retired(device, tile, what)
+    _inject(device, tile, code.put_dbg_data_word(register), f"put $DBG_DATA, $m{register}")
     return debug_data(device, tile)
+
+
+def read_csr(device: Device, tile: int, csr: int, context: int = 0, scratch: int = 14) -> int:
+    """CSR ``csr`` of a stopped context, through $m``scratch`` (which it
+    overwrites) and DBG_DATA."""
+    _write(device, tile, code.TDI_DBG_IOWNER, context, "DBG_IOWNER")
+    _inject(device, tile, code.get_word(scratch, csr), f"get $m{scratch}, 0x{csr:x}")
+    return read_m(device, tile, scratch, context)
+
+
+def write_csr(device: Device, tile: int, csr: int, value: int, context: int = 0, scratch: int = 14) -> None:
+    """Set CSR ``csr`` of a stopped context to ``value``: DBG_DATA, then
+    `get $m<scratch>, $DBG_DATA` and `put CSR, $m<scratch>` injected
+    (the scratch register is overwritten)."""
+    _write(device, tile, code.TDI_DBG_DATA, value & 0xFFFFFFFF, "DBG_DATA")
+    _write(device, tile, code.TDI_DBG_IOWNER, context, "DBG_IOWNER")
+    _inject(device, tile, code.get_word(scratch, code.CSR_DBG_DATA), f"get $m{scratch}, $DBG_DATA")
+    _inject(device, tile, code.put_word(csr, scratch), f"put 0x{csr:x}, $m{scratch}")
+
+
+def resume(device: Device, tile: int, pc: int, context: int = 0) -> None:
+    """Let a context stopped at a break go on from ``pc`` (where it
+    stopped): a branch there, injected; its first instruction ignores
+    instruction and data breaks."""
+    _write(device, tile, code.TDI_DBG_IOWNER, context, "DBG_IOWNER")
+    _inject(device, tile, code.branch_word(pc), f"resume at 0x{pc:x}")

@@ -118,7 +118,7 @@ def test_tdi_registers() -> None:
     assert tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.DBG_IOWNER, data_lo=7) == TdiResult.BAD_VALUE
     assert tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.CTXT_STS) == TdiResult.OK
     assert reg(ipu, "TDI_DATA_LO") == 0  # every context idle
-    assert tdi(ipu, TdiCommand.READ_REG, reg=0x02) == TdiResult.BAD_REGISTER
+    assert tdi(ipu, TdiCommand.READ_REG, reg=0x0D) == TdiResult.BAD_REGISTER
     assert tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.CTXT_STS) == TdiResult.BAD_REGISTER
     assert tdi(ipu, TdiCommand.READ_REG, tile=5000) == TdiResult.BAD_TILE
     assert tdi(ipu, 9, tile=2) == TdiResult.BAD_COMMAND  # type: ignore[arg-type]

@@ -151,6 +151,7 @@ struct ipufs_buffer {
 /* Tile debug registers (IPU_REG_TDI_REG) and TDI_STS bits. */
 #define IPU_TDI_REG_CTXT_STS 0x00
 #define IPU_TDI_REG_DBG_RBRK 0x01
+#define IPU_TDI_REG_DBG_RBRK_VERT 0x02
 #define IPU_TDI_REG_DBG_IEXEC 0x03
 #define IPU_TDI_REG_DBG_IOWNER 0x04
 #define IPU_TDI_REG_DBG_ECSR 0x05

@@ -18,11 +18,20 @@ def test_put_dbg_data_word_is_the_tables_put(register: int) -> None:
     assert tile_code.put_dbg_data_word(register) == word("put_mmmn_zi", 0x70, register)
 
 
+@pytest.mark.parametrize("register", [0, 1, 7, 14, 15])
+@pytest.mark.parametrize("csr", [0x01, 0x70, 0x71, 0x80, 0x81, 0x90, 0xFF])
+def test_get_and_put_words_are_the_tables(register: int, csr: int) -> None:
+    assert tile_code.get_word(register, csr) == word("get_mmmn_zi", register, csr)
+    assert tile_code.put_word(csr, register) == word("put_mmmn_zi", csr, register)
+
+
 def test_bad_entries_are_refused() -> None:
     with pytest.raises(ValueError):
         tile_code.branch_word(0x40002)
     with pytest.raises(ValueError):
         tile_code.put_dbg_data_word(16)
+    with pytest.raises(ValueError):
+        tile_code.get_word(1, 0x100)
 
 
 def test_the_register_numbers_and_context_states_are_the_models() -> None:
@@ -30,8 +39,14 @@ def test_the_register_numbers_and_context_states_are_the_models() -> None:
     from ipufs.model.tdi import TdiRegister, TdiStatus
 
     assert (tile_code.TDI_CTXT_STS, tile_code.TDI_DBG_IEXEC, tile_code.TDI_DBG_IOWNER, tile_code.TDI_DBG_DATA,
-            tile_code.TDI_TDI_STS) == (TdiRegister.CTXT_STS, TdiRegister.DBG_IEXEC, TdiRegister.DBG_IOWNER,
-                                       TdiRegister.DBG_DATA, TdiRegister.TDI_STS)
+            tile_code.TDI_TDI_STS, tile_code.TDI_DBG_RBRK, tile_code.TDI_DBG_RBRK_VERT) == (
+        TdiRegister.CTXT_STS, TdiRegister.DBG_IEXEC, TdiRegister.DBG_IOWNER, TdiRegister.DBG_DATA,
+        TdiRegister.TDI_STS, TdiRegister.DBG_RBRK, TdiRegister.DBG_RBRK_VERT)
+    from ipufs.model.executor import breaks, csr
+
+    assert (tile_code.CSR_SSR, tile_code.CSR_DBG_BRK_ID, tile_code.CSR_DBG_IBRK0_CTL, tile_code.CSR_DBG_IBRK0_PC,
+            tile_code.CSR_DBG_IBRK0_VERT, tile_code.CSR_DBG_DBRK0_CTL, tile_code.CSR_DBG_DBRK0_BASE) == (
+        csr.SR, csr.DBG_BRK_ID, breaks.IBRK_CTL, breaks.IBRK_PC, breaks.IBRK_VERT, breaks.DBRK_CTL, breaks.DBRK_BASE)
     assert (tile_code.TDI_STS_CNQ, tile_code.TDI_STS_INV, tile_code.TDI_STS_DBLE, tile_code.TDI_STS_BUSY) == (
         TdiStatus.CNQ, TdiStatus.INV, TdiStatus.DBLE, TdiStatus.BUSY)
     assert (tile_code.CONTEXT_INACTIVE, tile_code.CONTEXT_ACTIVE, tile_code.CONTEXT_EXCEPTED) == (
