@@ -4,11 +4,11 @@
 # the IPU's host sync machinery, over the IPU's members: the running tiles
 # and those the host has named); turns faults and breakpoints (breaks.py)
 # into tile exceptions (EXC_* registers, signal 44); and takes instructions
-# injected through the tile
-# debug interface, which retire at the start of the next run(). Pure: no
-# I/O, no clocks; the daemon calls run() in bounded slices. Turns run in the
-# native loop (native.py) where the semantic rules name a native form, on
-# the same state, and here otherwise. docs/execution.md.
+# injected through the tile debug interface, which retire at the start of
+# the next run(). Pure: no I/O, no clocks; the daemon calls run() in
+# bounded slices. Turns run in the native loop (native.py) where the
+# semantic rules name a native form, on the same state, and here otherwise.
+# docs/execution.md.
 from __future__ import annotations
 
 from bisect import bisect_left
@@ -182,7 +182,7 @@ class Execution:
             raise TileFault(Etype.INVALID_ADDR, ExceptionCause.MISALIGNED, address,
                             f"{width}-byte load at 0x{address:x}")
         if self._watch is not None and breaks.hits(self._watch, address, width, False):
-            raise self._data_break(t, address, width, "load")
+            raise self._data_break(address, width, "load")
         if tiles.bad_parity and tiles.bad_word(t.tile, address, width):
             raise TileFault(*_PARITY_FAULT, address, f"parity error loading 0x{address:x}")
         if width == 4:  # the common case, one word of the BAR without building bytes
@@ -196,7 +196,7 @@ class Execution:
             raise TileFault(Etype.INVALID_ADDR, ExceptionCause.MISALIGNED, address,
                             f"{width}-byte store at 0x{address:x}")
         if self._watch is not None and breaks.hits(self._watch, address, width, True):
-            raise self._data_break(t, address, width, "store")
+            raise self._data_break(address, width, "store")
         tiles = self.ipu.tiles
         if width == 4 and not tiles.bad_parity:  # one word, recorded dirty as BarMemory.write does
             at = self._exchange_base + t.tile * self._window + (address & 0x1FFFFF) % self._window % self._sram
@@ -360,7 +360,7 @@ class Execution:
         if c.status is Status.ACTIVE and b.retirement(c):
             c.retired_break = True
 
-    def _data_break(self, t: TileState, address: int, width: int, access: str) -> TileFault:
+    def _data_break(self, address: int, width: int, access: str) -> TileFault:
         c = self._watcher
         assert c is not None, "a watch is set only with its context"
         c.csrs[csr.DBG_BRK_ID] = breaks.DBRK_CHANNEL

@@ -14,7 +14,7 @@ from ipufs.abi.registers import ExceptionCause, TdiResult
 from ipufs.model.executor import breaks, csr
 from ipufs.model.executor.state import Etype, Status
 from ipufs.model.ipu import Ipu
-from ipufs.model.tdi import TdiRefused, TdiRegister, TdiStatus
+from ipufs.model.tdi import TdiRegister, TdiStatus
 from tests.model.executor.kit import assemble, load, m, memory_word, start, tdi_read, tdi_write, word
 from tests.model.executor.test_native import WORDS, _run, _same, program
 from tests.model.test_ipu import make, reg
@@ -206,7 +206,7 @@ def test_data_break_fields_whose_meaning_is_not_public_fault_the_put() -> None:
 
 @pytest.mark.parametrize("native", [True, False])
 def test_retirement_breaks_single_step_the_supervisor(native: bool) -> None:
-    source = ".text 0x40000\n.supervisor\n_start:\n  setzi $m1, 3\nloop:\n  brnzdec $m1, loop\n  trap 0\n"
+    source = ".text 0x40000\n.supervisor\n_start:\n  setzi $m1, 3\nloop:\n  brnzdec $m1, loop\n  sync 3\n  trap 0\n"
     ipu, entry = _ready(source, rbrk=1, native=native)
     pcs = []
     while True:
@@ -218,9 +218,10 @@ def test_retirement_breaks_single_step_the_supervisor(native: bool) -> None:
         pcs.append(pc)
         _resume(ipu, pc)
     loop = entry + 4
-    assert pcs == [loop, loop, loop, loop, loop + 4]  # setzi, then brnzdec taken 3 times and not taken
+    # setzi, then brnzdec taken 3 times and not taken, then the sync (the break once it completes)
+    assert pcs == [loop, loop, loop, loop, loop + 4, loop + 8]
     assert etype is Etype.PBRK0
-    assert ipu.execution.states[0].instructions == 5  # the trap does not retire
+    assert ipu.execution.states[0].instructions == 6  # the trap does not retire
 
 
 def test_retirement_breaks_with_vertex_match_stop_only_that_worker() -> None:
