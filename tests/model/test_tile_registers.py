@@ -246,3 +246,19 @@ def test_a_persistent_config_bar_forgets_old_tile_registers() -> None:
     memory[Region.CONFIG].words[at(4, T.DBG_DATA) // 4] = 123  # left by an earlier daemon
     ipu = make(memory)
     assert read(ipu, 4, T.DBG_DATA) == 0 and not ipu.needs_poll()
+
+
+def test_retirement_breaks_are_armed_through_the_block_by_pwrite_and_by_mapped_store() -> None:
+    for by_store in (False, True):
+        ipu = make()
+        (store if by_store else write)(ipu, 3, T.DBG_RBRK_VERT, 0x61020)
+        (store if by_store else write)(ipu, 3, T.DBG_RBRK, 0x80000001)
+        if by_store:
+            ipu.poll_registers()
+        b = ipu.execution.breaks[3]
+        assert (b.rbrk, b.rbrk_vert) == (0x80000001, 0x61020)
+        assert (read(ipu, 3, T.DBG_RBRK), read(ipu, 3, T.DBG_RBRK_VERT)) == (0x80000001, 0x61020)
+        (store if by_store else write)(ipu, 3, T.DBG_RBRK, 0)
+        if by_store:
+            ipu.poll_registers()
+        assert 3 not in ipu.execution.breaks
