@@ -1,7 +1,8 @@
 # `ipufs exec`: load an elf32-colossus file onto tiles, start them at its
 # entry through the tile debug interface, and wait for what they do: an
 # exception (signal 44), a sync with the host (signals 46..49), every
-# context stopped, or a timeout; then print it (docs/execution.md).
+# context stopped, or a timeout; then print it (docs/execution.md). With
+# --break, each supervisor gets an instruction breakpoint first.
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,19 @@ def _cause(value: int) -> str:
         return str(value)
 
 
+def _address(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if value % 4 or not 0 <= value < 1 << 21:
+        raise argparse.ArgumentTypeError(f"{text}: not a 4-byte aligned tile address")
+    return value
+
+
 def cmd_exec(args: argparse.Namespace) -> int:
     from ipufs.client import Device
-    from ipufs.client.execution import context_status, debug_data
+    from ipufs.client.execution import context_status, debug_data, write_csr
     from ipufs.client.loader import parse_tiles
     from ipufs.client.signals import SignalReceiver
     from ipufs.tools import devices
@@ -44,6 +55,10 @@ def cmd_exec(args: argparse.Namespace) -> int:
         count = device.read_register("TILE_COUNT")
         tiles = parse_tiles(args.tiles, count) if args.tiles else list(range(count))
         device.load_elf(data, tiles)
+        if args.brk is not None:  # IBRK on each supervisor (ENS), through injections: $m14 is overwritten
+            for tile in tiles:
+                write_csr(device, tile, code.CSR_DBG_IBRK0_PC, args.brk)
+                write_csr(device, tile, code.CSR_DBG_IBRK0_CTL, code.IBRK_ENS)
         device.start(image.entry, tiles)
         print(f"started {len(tiles)} tile{'s' if len(tiles) != 1 else ''} of ipu{args.ipu} at 0x{image.entry:x}")
         deadline = time.monotonic() + args.timeout
@@ -87,4 +102,7 @@ def add_commands(sub: Any, tool: Any) -> None:
     ex.add_argument("--tiles", help="which tiles: 0-1215, 3 or 0,2,5-9 (default every tile)")
     ex.add_argument("--timeout", type=float, default=10.0, help="seconds to wait (default 10)")
     ex.add_argument("--data", action="store_true", help="then print each tile's DBG_DATA")
+    ex.add_argument("--break", dest="brk", type=_address, metavar="ADDRESS",
+                    help="an instruction breakpoint for each supervisor at ADDRESS: the tile stops there "
+                         "(printed as an exception, cause BREAKPOINT)")
     ex.set_defaults(func=cmd_exec)

@@ -24,6 +24,7 @@ CSR_DBG_BRK_ID = 0x71
 #: the supervisor's break channels (docs/execution.md#breakpoints)
 CSR_DBG_IBRK0_CTL, CSR_DBG_IBRK0_PC, CSR_DBG_IBRK0_VERT = 0x80, 0x81, 0x82
 CSR_DBG_DBRK0_CTL, CSR_DBG_DBRK0_BASE = 0x90, 0x91
+IBRK_ENS, IBRK_ENW = 0x1, 0x2  # $DBG_IBRK0_CTL: the supervisor, the workers
 #: CTXT_STS: two bits per context, context 0 (the supervisor) lowest
 CONTEXT_BITS = 2
 CONTEXT_INACTIVE, CONTEXT_ACTIVE, CONTEXT_EXCEPTED = 0, 1, 2  # (a test checks them against the model's)

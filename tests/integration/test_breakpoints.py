@@ -4,7 +4,8 @@
 # program, receives signal 44 with cause BREAKPOINT at the breakpoint's
 # address, reads the stopped context's ETYPE, $DBG_BRK_ID and a register
 # through DBG_DATA, resumes it with an injected branch, and the program
-# runs to its sync with the host (signal 46) with the right result.
+# runs to its sync with the host (signal 46) with the right result. And
+# `ipufs exec --break`, which does the same setting for every tile.
 from __future__ import annotations
 
 import json
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ipufs import cli
-from tests.integration.harness import RunningDaemon, running_daemon
+from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon
 
 pytestmark = pytest.mark.mount
 
@@ -93,3 +94,20 @@ def test_an_instruction_breakpoint_set_through_the_tdi_stops_and_resumes(ipu1: R
     assert out["before"] == HERE  # `here` had not run: DBG_DATA holds the host's last read ($PC)
     assert out["go"] == [46]  # resumed: past the breakpoint to `sync 4`, GS1 with the host
     assert out["status_after"] == 1 and out["after"] == 55 and out["exc_after"] == 0
+
+
+def test_exec_with_a_breakpoint_stops_every_tile_there(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    (tmp_path / "p.s").write_text(PROGRAM)
+    assert cli.main(["asm", str(tmp_path / "p.s"), "-o", str(tmp_path / "p.elf")]) == 0
+    run = [*ipufs_command("exec", str(tmp_path / "p.elf"), "--dev", str(ipu1.mountpoint), "--tiles", "0-3",
+                          "--timeout", "20")]
+    done = subprocess.run([*run, "--break", hex(HERE)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.splitlines()[1] == f"exception: tile 0 context 0 address 0x{HERE:x} cause BREAKPOINT"
+    ipu = ipu1.daemon.devices.ipus[0]
+    stopped = ipu1.call(lambda: [(s.supervisor.status.name, s.supervisor.pc) for s in
+                                 (ipu.execution.states[t] for t in range(4))])
+    assert stopped == [("EXCEPTED", HERE)] * 4
+    bad = subprocess.run([*run, "--break", "0x40002"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "not a 4-byte aligned tile address" in bad.stderr
+    assert "Traceback" not in bad.stderr

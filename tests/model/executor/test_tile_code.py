@@ -47,6 +47,7 @@ def test_the_register_numbers_and_context_states_are_the_models() -> None:
     assert (tile_code.CSR_SSR, tile_code.CSR_DBG_BRK_ID, tile_code.CSR_DBG_IBRK0_CTL, tile_code.CSR_DBG_IBRK0_PC,
             tile_code.CSR_DBG_IBRK0_VERT, tile_code.CSR_DBG_DBRK0_CTL, tile_code.CSR_DBG_DBRK0_BASE) == (
         csr.SR, csr.DBG_BRK_ID, breaks.IBRK_CTL, breaks.IBRK_PC, breaks.IBRK_VERT, breaks.DBRK_CTL, breaks.DBRK_BASE)
+    assert (tile_code.IBRK_ENS, tile_code.IBRK_ENW) == (breaks.ENS, breaks.ENW)
     assert (tile_code.TDI_STS_CNQ, tile_code.TDI_STS_INV, tile_code.TDI_STS_DBLE, tile_code.TDI_STS_BUSY) == (
         TdiStatus.CNQ, TdiStatus.INV, TdiStatus.DBLE, TdiStatus.BUSY)
     assert (tile_code.CONTEXT_INACTIVE, tile_code.CONTEXT_ACTIVE, tile_code.CONTEXT_EXCEPTED) == (
