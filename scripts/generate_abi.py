@@ -144,7 +144,15 @@ def render_loader() -> str:
             " * IPUFS_BRI_WORD | ENTRY >> 2; `put $DBG_DATA, $mN` is IPUFS_PUT_DBG_DATA_WORD | N << 20. */",
             f"#define IPUFS_BRI_WORD 0x{tile_code.branch_word(0):08X}u",
             f"#define IPUFS_PUT_DBG_DATA_WORD 0x{tile_code.put_dbg_data_word(0):08X}u",
-            "/* ipufs_start(), ipufs_debug_data(): tile code started through the TDI. */",
+            "/* `get $mN, CSR` is IPUFS_GET_WORD | N << 16 | CSR; `put CSR, $mN` is IPUFS_PUT_WORD | N << 20 | CSR.",
+            " * The CSRs a debugger moves (docs/execution.md, \"Breakpoints\"). */",
+            f"#define IPUFS_GET_WORD 0x{tile_code.get_word(0, 0):08X}u",
+            f"#define IPUFS_PUT_WORD 0x{tile_code.put_word(0, 0):08X}u"]
+    out += [f"#define IPUFS_{name} 0x{getattr(tile_code, name):02x}u" for name in (
+        "CSR_PC", "CSR_SSR", "CSR_DBG_DATA", "CSR_DBG_BRK_ID", "CSR_DBG_IBRK0_CTL", "CSR_DBG_IBRK0_PC",
+        "CSR_DBG_IBRK0_VERT", "CSR_DBG_DBRK0_CTL", "CSR_DBG_DBRK0_BASE", "IBRK_ENS", "IBRK_ENW")]
+    out += ["/* ipufs_start(), ipufs_debug_data(), ipufs_read_m(), ipufs_write_csr(), ipufs_read_csr(),",
+            " * ipufs_resume(): tile code started, inspected and resumed through the TDI. */",
             '#include "start.h"', ""]
     return "\n".join(out)
 

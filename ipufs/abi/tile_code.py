@@ -18,7 +18,8 @@ TDI_TDI_STS = 0x08
 TDI_STS_CNQ, TDI_STS_INV, TDI_STS_DBLE, TDI_STS_BUSY = 0x1, 0x2, 0x4, 0x8
 TDI_DBG_RBRK = 0x01
 TDI_DBG_RBRK_VERT = 0x02
-CSR_SSR = 0x01
+CSR_PC = 0x00
+CSR_SSR = 0x01  # a worker's $WSR has the same index
 CSR_DBG_DATA = 0x70
 CSR_DBG_BRK_ID = 0x71
 #: the supervisor's break channels (docs/execution.md#breakpoints)

@@ -1,55 +1,26 @@
 /* tile_host: an unmodified C host program running tile code, using only
- * ipufs/ipu.h. Usage:
+ * ipufs/ipu.h (through tile_kit.h, the start this directory's tile hosts
+ * share). Usage:
  *   tile_host DIR IPU KERNEL.elf NTILES
  * Writes each tile's slice of data (a count, 10 + t, then t*1000 + 17*i)
  * at 0x60000 through the exchange BAR, loads the kernel onto tiles
  * 0..NTILES-1, starts them through the TDI, waits for signal 46 (the
  * tiles synced with the host), then prints "signal N" and, per tile,
  * "tile T sum S dbg D": the word at 0x60190 and DBG_DATA. */
-#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <sys/ioctl.h>
-#include <sys/signalfd.h>
-#include <sys/stat.h>
 #include <poll.h>
-#include <unistd.h>
 
-#include "ipufs/ipu.h"
+#include "tile_kit.h"
 
 #define DATA 0x60000u
-
-static int fail(const char *what, int err)
-{
-    fprintf(stderr, "%s: %d\n", what, err);
-    return 1;
-}
-
-/* DIR/ipuN and DIR/ipuN_ex (suffix "_ex"), read-write. */
-static int open_node(const char *dir, const char *ipu, const char *suffix)
-{
-    char path[4096];
-    snprintf(path, sizeof path, "%s/ipu%s%s", dir, ipu, suffix);
-    return open(path, O_RDWR | O_CLOEXEC);
-}
 
 int main(int argc, char **argv)
 {
     if (argc != 5) { fprintf(stderr, "usage: %s DIR IPU KERNEL.elf NTILES\n", argv[0]); return 2; }
-    sigset_t set;
-    sigemptyset(&set);
-    for (int s = PCIE_IPU_EXCEPTION_SIG; s <= PCIE_HSPGS2E1_SIG; s++)
-        sigaddset(&set, s);
-    sigprocmask(SIG_BLOCK, &set, NULL);
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC);
-    int config = open_node(argv[1], argv[2], ""), exchange = open_node(argv[1], argv[2], "_ex");
-    int file = open(argv[3], O_RDONLY | O_CLOEXEC);
-    struct stat st;
-    if (sfd < 0 || config < 0 || exchange < 0 || file < 0 || fstat(file, &st) != 0) { perror("open"); return 1; }
-    unsigned char *image = malloc((size_t)st.st_size);
-    if (image == NULL || read(file, image, (size_t)st.st_size) != st.st_size) { perror("read"); return 1; }
-    if (ioctl(config, IPU_IOCTL_ATTACH, NULL) != 0) { perror("ATTACH"); return 1; }
+    struct tile_kit k;
+    if (tile_kit_open(&k, argv[1], argv[2], argv[3]))
+        return 1;
+    int sfd = k.signals, config = k.config, exchange = k.exchange;
+    unsigned char *image = k.image;
     if (ioctl(config, IPU_IOCTL_SET_IPU_ID, (unsigned long)strtoul(argv[2], NULL, 0)) != 0) {
         perror("SET_IPU_ID");
         return 1;
@@ -71,7 +42,7 @@ int main(int argc, char **argv)
             return fail("pwrite data", -1);
         tiles[t] = t;
     }
-    if ((err = ipufs_load_elf(config, exchange, image, (size_t)st.st_size, tiles, ntiles)))
+    if ((err = ipufs_load_elf(config, exchange, image, k.size, tiles, ntiles)))
         return fail("ipufs_load_elf", err);
     uint32_t entry = ipufs_le32_(image + 24);
     if ((err = ipufs_start(config, entry, tiles, ntiles, 0)))

@@ -5,7 +5,8 @@
 # address, reads the stopped context's ETYPE, $DBG_BRK_ID and a register
 # through DBG_DATA, resumes it with an injected branch, and the program
 # runs to its sync with the host (signal 46) with the right result. And
-# `ipufs exec --break`, which does the same setting for every tile.
+# `ipufs exec --break`, which does the same setting for every tile, and a
+# C debugger using ipu.h alone.
 from __future__ import annotations
 
 import json
@@ -111,3 +112,18 @@ def test_exec_with_a_breakpoint_stops_every_tile_there(ipu1: RunningDaemon, tmp_
     bad = subprocess.run([*run, "--break", "0x40002"], capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "not a 4-byte aligned tile address" in bad.stderr
     assert "Traceback" not in bad.stderr
+
+
+def test_an_unmodified_c_debugger_stops_inspects_and_resumes(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    """tests/c/tile_debugger.c, built against ipu.h alone: the same round
+    trip with ipufs_write_csr, ipufs_read_csr, ipufs_read_m, ipufs_resume."""
+    from tests.integration.harness import ROOT, compile_c
+
+    (tmp_path / "p.s").write_text(PROGRAM)
+    assert cli.main(["asm", str(tmp_path / "p.s"), "-o", str(tmp_path / "p.elf")]) == 0
+    binary = compile_c(ROOT / "tests" / "c" / "tile_debugger.c", tmp_path)
+    out = subprocess.run([str(binary), str(ipu1.mountpoint), "0", str(tmp_path / "p.elf"), hex(HERE)],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["signal 44", f"cause 9 address 0x{HERE:x} etype 15 brk_id 0 pc 0x{HERE:x} m4 55",
+                                       "signal 46 dbg 55"]

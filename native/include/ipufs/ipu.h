@@ -297,7 +297,23 @@ static inline int ipufs_tdi_errno_(int result)
  * IPUFS_BRI_WORD | ENTRY >> 2; `put $DBG_DATA, $mN` is IPUFS_PUT_DBG_DATA_WORD | N << 20. */
 #define IPUFS_BRI_WORD 0x40800000u
 #define IPUFS_PUT_DBG_DATA_WORD 0x43008070u
-/* ipufs_start(), ipufs_debug_data(): tile code started through the TDI. */
+/* `get $mN, CSR` is IPUFS_GET_WORD | N << 16 | CSR; `put CSR, $mN` is IPUFS_PUT_WORD | N << 20 | CSR.
+ * The CSRs a debugger moves (docs/execution.md, "Breakpoints"). */
+#define IPUFS_GET_WORD 0x41000000u
+#define IPUFS_PUT_WORD 0x43008000u
+#define IPUFS_CSR_PC 0x00u
+#define IPUFS_CSR_SSR 0x01u
+#define IPUFS_CSR_DBG_DATA 0x70u
+#define IPUFS_CSR_DBG_BRK_ID 0x71u
+#define IPUFS_CSR_DBG_IBRK0_CTL 0x80u
+#define IPUFS_CSR_DBG_IBRK0_PC 0x81u
+#define IPUFS_CSR_DBG_IBRK0_VERT 0x82u
+#define IPUFS_CSR_DBG_DBRK0_CTL 0x90u
+#define IPUFS_CSR_DBG_DBRK0_BASE 0x91u
+#define IPUFS_IBRK_ENS 0x01u
+#define IPUFS_IBRK_ENW 0x02u
+/* ipufs_start(), ipufs_debug_data(), ipufs_read_m(), ipufs_write_csr(), ipufs_read_csr(),
+ * ipufs_resume(): tile code started, inspected and resumed through the TDI. */
 #include "start.h"
 
 #endif /* IPUFS_IPU_H */

@@ -119,4 +119,63 @@ static inline int ipufs_debug_data(int config_fd, uint32_t tile, uint32_t *value
     return ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_READ_REG, tile, IPU_TDI_REG_DBG_DATA, value));
 }
 
+/* Inject `word` into `context` of `tile` (which must be stopped: inactive
+ * or excepted) and wait for it to retire: 0, or -errno as ipufs_start(). */
+static inline int ipufs_inject_(int config_fd, uint32_t tile, uint32_t context, uint32_t word)
+{
+    int r = ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tile, IPU_TDI_REG_DBG_IOWNER, &context);
+    if ((r = ipufs_tdi_errno_(r)) != 0 ||
+        (r = ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tile, IPU_TDI_REG_DBG_IEXEC,
+                                                 &word))) != 0)
+        return r;
+    return ipufs_tdi_retired(config_fd, tile);
+}
+
+/* Breakpoints (docs/execution.md, "Breakpoints"): a stopped context's CSR
+ * `csr` (IPUFS_CSR_*) set to `value` through DBG_DATA, by injecting
+ * `get $m<scratch>, $DBG_DATA` then `put CSR, $m<scratch>` (the scratch
+ * register is overwritten): 0, or -errno as ipufs_start() (-EINVAL: csr or
+ * scratch out of range). */
+static inline int ipufs_write_csr(int config_fd, uint32_t tile, uint32_t context, uint32_t csr, uint32_t value,
+                                  uint32_t scratch)
+{
+    if (csr > 0xFF || scratch > 15)
+        return -EINVAL;
+    int r = ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tile, IPU_TDI_REG_DBG_DATA, &value));
+    if (r != 0 || (r = ipufs_inject_(config_fd, tile, context, IPUFS_GET_WORD | scratch << 16 | IPUFS_CSR_DBG_DATA)))
+        return r;
+    return ipufs_inject_(config_fd, tile, context, IPUFS_PUT_WORD | scratch << 20 | csr);
+}
+
+/* $m<reg> of a stopped context into *value (`put $DBG_DATA, $mN` injected,
+ * then DBG_DATA): 0 or -errno as ipufs_start(). */
+static inline int ipufs_read_m(int config_fd, uint32_t tile, uint32_t context, uint32_t reg, uint32_t *value)
+{
+    if (reg > 15)
+        return -EINVAL;
+    int r = ipufs_inject_(config_fd, tile, context, IPUFS_PUT_DBG_DATA_WORD | reg << 20);
+    return r != 0 ? r : ipufs_debug_data(config_fd, tile, value);
+}
+
+/* A stopped context's CSR `csr` (IPUFS_CSR_*; $PC: where it stopped) into
+ * *value, through $m<scratch> (overwritten) and DBG_DATA: 0 or -errno. */
+static inline int ipufs_read_csr(int config_fd, uint32_t tile, uint32_t context, uint32_t csr, uint32_t *value,
+                                 uint32_t scratch)
+{
+    if (csr > 0xFF || scratch > 15)
+        return -EINVAL;
+    int r = ipufs_inject_(config_fd, tile, context, IPUFS_GET_WORD | scratch << 16 | csr);
+    return r != 0 ? r : ipufs_read_m(config_fd, tile, context, scratch, value);
+}
+
+/* Let `context` of `tile`, stopped at a break, go on from `pc` (where it
+ * stopped): `bri PC` injected; its first instruction ignores instruction
+ * and data breaks. 0, or -errno as ipufs_start(). */
+static inline int ipufs_resume(int config_fd, uint32_t tile, uint32_t context, uint32_t pc)
+{
+    if (pc % 4 || pc >= 1u << 21)
+        return -EINVAL;
+    return ipufs_inject_(config_fd, tile, context, IPUFS_BRI_WORD | pc >> 2);
+}
+
 #endif /* IPUFS_START_H */
