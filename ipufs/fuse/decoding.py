@@ -219,10 +219,12 @@ def _interrupt(u: int, n: int, c: Context, b: memoryview) -> Request:
 
 
 def _notify_reply(u: int, n: int, c: Context, b: memoryview) -> Request:
-    _, offset, size, _, _, _ = _unpack(abi.NOTIFY_RETRIEVE_IN, b, u)
+    # The kernel sends NOTIFY_REPLY expecting no reply, so a malformed one
+    # is an error with unique 0: nothing is written back for it.
+    _, offset, size, _, _, _ = _unpack(abi.NOTIFY_RETRIEVE_IN, b, 0)
     data = b[abi.NOTIFY_RETRIEVE_IN.size :]
     if len(data) != size:
-        raise ProtocolError(f"NOTIFY_REPLY of {size} bytes but {len(data)} follow")  # no reply: unique 0
+        raise ProtocolError(f"NOTIFY_REPLY of {size} bytes but {len(data)} follow")
     return NotifyReply(u, n, c, offset, data)
 
 
