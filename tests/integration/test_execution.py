@@ -3,7 +3,10 @@
 # IPU) loads a kernel, starts every chosen tile through the TDI and gets
 # signal 46 when all have synced with the host; each tile's sum of its own
 # slice comes back through DBG_DATA and tile memory. A misaligned store
-# arrives as signal 44 with the right tile, context and address.
+# arrives as signal 44 with the right tile, context and address. A reset
+# after the host (by pwrite and through its mapping) and the tiles wrote
+# reads zero every way, gives the memory back, and keeps what is written
+# after it.
 from __future__ import annotations
 
 import os
