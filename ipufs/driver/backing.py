@@ -3,10 +3,19 @@
 # passthrough registers, so a client's mmap maps these very pages.
 from __future__ import annotations
 
+import errno
 import fcntl
 import mmap
 import os
 from pathlib import Path
+
+#: A clear that finds at most this many runs of pages holding data drops
+#: each run by itself; one that finds more drops everything from the first
+#: run to the end in one call. A call's cost has a fixed part that grows
+#: with the page tables the range crosses in every mapping of the file
+#: (about a millisecond over an ipu2 exchange BAR whose tiles all ran), so
+#: few runs are cheaper one by one (docs/execution.md, "Speed").
+DISCARD_RUNS = 32
 
 
 class BackingFile:
@@ -55,17 +64,57 @@ class BackingFile:
         file): untouched pages of a sparse BAR hold none. One fstat."""
         return os.fstat(self.fd).st_blocks if self.fd >= 0 else 0
 
+    def data_runs(self, offset: int, end: int, limit: int) -> tuple[list[tuple[int, int]], bool]:
+        """The first ``limit`` runs of pages in [``offset``, ``end``) that
+        hold data, as (start, end) pairs on page boundaries within the
+        range, and whether they are all (SEEK_DATA and SEEK_HOLE: two system
+        calls a run, whatever the range's size). A file system that cannot
+        tell holes reports the whole range as one run."""
+        runs: list[tuple[int, int]] = []
+        at = offset
+        while at < end:
+            try:
+                start = os.lseek(self.fd, at, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:  # no data at or after ``at``
+                    break
+                raise
+            if start >= end:
+                break
+            if len(runs) == limit:
+                return runs, False
+            stop = os.lseek(self.fd, start, os.SEEK_HOLE)
+            start -= start % mmap.PAGESIZE  # blocks smaller than a page
+            stop = min(end, -(-stop // mmap.PAGESIZE) * mmap.PAGESIZE)
+            runs.append((start, stop))
+            at = stop
+        return runs, True
+
     def discard(self, offset: int = 0, length: int | None = None) -> None:
         """Zero the file (or ``length`` bytes at ``offset``, whole pages) by
         dropping its pages (MADV_REMOVE punches a hole in shmem and in most
         filesystems), so a reset of a large BAR costs no memory; where that
-        is refused, store zeros."""
+        is refused, store zeros. Only pages that hold data are dropped: none,
+        no call at all; up to DISCARD_RUNS runs of them, a call per run;
+        more, one call from the first to the end. A page written while this
+        runs races the reset and may keep its data; one written before it
+        began is always found."""
         end = self.size if length is None else offset + length
         try:
-            self.map.madvise(mmap.MADV_REMOVE, offset, end - offset)
+            runs, complete = self.data_runs(offset, end, DISCARD_RUNS)
+        except OSError:  # the file system cannot say: everything
+            runs, complete = [(offset, end)], True
+        if not complete:
+            runs = [(runs[0][0], end)]
+        for start, stop in runs:
+            self._drop(start, stop)
+
+    def _drop(self, start: int, end: int) -> None:
+        try:
+            self.map.madvise(mmap.MADV_REMOVE, start, end - start)
         except OSError:
             chunk = bytes(1 << 20)
-            for at in range(offset, end, len(chunk)):
+            for at in range(start, end, len(chunk)):
                 n = min(len(chunk), end - at)
                 self.map[at : at + n] = chunk[:n]
 

@@ -3,11 +3,15 @@
 # IPU) loads a kernel, starts every chosen tile through the TDI and gets
 # signal 46 when all have synced with the host; each tile's sum of its own
 # slice comes back through DBG_DATA and tile memory. A misaligned store
-# arrives as signal 44 with the right tile, context and address.
+# arrives as signal 44 with the right tile, context and address. A reset
+# after the host (by pwrite and through its mapping) and the tiles wrote
+# reads zero every way, gives the memory back, and keeps what is written
+# after it.
 from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -15,6 +19,7 @@ import pytest
 from ipufs import cli
 from ipufs.client import Device
 from ipufs.client.execution import debug_data
+from ipufs.model.profile import Region
 from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon, wait_for
 
 pytestmark = pytest.mark.mount
@@ -123,8 +128,6 @@ def test_a_sync_waits_for_named_tiles_started_one_by_one_with_long_pauses(ipu1: 
     """The host names four tiles, then starts them one at a time, 80 ms
     apart: the tiles started first reach `sync 4` long before the last
     starts, and the sync with the host completes only after it."""
-    import time
-
     from ipufs.abi import tile_code as code
     from ipufs.abi.registers import TdiResult
     from ipufs.client.execution import retired
@@ -226,3 +229,52 @@ def test_tile_stores_reach_a_mapping_in_page_cache_mode(tmp_path: Path) -> None:
         assert mapped() == 5 + 6 + 7
         ipu = board.daemon.devices.ipus[0]
         board.call(lambda: ipu.reset())
+
+
+LOAD = """\
+    .text 0x40000
+    .supervisor
+_start:
+    setzi $m2, 0x60000
+    ld32 $m3, $m2, $m15, 0
+    put $DBG_DATA, $m3
+    sync 4
+done:
+    bri done
+"""
+
+
+@pytest.mark.parametrize("count", [3, 40])  # runs of written pages: a few, and more than DISCARD_RUNS
+def test_a_reset_reads_zero_every_way_frees_the_memory_and_keeps_later_writes(
+        ipu1: RunningDaemon, tmp_path: Path, count: int) -> None:
+    tiles = range(0, 4 * count, 4)
+    backing = ipu1.daemon.devices.backing[0, Region.EXCHANGE]
+    ipu = ipu1.daemon.devices.ipus[0]
+    elf = _elf(tmp_path, LOAD)
+    with Device(0, ipu1.mountpoint) as device:
+        base = device.read_register("TILE_MEM_BASE")
+        data = {t: device.window_start(t) + 0x60000 - base for t in tiles}  # what LOAD loads
+        mapped = {t: device.window_start(t) + 0x70000 - base for t in tiles}
+        for t in tiles:
+            os.pwrite(device.ex_fd, (0x1000 + t).to_bytes(4, "little"), data[t])
+            device.exchange[mapped[t] : mapped[t] + 4] = b"mapd"
+        done = _exec(ipu1, elf, ",".join(map(str, tiles)))
+        assert done.stdout.splitlines()[2:] == [f"tile {t}: DBG_DATA 0x{0x1000 + t:08x}" for t in tiles], done.stderr
+        assert ipu1.call(backing.blocks) > 0
+        device.reset()
+        assert ipu1.call(backing.blocks) == 0  # first: reading through a mapping allocates
+        for t in tiles:
+            assert os.pread(device.ex_fd, 4, data[t]) == bytes(4)
+            assert device.exchange[mapped[t] : mapped[t] + 4] == bytes(4)
+            assert ipu1.call(lambda: ipu.tiles.read(t, 0x70000, 4)) == bytes(4)
+        done = _exec(ipu1, elf, ",".join(map(str, tiles)))
+        assert done.stdout.splitlines()[2:] == [f"tile {t}: DBG_DATA 0x00000000" for t in tiles], done.stderr
+        # Written right after a reset: kept, through pread and the mapping,
+        # while the daemon frees what the reset set aside.
+        device.reset()
+        for t in tiles:
+            os.pwrite(device.ex_fd, b"late", data[t])
+            device.exchange[mapped[t] : mapped[t] + 4] = b"LATE"
+        time.sleep(0.3)
+        assert all(os.pread(device.ex_fd, 4, data[t]) == b"late" for t in tiles)
+        assert all(device.exchange[mapped[t] : mapped[t] + 4] == b"LATE" for t in tiles)
