@@ -356,6 +356,9 @@ def operand_value(draw: st.DrawFn, kind: Kind, width: int) -> int:
         return draw(st.one_of(edge, st.integers(-(1 << (width - 1)), (1 << (width - 1)) - 1)))
     if kind is Kind.TOP12:
         return draw(st.integers(0, 0xFFF)) << 20
+    if kind in (Kind.CSR, Kind.UPPER_CSR):  # mostly registers a context has
+        names = {i for sup in (True, False) for i in csr_names(sup, kind is Kind.UPPER_CSR, Arch.IPU1)}
+        return draw(st.one_of(st.sampled_from(sorted(names)), st.integers(0, (1 << width) - 1)))
     if kind is Kind.TARGET:
         targets = st.integers(0, (1 << width) - 1).map(lambda v: 4 * v)
         return draw(st.one_of(st.sampled_from([0x40000, 0x40008]), targets))
@@ -372,10 +375,11 @@ def _one_turn(ipu: Ipu, words: list[int], context: int, registers: list[int], pi
     # bodies and f32 flags)
     ex.arrays.csrs[0] = [[pick.choice(EDGES) if pick.random() < 0.5 else 0 for _ in range(native.CSRS)]
                          for _ in range(len(t.contexts))]
+    idle = pick.random() < 0.5  # every other context inactive (runall may start them)
     for other in t.contexts:
         other.upper[2] = pick.choice(FP_CTLS)
-        other.upper[0] = pick.randrange(8)
-        other.status = pick.choice([Status.INACTIVE, Status.INACTIVE, Status.ACTIVE, Status.EXCEPTED])
+        other.upper[0] = pick.choice([0, 0, pick.randrange(8)])  # $FP_STS: mostly clear, so new flags show
+        other.status = Status.INACTIVE if idle else pick.choice([Status.INACTIVE, Status.ACTIVE, Status.EXCEPTED])
     if pick.random() < 0.3:
         first = pick.choice([0x40000, 0x40008, 0x3FFF8])
         c.repeat = Repeat(first, first + 8 * pick.randrange(1, 3), pick.randrange(3))
@@ -413,6 +417,39 @@ def test_every_native_instruction_agrees_with_python_at_the_edges(rows: tuple[Ro
     seed = data.draw(st.integers(0, 1 << 32))
     pick = random.Random(seed)
     registers = [pick.choice(EDGES) if pick.random() < 0.7 else pick.getrandbits(32) for _ in range(native.REGISTERS)]
+    _one_turn_both_ways(words, context, registers, seed)
+
+
+#: the forms that start and stop workers, repeat, and compute in f32, and
+#: bundles whose aux half is f32: many more turns each than above
+FOCUS_ROWS = [r for r in NATIVE_ROWS if SEMANTICS[r.variant].native.partition(".")[0] in
+              ("run", "runall", "exit", "rptm", "rpti", "f32", "f32v2", "f32v2b")]
+F32_EDGES = [v for v in EDGES if v >> 23 & 0xFF] + [0, 0x80000000, 0x3F800001, 0x20800000] + [
+    0x7F7FFFFF, 0xFF7FFFFF, 0x7F000000, 0x7E800000]  # large ones twice: products and sums overflow
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(st.tuples(st.sampled_from(FOCUS_ROWS)),
+                 st.tuples(st.sampled_from(MAIN_HALVES), st.sampled_from([r for r in AUX_HALVES if r in FOCUS_ROWS]))),
+       st.data())
+def test_workers_rpt_and_f32_agree_with_python_at_the_edges(rows: tuple[Row, ...], data: st.DataObject) -> None:
+    """run, runall, the exits, rpt and f32 (alone, and as the aux half of
+    a bundle), with $a holding f32 values from the edges (largest,
+    smallest normals, their products' overflow and underflow, NaN,
+    infinities, zeros) and $FP_CTL enabling exceptions, rounding modes,
+    NANOO."""
+    words = [encode_row(row, [data.draw(operand_value(op.kind, op.width)) for op in row.operands], len(rows) == 2)
+             for row in rows]
+    context = data.draw(st.integers(0, 6)) if rows[0].context & Context.SUPERVISOR else data.draw(st.integers(1, 6))
+    seed = data.draw(st.integers(0, 1 << 32))
+    pick = random.Random(seed)
+    registers = [pick.choice(EDGES) for _ in range(16)] + [pick.choice(F32_EDGES) for _ in range(16)]
+    _one_turn_both_ways(words, context, registers, seed)
+
+
+def _one_turn_both_ways(words: list[int], context: int, registers: list[int], seed: int, turns: int = 0) -> None:
+    """_one_turn on an ipu1 with the native loop and one without, after
+    ``turns`` turns of the tile's clock; the same state afterwards."""
     ipus = []
     for use_native in (True, False):
         ipu = _IPUS.get(("edge", use_native))
@@ -423,9 +460,31 @@ def test_every_native_instruction_agrees_with_python_at_the_edges(rows: tuple[Ro
             _record_exceptions(ipu)
         ipu.reset()
         RAISED[id(ipu)].clear()
+        ipu.execution.state(0).turns = turns
         _one_turn(ipu, words, context, registers, random.Random(seed))
         ipus.append(ipu)
     _same(ipus[0], ipus[1], 1)
+
+
+_CSR_ROWS = {r.variant: r for r in NATIVE_ROWS if r.mnemonic in ("get", "put", "uget", "uput")}
+
+
+@pytest.mark.parametrize("variant", sorted(_CSR_ROWS))
+def test_every_csr_access_agrees_with_python(variant: str) -> None:
+    """get, put, uget and uput of every index, on the supervisor and on a
+    worker, after some turns and with a running rpt (what $SCOUNT, $COUNT
+    and $REPEAT_* read), at register and CSR values from the edges."""
+    row = _CSR_ROWS[variant]
+    pick = random.Random(variant)
+    for index in range(256):
+        for context in (0, 3):
+            if not row.context & (Context.WORKER if context else Context.SUPERVISOR):
+                continue
+            register = pick.randrange(1, 15)
+            csr_first = row.operands[0].kind in (Kind.CSR, Kind.UPPER_CSR)
+            word = encode_row(row, [index, register] if csr_first else [register, index], False)
+            registers = [pick.choice(EDGES) for _ in range(native.REGISTERS)]
+            _one_turn_both_ways([word], context, registers, pick.randrange(1 << 32), 1000 + index)
 
 
 def test_the_native_loop_takes_the_turns_it_can() -> None:
@@ -449,6 +508,23 @@ def test_the_native_loop_takes_the_turns_it_can() -> None:
     for worker in ex.state(0).contexts[1:]:
         assert (worker.m[2], worker.a[1], worker.a[2], worker.exit_status) == (10, 0x41200000, 0x3F800000, 1)
     assert ex.state(0).supervisor.m[2] == 1  # $SSR.LC: every worker exited with 1
+
+
+def test_an_f32_aux_half_flags_overflow_in_the_native_loop() -> None:
+    """A bundle's aux half runs on copies first (executor.c, issue): its
+    $FP_STS flag must still land, beside the main half's result."""
+    program = assemble("\n".join([".text 0x40000", ".worker", ".align 8",
+                                   "{ add $m1, $m1, $m2 ; f32mul $a0, $a1, $a2 }"]))
+    data = bytes(program.sections[0].data)
+    words = [int.from_bytes(data[i:i + 4], "little") for i in (0, 4)]
+    registers = [0, 5, 7] + [0] * 14 + [0x7F000000, 0x7F000000] + [0] * 13
+    edge = _IPUS.get(("edge", True))
+    before = edge.execution._loop.retired if edge is not None and edge.execution._loop is not None else 0
+    _one_turn_both_ways(words, 1, registers, seed=0)  # this seed: $FP_CTL 0, $FP_STS 0
+    ex = _IPUS["edge", True].execution
+    worker = ex.state(0).contexts[1]
+    assert (worker.m[1], worker.a[0], worker.upper[0]) == (12, 0x7F800000, 4)  # +infinity, OFLO
+    assert ex._loop is not None and ex._loop.retired - before == ex.instructions == 2
 
 
 def test_every_native_form_a_rule_names_is_the_c_loops() -> None:
