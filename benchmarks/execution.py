@@ -6,7 +6,10 @@
 Rows: one tile of an ipu1 running an integer loop (add, xor, shl, ld32,
 st32, brnzdec) on its supervisor, with the native loop and on the Python
 path alone (IPUFS_NATIVE_EXECUTOR=0); the same loop as six workers of one
-tile; every tile of an ipu1 (1216) running it; and a bulk-synchronous
+tile; a kernel on one tile (the supervisor `runall`s six workers, each
+running `rpt` loops of bundles with f32 multiply and add, reading
+$FP_STS at the end), native and on the Python path alone; every tile of
+an ipu1 (1216) running the integer loop; and a bulk-synchronous
 program on every tile of an ipu2 (1472): supersteps of compute, then
 `sync 3`, repeated. Always in the slices the daemon runs (Execution.run
 with its slice size). The model runs in process, no mount: the
@@ -66,6 +69,33 @@ loop:
   exitz $m15
 """
 
+KERNEL = """
+.text 0x40000
+.supervisor
+_start:
+  setzi $m0, worker
+  setzi $m1, 0x60000
+  runall $m0, $m1, 0
+  sync 2
+  trap 0
+.worker
+.align 8
+worker:
+  ld32 $a0, $m13, $m15, 0
+  ld32 $a1, $m13, $m15, 1
+  setzi $m1, {outer}
+  setzi $m6, 0
+outer:
+  add $m6, $m6, 1
+  rpt {inner}, 1
+  {{ add $m2, $m2, 1 ; f32mul $a2, $a1, $a0 }}
+  {{ ld32 $m4, $m13, $m15, 2 ; f32add $a3, $a3, $a1 }}
+  brnzdec $m1, outer
+  uget $a5, 0
+  exitz $m15
+.data 0x60000
+  .word 0x3F801000, 0x3F800000, 7
+"""
 
 BSP = """
 .text 0x40000
@@ -137,6 +167,12 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     n, cpu, _ = _measure(WORKERS.format(count=count // 6), range(1))
     out.append(("Executor: one tile, the loop on six workers (in process, per core)",
                 f"{n / cpu / 1e6:.1f} M instr/s", "—", "—", "—"))
+    outer, inner = (2, 50) if smoke else (60, 4000)
+    n, cpu, _ = _measure(KERNEL.format(outer=outer, inner=inner), range(1))
+    python = _measure(KERNEL.format(outer=outer // 20 or 1, inner=inner), range(1), native=False)
+    out.append(("Executor: one tile, runall of six workers running rpt loops of f32 bundles (in process, per core)",
+                f"{n / cpu / 1e6:.1f} M instr/s", f"Python path alone: {python[0] / python[1] / 1e6:.2f} M instr/s",
+                f"{n / cpu / (python[0] / python[1]):.0f}×", "—"))
     n, cpu, _ = _measure(LOOP.format(count=20 if smoke else 2_000), range(1216))
     out.append(("Executor: all 1216 tiles of an ipu1, integer loop, daemon-sized slices (in process, per core)",
                 f"{n / cpu / 1e6:.1f} M instr/s ({n / 1e6:.1f} M instructions)", "—", "—", "—"))

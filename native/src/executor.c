@@ -1,11 +1,13 @@
 /* The tile executor's hot loop: turns, round-robin contexts and the
  * instructions whose semantic rule names a native form (the `native` column
  * of the semantic tables in ipufs/model/executor/). It does exactly what the Python path does
- * for those, on the same arrays, and hands every other turn back: bundles,
- * rpt bodies, system instructions, floating point, and any instruction
- * that would fault (a misaligned access, a bad PC, a shift past 31), which
- * Python then executes and turns into the exception with its cause and
- * address. The rules and their sources: docs/execution.md. */
+ * for those, on the same arrays, and hands every other turn back: system
+ * instructions with side effects outside these arrays, the floating point
+ * it does not take, and any instruction that would fault (a misaligned
+ * access, a bad PC, a shift past 31, a NaN operand), which Python then
+ * executes and turns into the exception with its cause and address. The
+ * rules and their sources: docs/execution.md. */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,7 +25,10 @@
     X(STMI, "stmi") X(STMSI, "stmsi") X(STMX, "stmx") \
     X(STAR, "star") X(STAI, "stai") X(STASR, "stasr") X(STASI, "stasi") \
     X(BRI, "bri") X(BR, "br") X(BRZ, "brz") X(BRNZ, "brnz") X(BRNEG, "brneg") X(BRPOS, "brpos") \
-    X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay") X(SYNC, "sync")
+    X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay") X(SYNC, "sync") \
+    X(RPTM, "rptm") X(RPTI, "rpti") X(RUN, "run") X(RUNALL, "runall") X(EXIT, "exit") \
+    X(GET, "get") X(PUT, "put") X(UGET, "uget") X(UPUT, "uput") \
+    X(F32, "f32") X(F32V2, "f32v2") X(F32V2B, "f32v2b")
 
 /* The kinds: which operation a form applies, or which access it makes. */
 #define KINDS(X) \
@@ -34,20 +39,34 @@
     X(SHL, "shl") X(SHR, "shr") X(SHRS, "shrs") \
     X(ABS, "abs") X(CLZ, "clz") X(CMS, "cms") X(POPC, "popc") X(BITREV8, "bitrev8") \
     X(S8, "s8") X(Z8, "z8") X(S16, "s16") X(Z16, "z16") X(W32, "w32") \
-    X(A32, "a32") X(A64, "a64") X(A128, "a128") X(B16, "b16")
+    X(A32, "a32") X(A64, "a64") X(A128, "a128") X(B16, "b16") \
+    X(Z, "z") X(NZ, "nz") X(NEG, "neg") X(POS, "pos") \
+    X(CMPLT, "cmplt") X(CMPLE, "cmple") X(CMPGT, "cmpgt") X(CMPGE, "cmpge")
+
+/* What get/put/uget/uput of a CSR does (csr.py's table names one per index). */
+#define CSR_OPS(X) \
+    X(PYTHON, "python") X(PLAIN, "plain") X(ZERO, "zero") X(PC, "pc") X(SSR, "ssr") X(WSR, "wsr") \
+    X(TILE, "tile") X(CTXT_STS, "ctxt_sts") X(SCOUNT_L, "scount_l") X(SCOUNT_U, "scount_u") \
+    X(COUNT_L, "count_l") X(COUNT_U, "count_u") X(WORKER_BASE, "worker_base") \
+    X(REPEAT_COUNT, "repeat_count") X(REPEAT_FIRST, "repeat_first") X(REPEAT_END, "repeat_end")
 
 #define ENUM_F(e, s) F_##e,
 #define ENUM_K(e, s) K_##e,
+#define ENUM_C(e, s) C_##e,
 #define NAME(e, s) s,
 enum { FORMS(ENUM_F) F_COUNT };
 enum { KINDS(ENUM_K) K_COUNT };
+enum { CSR_OPS(ENUM_C) C_COUNT };
 static const char *const form_names[] = { FORMS(NAME) };
 static const char *const kind_names[] = { KINDS(NAME) };
+static const char *const csr_op_names[] = { CSR_OPS(NAME) };
 
 int ipufs_x_form_count(void) { return F_COUNT; }
 const char *ipufs_x_form_name(int form) { return form >= 0 && form < F_COUNT ? form_names[form] : NULL; }
 int ipufs_x_kind_count(void) { return K_COUNT; }
 const char *ipufs_x_kind_name(int kind) { return kind >= 0 && kind < K_COUNT ? kind_names[kind] : NULL; }
+int ipufs_x_csr_op_count(void) { return C_COUNT; }
+const char *ipufs_x_csr_op_name(int op) { return op >= 0 && op < C_COUNT ? csr_op_names[op] : NULL; }
 
 /* ---- the decode cache: a word, or a bundle's two, -> what to do -------- */
 
@@ -117,14 +136,13 @@ static void place(struct cache *c, const struct entry *e)
     c->slots[i] = *e;
 }
 
-/* The aux half of a bundle runs after the main half has written: only
- * forms that cannot hand the turn back may be there. */
-static int never_python(int form, int kind)
+/* The aux half of a bundle runs first, on copies of $a and the upper
+ * CSRs (issue()): only forms that write nothing else may be there. */
+static int aux_form(int form)
 {
     switch (form) {
-    case F_ARR: case F_ARI: case F_PRR:
-        return kind == K_AND || kind == K_ANDC || kind == K_OR;
-    case F_ANOT: case F_PNOT: case F_SETZIA:
+    case F_ARR: case F_ARI: case F_PRR: case F_ANOT: case F_PNOT: case F_SETZIA:
+    case F_F32: case F_F32V2: case F_F32V2B:
         return 1;
     default:
         return 0;
@@ -154,7 +172,7 @@ int ipufs_x_learn(void *cache, uint64_t key, int who, const int32_t *forms, cons
         e.h[i].kind = (uint8_t)forms[2 * i + 1];
         memcpy(e.h[i].o, operands + 4 * i, sizeof e.h[i].o);
     }
-    if (pair && (e.h[0].form == F_PYTHON || !never_python(e.h[1].form, e.h[1].kind)))
+    if (pair && (e.h[0].form == F_PYTHON || !aux_form(e.h[1].form)))
         e.h[0].form = F_PYTHON;
     place(c, &e);
     return 0;
@@ -186,7 +204,7 @@ static inline int alu(int kind, uint32_t x, uint32_t y, uint32_t *out)
     case K_SHL: if (y > 31) return 0; *out = x << y; return 1;
     case K_SHR: if (y > 31) return 0; *out = x >> y; return 1;
     case K_SHRS: if (y > 31) return 0; *out = (uint32_t)((int32_t)x >> y); return 1;
-    case K_ABS: *out = (int32_t)x < 0 ? 0u - x : x; return 1;
+    case K_ABS: *out = x == 0x80000000u ? 0 : (int32_t)x < 0 ? 0u - x : x; return 1;  /* abs(-2**31) = 0: J */
     case K_CLZ: *out = x ? (uint32_t)__builtin_clz(x) : 32; return 1;
     case K_CMS: {
         uint32_t z = (x & 0x80000000u ? ~x : x) & 0x7FFFFFFFu;
@@ -295,13 +313,155 @@ static inline int logged(struct ipufs_x *x, uint8_t *p, int width)
     return 1;
 }
 
-/* One instruction (or half of a bundle) on registers m and a, fields f,
- * of a tile whose SRAM is `sram`; `pc` holds the address after it and
- * becomes where the context goes on. OK, or why Python must take the turn:
- * nothing has changed then. */
-static inline int execute(struct ipufs_x *x, const struct half *h, uint32_t *m, uint32_t *a, int64_t *f,
-                          uint8_t *sram, uint32_t *pc)
+/* The turn under way: which context of which tile, and its tile's state. */
+struct turn {
+    uint32_t tile, ctx, count;  /* count: contexts per tile */
+    uint32_t *m;        /* the context's $m */
+    int64_t *f;         /* the context's fields */
+    int64_t *t;         /* the tile's counters */
+    int64_t *fields;    /* the tile's contexts' fields */
+    uint32_t *registers, *csrs;  /* the tile's contexts' registers and CSRs */
+    uint8_t *sram;
+    int reready;        /* a context started or stopped: which can run must be looked at again */
+};
+
+/* Room in the event log for n more events. */
+static inline int room(const struct ipufs_x *x, uint32_t n)
 {
+    return x->event_count + n <= x->event_capacity;
+}
+
+static inline void log_event(struct ipufs_x *x, uint32_t kind, const struct turn *w, uint32_t ctx, uint32_t pc,
+                             uint32_t value)
+{
+    uint32_t *e = x->events + 5 * x->event_count++;
+    e[0] = kind;
+    e[1] = w->tile;
+    e[2] = ctx;
+    e[3] = pc;
+    e[4] = value;
+}
+
+/* A context stops (Context.stop): inactive, waiting for nothing, no rpt. */
+static inline void stop(int64_t *f)
+{
+    f[IPUFS_X_STATUS] = 0;
+    f[IPUFS_X_WAIT] = IPUFS_X_WAIT_NONE;
+    f[IPUFS_X_DELAY] = 0;
+    f[IPUFS_X_REPEAT] = f[IPUFS_X_REPEAT_FIRST] = f[IPUFS_X_REPEAT_END] = f[IPUFS_X_REPEAT_LEFT] = 0;
+}
+
+/* Worker n starts at `entry` (Execution.launch): $VERTEX_BASE and $m13 the
+ * vertex base, $m12 the supervisor's $WORKERn_BASE, $FP_CTL := $FP_ICTL,
+ * $FP_STS := 0. */
+static inline void launch(struct ipufs_x *x, const struct turn *w, uint32_t n, uint32_t entry, uint32_t vbase)
+{
+    int64_t *f = w->fields + n * IPUFS_X_CONTEXT_FIELDS;
+    uint32_t *csrs = w->csrs + n * IPUFS_X_CSRS, *m = w->registers + n * IPUFS_X_REGISTERS;
+    stop(f);
+    f[IPUFS_X_PC] = entry;
+    f[IPUFS_X_STATUS] = IPUFS_X_ACTIVE;
+    f[IPUFS_X_EXIT] = -1;
+    csrs[0x02] = vbase;
+    csrs[IPUFS_X_UPPER + 2] = w->csrs[0x20];
+    csrs[IPUFS_X_UPPER + 0] = 0;
+    m[13] = vbase;
+    m[12] = w->csrs[0x20 + n];
+    log_event(x, IPUFS_X_EVENT_START, w, n, entry, 0);
+}
+
+/* The value `get` (or `uget`) reads for `op`; 0 when Python must read it. */
+static inline int csr_read(const struct turn *w, int op, uint32_t slot, uint32_t *value)
+{
+    const int64_t *f = w->f, *t = w->t;
+    int64_t count = t[IPUFS_X_TURNS] + 1;  /* Python counts the turn before it runs the instruction */
+    const int64_t *repeat = f + IPUFS_X_REPEAT;
+    uint32_t v = 0;
+    switch (op) {
+    case C_PLAIN: v = w->csrs[w->ctx * IPUFS_X_CSRS + slot]; break;
+    case C_ZERO: v = 0; break;
+    case C_PC: v = (uint32_t)f[IPUFS_X_PC]; break;
+    case C_SSR: v = (w->csrs[0x01] & ~1u) | (uint32_t)t[IPUFS_X_LINK]; break;
+    case C_WSR: v = (w->csrs[w->ctx * IPUFS_X_CSRS + 0x01] & ~7u) | (w->ctx - 1); break;
+    case C_TILE: v = w->tile; break;
+    case C_CTXT_STS:  /* 2 bits per context */
+        for (uint32_t c = 0; c < w->count; c++)
+            v |= (uint32_t)w->fields[c * IPUFS_X_CONTEXT_FIELDS + IPUFS_X_STATUS] << 2 * c;
+        break;
+    case C_SCOUNT_L: v = (uint32_t)(count + t[IPUFS_X_COUNT_OFFSET]); break;
+    case C_SCOUNT_U: v = (uint32_t)((count + t[IPUFS_X_COUNT_OFFSET]) >> 32); break;
+    case C_COUNT_L: v = (uint32_t)count; break;
+    case C_COUNT_U: v = (uint32_t)(count >> 32); break;
+    case C_WORKER_BASE: v = w->csrs[0x21 + w->ctx - 1]; break;
+    case C_REPEAT_COUNT: v = repeat[0] ? (uint32_t)(repeat[3] + 1) : 0; break;
+    case C_REPEAT_FIRST: v = repeat[0] ? (uint32_t)repeat[1] : 0; break;
+    case C_REPEAT_END: v = repeat[0] ? (uint32_t)repeat[2] : 0; break;
+    default: return 0;
+    }
+    *value = v;
+    return 1;
+}
+
+/* Floating point (fp.py): an f32 operand as a double; 0 for NaN, infinity
+ * and subnormals, which Python faults on. */
+static inline int fp_operand(uint32_t bits, double *value)
+{
+    uint32_t exponent = bits >> 23 & 0xFF;
+    if (exponent == 0xFF || (exponent == 0 && (bits & 0x7FFFFF)))
+        return 0;
+    float v;
+    memcpy(&v, &bits, 4);
+    *value = v;
+    return 1;
+}
+
+enum { FP_INV = 1 << 0, FP_OFLO = 1 << 2, FP_RND = 7 << 16, FP_ESR = 1 << 19, FP_NANOO = 1 << 20 };
+
+/* One f32 lane (fp.py's _rounded and _compare): the exact result in binary64
+ * rounded once to binary32, to nearest even (the default mode); 0 where
+ * Python faults (a rounding mode or stochastic rounding set, a subnormal
+ * result, an overflow with NANOO or with OFLO enabled). `sts`: $FP_STS. */
+static inline int fp_lane(int kind, double x, double y, uint32_t ctl, uint32_t *sts, uint32_t *out)
+{
+    double r;
+    switch (kind) {
+    case K_CMPEQ: *out = x == y ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPNE: *out = x != y ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPLT: *out = x < y ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPLE: *out = x <= y ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPGT: *out = x > y ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPGE: *out = x >= y ? 0xFFFFFFFFu : 0; return 1;
+    case K_ADD: r = x + y; break;
+    case K_SUB: r = x - y; break;
+    case K_MUL: r = x * y; break;
+    default: return 0;
+    }
+    if (ctl & (FP_RND | FP_ESR))
+        return 0;
+    if (r != 0 && fabs(r) < 0x1p-126)
+        return 0;
+    float v = (float)r;
+    if (isinf(v)) {
+        if (ctl & (FP_NANOO | FP_OFLO))
+            return 0;
+        *sts |= FP_OFLO;
+        *out = r < 0 ? 0xFF800000u : 0x7F800000u;
+        return 1;
+    }
+    memcpy(out, &v, 4);
+    return 1;
+}
+
+/* One instruction (or half of a bundle) of the turn `w` on $a `a` and the
+ * upper CSRs `u` (a bundle's aux half: copies); `pc` holds the address
+ * after it and becomes where the context goes on. OK, or why Python must
+ * take the turn: nothing has changed then. */
+static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *w, uint32_t *a, uint32_t *u,
+                          uint32_t *pc)
+{
+    uint32_t *m = w->m;
+    int64_t *f = w->f;
+    uint8_t *sram = w->sram;
     const uint32_t *o = h->o;
     uint32_t v = 0, address, next = *pc;
     uint32_t words[4];
@@ -409,21 +569,106 @@ static inline int execute(struct ipufs_x *x, const struct half *h, uint32_t *m, 
         next = o[1] & 0x1FFFFFu;  /* the field's bit 19 is ignored */
         break;
     case F_DELAY: f[IPUFS_X_DELAY] = o[0]; break;
+    case F_RPTM: case F_RPTI: {  /* control.py _rpt */
+        uint32_t count = h->form == F_RPTM ? m[o[0]] & 0xFFF : o[0];
+        int64_t first = next, end = first + 8 * ((int64_t)o[1] + 1);
+        if ((first & 7) || end > 0xFFFFFFFF)  /* a misaligned body faults */
+            return IPUFS_X_PYTHON;
+        if (count == 0) {
+            next = (uint32_t)end;
+            break;
+        }
+        if (f[IPUFS_X_REPEAT])  /* an rpt in an rpt body faults */
+            return IPUFS_X_PYTHON;
+        f[IPUFS_X_REPEAT] = 1;
+        f[IPUFS_X_REPEAT_FIRST] = first;
+        f[IPUFS_X_REPEAT_END] = end;
+        f[IPUFS_X_REPEAT_LEFT] = count - 1;
+        break;
+    }
+    case F_RUN: case F_RUNALL: {  /* system.py _run, _runall */
+        uint32_t entry = m[o[0]], vbase = m[o[1]] + (h->form == F_RUN ? o[2] * 4 + x->memory_base : 0);
+        if (((entry | vbase) & 3) || offset_of(x, entry) >= x->sram / 2)  /* faults */
+            return IPUFS_X_PYTHON;
+        if (!room(x, w->count - 1))
+            return IPUFS_X_FULL;
+        if (h->form == F_RUN) {  /* the lowest-numbered inactive worker; none: a fault */
+            uint32_t n = 1;
+            while (n < w->count && w->fields[n * IPUFS_X_CONTEXT_FIELDS + IPUFS_X_STATUS] != 0)
+                n++;
+            if (n == w->count)
+                return IPUFS_X_PYTHON;
+            launch(x, w, n, entry, vbase);
+        } else {  /* every worker; one not inactive: a fault ($SSR.RAERR) */
+            for (uint32_t n = 1; n < w->count; n++)
+                if (w->fields[n * IPUFS_X_CONTEXT_FIELDS + IPUFS_X_STATUS] != 0)
+                    return IPUFS_X_PYTHON;
+            for (uint32_t n = 1; n < w->count; n++)
+                launch(x, w, n, entry, vbase + (n - 1) * o[2] * 4);
+        }
+        w->reready = 1;
+        break;
+    }
+    case F_EXIT: {  /* system.py _exit: the Boolean is ANDed into $SSR.LC */
+        uint32_t r = m[o[0]];
+        int64_t status = h->kind == K_Z ? r == 0 : h->kind == K_NZ ? r != 0
+                       : h->kind == K_NEG ? (int32_t)r < 0 : (int32_t)r > 0;
+        if (!room(x, 1))
+            return IPUFS_X_FULL;
+        f[IPUFS_X_EXIT] = status;
+        w->t[IPUFS_X_LINK] &= status;
+        stop(f);
+        log_event(x, IPUFS_X_EVENT_EXIT, w, w->ctx, (uint32_t)f[IPUFS_X_PC], (uint32_t)status);
+        x->changed = 1;
+        w->reready = 1;
+        break;
+    }
+    case F_GET: case F_UGET: {  /* csr.py read, read_upper */
+        int get = h->form == F_GET;
+        uint32_t index = o[1] & 0xFF;
+        int op = x->csr_ops[((w->ctx ? IPUFS_X_ACCESSES : 0) + (get ? IPUFS_X_GET : IPUFS_X_UGET)) * 256 + index];
+        if (!csr_read(w, op, get ? index : IPUFS_X_UPPER + index, &v))
+            return IPUFS_X_PYTHON;
+        set(get ? m : a, o[0], v);
+        break;
+    }
+    case F_PUT: case F_UPUT: {  /* csr.py write, write_upper: registers that only hold what is written */
+        int put = h->form == F_PUT;
+        uint32_t index = o[0] & 0xFF;
+        if (x->csr_ops[((w->ctx ? IPUFS_X_ACCESSES : 0) + (put ? IPUFS_X_PUT : IPUFS_X_UPUT)) * 256 + index] != C_PLAIN)
+            return IPUFS_X_PYTHON;
+        w->csrs[w->ctx * IPUFS_X_CSRS + (put ? index : IPUFS_X_UPPER + index)] = put ? m[o[1]] : a[o[1]];
+        break;
+    }
+    case F_F32: case F_F32V2: case F_F32V2B: {  /* fp.py _vector: lane by lane, written at the end */
+        int lanes = h->form == F_F32 ? 1 : 2;
+        uint32_t sts = u[0], out[2];
+        for (int i = 0; i < lanes; i++) {
+            double xv, yv;
+            if (!fp_operand(a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], &xv)
+                || !fp_operand(a[o[2] + (uint32_t)i], &yv) || !fp_lane(h->kind, xv, yv, u[2], &sts, &out[i]))
+                return IPUFS_X_PYTHON;
+        }
+        u[0] = sts;
+        for (int i = 0; i < lanes; i++)
+            set(a, o[0] + (uint32_t)i, out[i]);
+        break;
+    }
     default: return IPUFS_X_PYTHON;
     }
     *pc = next;
     return OK;
 }
 
-/* One turn of context `ctx` (fields f, registers r) of `tile`: OK, or why
- * Python must take it. Nothing changes unless OK. */
-static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t tile, uint32_t ctx,
-                        int64_t *f, uint32_t *r)
+/* One turn of context w->ctx of tile w->tile: OK, or why Python must take
+ * it. Nothing changes unless OK. */
+static inline int issue(struct ipufs_x *x, const struct cache *cache, struct turn *w)
 {
+    int64_t *f = w->f;
     uint32_t pc = (uint32_t)f[IPUFS_X_PC];
-    if ((pc & 3) || f[IPUFS_X_REPEAT] || f[IPUFS_X_BREAK])
+    if ((pc & 3) || pc > 0xFFFFFFF0u || f[IPUFS_X_BREAK])  /* misaligned (a fault); near 2**32, Python's unwrapped next PC; a breakpoint applies */
         return IPUFS_X_PYTHON;
-    uint8_t *sram = x->memory + (uint64_t)tile * x->window;
+    uint8_t *sram = w->sram;
     uint32_t at = offset_of(x, pc);
     if (at >= x->sram / 2)  /* code is fetched from region 0 only */
         return IPUFS_X_PYTHON;
@@ -442,9 +687,13 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t t
         x->miss = key;
         return IPUFS_X_MISS;
     }
+    uint32_t ctx = w->ctx;
     if (e->h[0].form == F_PYTHON || !(e->who & (ctx ? IPUFS_X_WORKER : IPUFS_X_SUPERVISOR)))
         return IPUFS_X_PYTHON;
-    uint32_t *m = r, *a = r + 16;
+    int64_t repeat = f[IPUFS_X_REPEAT];
+    if (repeat && f[IPUFS_X_REPEAT_FIRST] <= pc && pc < f[IPUFS_X_REPEAT_END] && !(e->who & IPUFS_X_BODY))
+        return IPUFS_X_PYTHON;  /* a solo, control or system instruction in an rpt body faults */
+    uint32_t *a = w->m + 16, *u = w->csrs + ctx * IPUFS_X_CSRS + IPUFS_X_UPPER;
     uint32_t next = pc + (e->pair ? 8 : 4);
     int rc;
     if (e->h[0].form == F_SYNC) {  /* LOCAL and INTERNAL: the context waits; Python settles it */
@@ -453,35 +702,46 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, uint32_t t
                      : zone == x->zone_internal ? IPUFS_X_WAIT_INTERNAL : -1;
         if (wait < 0 || e->pair)
             return IPUFS_X_PYTHON;
-        if (x->sync_count >= x->sync_capacity)
+        if (!room(x, 1))
             return IPUFS_X_FULL;
-        uint32_t *log = x->syncs + 4 * x->sync_count++;
-        log[0] = tile;
-        log[1] = ctx;
-        log[2] = pc;
-        log[3] = zone;
+        log_event(x, IPUFS_X_EVENT_SYNC, w, ctx, pc, zone);
         f[IPUFS_X_WAIT] = wait;
         f[IPUFS_X_PC] = next;
-        x->synced = 1;
+        x->changed = 1;
         return OK;
     }
     if (!e->pair) {
-        if ((rc = execute(x, &e->h[0], m, a, f, sram, &next)) != OK)
+        if ((rc = execute(x, &e->h[0], w, a, u, &next)) != OK)
             return rc;
     } else {
-        /* Both halves read the registers as they were before the bundle:
-         * the aux half runs on $a as it was, and what the main half wrote
-         * stays (Execution._issue). */
-        uint32_t before[16], after[16];
-        memcpy(before, a, sizeof before);
-        if ((rc = execute(x, &e->h[0], m, a, f, sram, &next)) != OK)
+        /* Both halves read the registers as they were before the bundle,
+         * and what the main half writes to $a stays (Execution._issue).
+         * The aux half (aux_form: it writes only $a and the upper CSRs)
+         * runs first, on copies, so that either half may hand the turn
+         * back before anything has changed. */
+        uint32_t aux_a[16], aux_u[16], before[16], upper[16], ignored = next;
+        memcpy(aux_a, a, sizeof aux_a);
+        memcpy(aux_u, u, sizeof aux_u);
+        if ((rc = execute(x, &e->h[1], w, aux_a, aux_u, &ignored)) != OK)
             return rc;
-        memcpy(after, a, sizeof after);
-        memcpy(a, before, sizeof before);
-        execute(x, &e->h[1], m, a, f, sram, &next);  /* never_python: cannot fail */
-        for (int i = 0; i < 16; i++)
-            if (after[i] != before[i])
-                a[i] = after[i];
+        memcpy(before, a, sizeof before);
+        memcpy(upper, u, sizeof upper);
+        if ((rc = execute(x, &e->h[0], w, a, u, &next)) != OK)
+            return rc;
+        for (int i = 0; i < 16; i++) {
+            if (a[i] == before[i])
+                a[i] = aux_a[i];
+            if (aux_u[i] != upper[i])
+                u[i] = aux_u[i];
+        }
+    }
+    if (f[IPUFS_X_REPEAT] && next == f[IPUFS_X_REPEAT_END] && f[IPUFS_X_REPEAT_FIRST] <= pc) {
+        if (f[IPUFS_X_REPEAT_LEFT]) {  /* the body again */
+            f[IPUFS_X_REPEAT_LEFT]--;
+            next = (uint32_t)f[IPUFS_X_REPEAT_FIRST];
+        } else {
+            f[IPUFS_X_REPEAT] = f[IPUFS_X_REPEAT_FIRST] = f[IPUFS_X_REPEAT_END] = 0;
+        }
     }
     f[IPUFS_X_PC] = next;
     return e->pair ? OK_PAIR : OK;
@@ -511,16 +771,19 @@ static inline uint32_t runnable(const int64_t *fields, uint32_t count)
     return ready;
 }
 
-/* Turns of one tile until `allowance` (Execution._run_tile). Only Python
- * changes a context's status; here a context stops being runnable only
- * by waiting (a sync), and the supervisor becomes runnable again only
- * through release_local. */
+/* Turns of one tile until `allowance` (Execution._run_tile). A context
+ * stops being runnable by waiting (a sync) or stopping (an exit); workers
+ * become runnable through run and runall, the supervisor again through
+ * release_local. */
 static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile, int64_t allowance, int64_t *partial)
 {
     uint32_t count = x->count;
     int64_t *t = x->tiles + (uint64_t)tile * IPUFS_X_TILE_FIELDS;
     int64_t *fields = x->contexts + (uint64_t)tile * count * IPUFS_X_CONTEXT_FIELDS;
     uint32_t *registers = x->registers + (uint64_t)tile * count * IPUFS_X_REGISTERS;
+    struct turn w = { .tile = tile, .count = count, .t = t, .fields = fields, .registers = registers,
+                      .csrs = x->csrs + (uint64_t)tile * count * IPUFS_X_CSRS,
+                      .sram = x->memory + (uint64_t)tile * x->window };
     int64_t k = *partial;
     uint32_t ready = runnable(fields, count);
     while (k < allowance) {
@@ -539,14 +802,20 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile,
         if (f[IPUFS_X_DELAY]) {
             f[IPUFS_X_DELAY]--;
         } else {
-            int rc = issue(x, cache, tile, c, f, registers + c * IPUFS_X_REGISTERS);
+            w.ctx = c;
+            w.m = registers + c * IPUFS_X_REGISTERS;
+            w.f = f;
+            w.reready = 0;
+            int rc = issue(x, cache, &w);
             if (rc >= 0) {
                 *partial = k;
                 return rc;
             }
             t[IPUFS_X_INSTRUCTIONS] += rc == OK ? 1 : 2;  /* a bundle counts two */
             x->retired += rc == OK ? 1 : 2;
-            if (f[IPUFS_X_WAIT] != IPUFS_X_WAIT_NONE)  /* it synced */
+            if (w.reready)  /* workers started, or a context stopped */
+                ready = runnable(fields, count);
+            else if (f[IPUFS_X_WAIT] != IPUFS_X_WAIT_NONE)  /* it synced */
                 ready &= ~(1u << c);
         }
         t[IPUFS_X_TURN] = after;
@@ -630,9 +899,9 @@ int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t sli
         pass->underway = 0;
         pass->done += pass->base;
         pass->last = pass->base;
-        if (x->synced) {  /* a context waits now: _settle reads that */
+        if (x->changed) {  /* a context waits or stopped: _settle reads that */
             pass->settle = 1;
-            x->synced = 0;
+            x->changed = 0;
         }
         if (pass->settle || pass->handed || !pass->base)
             break;

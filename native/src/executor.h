@@ -17,15 +17,29 @@ enum {
     IPUFS_X_STATUS = 1,  /* CTXT_STS: 0 inactive, 1 active, 2 excepted */
     IPUFS_X_WAIT = 2,    /* 0: none; else what an active context waits for */
     IPUFS_X_DELAY = 3,   /* turns still to stall */
-    IPUFS_X_REPEAT = 4,  /* 1 while an rpt loop runs (Python's turns) */
-    IPUFS_X_BREAK = 5,   /* 1 while a breakpoint applies to the context (Python's turns) */
-    IPUFS_X_CONTEXT_FIELDS = 8,
+    IPUFS_X_REPEAT = 4,  /* 1 while an rpt loop runs */
+    IPUFS_X_REPEAT_FIRST = 5,  /* its body's first bundle */
+    IPUFS_X_REPEAT_END = 6,    /* the address after the body */
+    IPUFS_X_REPEAT_LEFT = 7,   /* iterations still to start after the current one */
+    IPUFS_X_EXIT = 8,    /* the Boolean the worker's exit handed over; -1: none */
+    IPUFS_X_BREAK = 9,   /* 1 while a breakpoint applies to the context (Python's turns) */
+    IPUFS_X_CONTEXT_FIELDS = 16,
     /* per tile, IPUFS_X_TILE_FIELDS int64 each */
     IPUFS_X_TURN = 0,          /* the context whose turn comes next */
     IPUFS_X_TURNS = 1,         /* turns taken */
     IPUFS_X_INSTRUCTIONS = 2,  /* instructions retired */
-    IPUFS_X_TILE_FIELDS = 4,
+    IPUFS_X_LINK = 3,          /* $SSR.LC: the Boolean the workers' exits hand over */
+    IPUFS_X_COUNT_OFFSET = 4,  /* what puts to $SCOUNT_L/U moved the clock by */
+    IPUFS_X_TILE_FIELDS = 8,
     IPUFS_X_REGISTERS = 32,    /* $m0..$m15, then $a0..$a15 */
+    /* per context, IPUFS_X_CSRS uint32 each: lower-space CSR i at i
+     * ($SSR/$WSR's held bits at 1), upper-space CSR j at IPUFS_X_UPPER + j */
+    IPUFS_X_CSRS = 256,
+    IPUFS_X_UPPER = 0xC0,
+    /* the CSR accesses the table passed in `csr_ops` describes */
+    IPUFS_X_GET = 0, IPUFS_X_PUT = 1, IPUFS_X_UGET = 2, IPUFS_X_UPUT = 3, IPUFS_X_ACCESSES = 4,
+    /* the program events the loop logs for the trace */
+    IPUFS_X_EVENT_SYNC = 0, IPUFS_X_EVENT_START = 1, IPUFS_X_EVENT_EXIT = 2,
     IPUFS_X_ACTIVE = 1,
     IPUFS_X_WAIT_NONE = 0,
     IPUFS_X_WAIT_WORKERS = 1,
@@ -40,15 +54,17 @@ enum {
     /* who may run a decoded instruction */
     IPUFS_X_SUPERVISOR = 1,
     IPUFS_X_WORKER = 2,
+    IPUFS_X_BODY = 4,    /* a bundle that may be in an rpt body (no control or system half) */
     /* what ipufs_x_run returns */
     IPUFS_X_DONE = 0,    /* the budget is spent, a pass took no turn, or _settle is due */
     IPUFS_X_PYTHON = 1,  /* the next turn of order[index] is Python's */
     IPUFS_X_MISS = 2,    /* the word in `miss` is not in the decode cache */
-    IPUFS_X_FULL = 3     /* the dirty log or the sync log is full */
+    IPUFS_X_FULL = 3     /* the dirty log or the event log is full */
 };
 
 struct ipufs_x {
     uint32_t *registers;  /* [tiles][contexts][32] */
+    uint32_t *csrs;       /* [tiles][contexts][IPUFS_X_CSRS] */
     int64_t *contexts;    /* [tiles][contexts][IPUFS_X_CONTEXT_FIELDS] */
     int64_t *tiles;       /* [tiles][IPUFS_X_TILE_FIELDS] */
     uint8_t *memory;      /* the exchange BAR: tile t's SRAM at t * window */
@@ -60,10 +76,13 @@ struct ipufs_x {
     uint32_t dirty_count;
     uint32_t zone_local;      /* sync 2 and 3: what the sync instruction's zone field holds for them */
     uint32_t zone_internal;
-    uint32_t sync_capacity;
-    uint32_t *syncs;      /* (tile, context, PC, zone) of each sync the loop executed, for the trace */
-    uint32_t sync_count;
-    uint32_t synced;      /* a sync since the last pass ended */
+    uint32_t memory_base;     /* the tile address of SRAM's first byte (run's vertex base adds it) */
+    const uint8_t *csr_ops;   /* [supervisor, worker][IPUFS_X_ACCESSES][256]: what get/put/uget/uput
+                               * of each index does (ipufs_x_csr_op_name), from csr.py */
+    uint32_t event_capacity;
+    uint32_t *events;     /* (kind, tile, context, PC, value) of each program event, for the trace */
+    uint32_t event_count;
+    uint32_t changed;     /* a sync or an exit since the last pass ended: _settle reads what it changed */
     uint64_t miss;        /* IPUFS_X_MISS: the word to decode (a bundle's two: the first in the low half) */
     int64_t retired;      /* instructions retired, added up across calls */
     void *cache;          /* ipufs_x_cache_new() */
@@ -98,6 +117,8 @@ int ipufs_x_form_count(void);
 const char *ipufs_x_form_name(int form);
 int ipufs_x_kind_count(void);
 const char *ipufs_x_kind_name(int kind);
+int ipufs_x_csr_op_count(void);
+const char *ipufs_x_csr_op_name(int op);
 int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *stopped,
                      int64_t *counts);
 int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t slice, int64_t budget,

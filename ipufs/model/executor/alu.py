@@ -70,7 +70,7 @@ def _cmpult(x: int, y: int) -> int: return int(u32(x) < u32(y))
 def _shl(x: int, n: int) -> int: return (x << _shift_amount(n)) & MASK
 def _shr(x: int, n: int) -> int: return x >> _shift_amount(n)
 def _shrs(x: int, n: int) -> int: return u32(s32(x) >> _shift_amount(n))
-def _abs(x: int) -> int: return u32(abs(s32(x)))
+def _abs(x: int) -> int: return 0 if x == 0x80000000 else u32(abs(s32(x)))  # J: abs of INT_MIN gives 0
 def _clz(x: int) -> int: return 32 - x.bit_length()
 def _popc(x: int) -> int: return bin(x).count("1")
 
@@ -153,7 +153,8 @@ RULES: dict[str, Rule] = {
     "min_mmmn": Rule(_reg3(_min), A.format("min") + " (signed)", "mrr.min"),
     "min_mmmn_si": Rule(_imm(_imm_cmp(_min)), A.format("min"), "mri.min"),
     "min_mmmn_zi": Rule(_imm(_imm_cmp(_min)), A.format("min"), "mri.min"),
-    "abs_mmmn": Rule(_unary(_abs), A.format("abs") + " (abs of -2^31 wraps: inferred)", "mr.abs"),
+    "abs_mmmn": Rule(_unary(_abs), A.format("abs") + "; J ColossusISelLowering.cpp (its note on ABS: the instruction "
+                     "returns 0 for INT_MIN)", "mr.abs"),
     "and_mmmn": Rule(_reg3(_and), A.format("and"), "mrr.and"),
     "and_mmmn_zi": Rule(_imm(_and), A.format("and"), "mri.and"),
     "andc_mmmn": Rule(_reg3(_andc), A.format("andc") + " (x & ~y)", "mrr.andc"),

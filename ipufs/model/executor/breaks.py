@@ -83,7 +83,7 @@ class Breakpoints:
 
     @staticmethod
     def _vertex(c: Context, want: int) -> bool:
-        return (c.csrs.get(_VERTEX_BASE, 0) ^ want) & _WORD == 0
+        return (c.csrs[_VERTEX_BASE] ^ want) & _WORD == 0
 
     def instruction(self, c: Context, pc: int) -> bool:
         """IBRK: ``c`` is about to issue at ``pc``: ENS (the supervisor) or

@@ -70,7 +70,6 @@ def _rpt(count: int, size: int, ex: Execution, c: Context) -> None:
     if c.repeat is not None:
         raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_OPERATION, c.pc, "rpt inside an rpt body")
     c.repeat = Repeat(first, end, count - 1)
-    c.csrs[0x04] = count
 
 
 def _rpt_reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
@@ -91,6 +90,7 @@ RULES: dict[str, Rule] = {
     "brnzdec_mmmn_zi": Rule(_brnzdec, A.format("brnzdec") + " (if non-zero: decrement and branch)", "brnzdec"),
     "call_mmmn_zi": Rule(_call, A.format("call") + " (link = next instruction or bundle; field bit 19 ignored)",
                          "call"),
-    "rpt_mmmn_zi": Rule(_rpt_reg, A.format("rpt") + " (count from the register's low 12 bits: R REPEAT_COUNT.VALUE)"),
-    "rpt_mmmn_zi_zi": Rule(_rpt_imm, A.format("rpt") + "; body = SIZE + 1 bundles, count 0 skips it"),
+    "rpt_mmmn_zi": Rule(_rpt_reg, A.format("rpt") + " (count from the register's low 12 bits: R REPEAT_COUNT.VALUE)",
+                        "rptm"),
+    "rpt_mmmn_zi_zi": Rule(_rpt_imm, A.format("rpt") + "; body = SIZE + 1 bundles, count 0 skips it", "rpti"),
 }

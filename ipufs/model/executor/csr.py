@@ -11,9 +11,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
+from numpy.typing import NDArray
+
 from ipufs.abi.registers import ExceptionCause
 from ipufs.model.executor import breaks
+from ipufs.model.executor import native
 from ipufs.model.executor.state import MASK, Etype, TileFault
+from ipufs.model.isa import Arch
 from ipufs.model.isa.csrs import csr_names
 
 if TYPE_CHECKING:
@@ -48,7 +53,7 @@ def read(ex: Execution, t: TileState, c: Context, index: int) -> int:
     if index == DBG_DATA:
         return ex.debug_data(t.tile)
     if index == DBG_BRK_ID:  # the channel of the context's last IBRK or DBRK (breaks.py)
-        return c.csrs.get(DBG_BRK_ID, 0)
+        return c.csrs[DBG_BRK_ID]
     if not c.is_worker:
         if index == SR:
             return (c.sr & ~1) | t.link
@@ -59,11 +64,11 @@ def read(ex: Execution, t: TileState, c: Context, index: int) -> int:
         if index in (SCOUNT_L, SCOUNT_U):
             count = t.turns + t.count_offset
             return (count if index == SCOUNT_L else count >> 32) & MASK
-        return c.csrs.get(index, 0)
+        return c.csrs[index]
     if index == SR:
         return (c.sr & ~7) | (c.number - 1)
     if index == WORKER_BASE:
-        return t.supervisor.csrs.get(WORKER0_BASE + c.number - 1, 0)
+        return t.supervisor.csrs[WORKER0_BASE + c.number - 1]
     if index in (SCOUNT_L, SCOUNT_U):  # $COUNT_L/U: the same clock
         return (t.turns if index == SCOUNT_L else t.turns >> 32) & MASK
     if index == REPEAT_COUNT:
@@ -72,7 +77,7 @@ def read(ex: Execution, t: TileState, c: Context, index: int) -> int:
         return c.repeat.first if c.repeat else 0
     if index == REPEAT_END:
         return c.repeat.end if c.repeat else 0
-    return c.csrs.get(index, 0)
+    return c.csrs[index]
 
 
 def write(ex: Execution, t: TileState, c: Context, index: int, value: int) -> None:
@@ -110,7 +115,7 @@ def read_upper(ex: Execution, t: TileState, c: Context, index: int) -> int:
     _known(ex, c, index, True)
     if index in (FP_CLR, PRNG_SEED):
         return 0
-    return c.upper.get(index, 0)
+    return c.upper[index]
 
 
 def write_upper(ex: Execution, t: TileState, c: Context, index: int, value: int) -> None:
@@ -118,7 +123,7 @@ def write_upper(ex: Execution, t: TileState, c: Context, index: int, value: int)
     seeds the four PRNG words (A hover/$PRNG_SEED.md); others hold the value."""
     _known(ex, c, index, True)
     if index == FP_CLR:
-        c.upper[FP_STS] = c.upper.get(FP_STS, 0) & ~value & 0x7
+        c.upper[FP_STS] = c.upper[FP_STS] & ~value & 0x7
         return
     if index == PRNG_SEED:
         v, nv = value & MASK, ~value & MASK
@@ -127,3 +132,37 @@ def write_upper(ex: Execution, t: TileState, c: Context, index: int, value: int)
             c.upper[PRNG_0_0 + i] = w
         return
     c.upper[index] = value & MASK
+
+
+#: what the native loop's get does with the registers read() computes, by context
+_SUPERVISOR_GETS = {PC: "pc", SR: "ssr", TILE_ID: "tile", CTXT_STS: "ctxt_sts", SCOUNT_L: "scount_l",
+                    SCOUNT_U: "scount_u", DBG_DATA: "python", DBG_BRK_ID: "zero"}
+_WORKER_GETS = {PC: "pc", SR: "wsr", WORKER_BASE: "worker_base", SCOUNT_L: "count_l", SCOUNT_U: "count_u",
+                REPEAT_COUNT: "repeat_count", REPEAT_FIRST: "repeat_first", REPEAT_END: "repeat_end",
+                DBG_DATA: "python", DBG_BRK_ID: "zero"}
+#: puts with an effect beyond holding the value (or the debug registers, whose
+#: breakpoints act): Python's
+_SUPERVISOR_PUTS_PYTHON = frozenset({DBG_DATA, CR, SCOUNT_L, SCOUNT_U, *range(0x73, 0xA0)})
+_WORKER_PUTS_PYTHON = frozenset({DBG_DATA})
+
+
+def native_ops(arch: Arch) -> NDArray[np.uint8]:
+    """The table the native loop executes get, put, uget and uput by
+    (native.Loop's ``csr_ops``): for the supervisor and a worker, each
+    access of each index as read()/write() and their upper forms do it,
+    "plain" where the register only holds what is written, "python" where
+    the access faults or acts beyond the arrays."""
+    table = np.full((2, native.ACCESSES, 256), native.CSR_OPS["python"], np.uint8)
+    for worker in (0, 1):
+        gets = _WORKER_GETS if worker else _SUPERVISOR_GETS
+        puts_python = _WORKER_PUTS_PYTHON if worker else _SUPERVISOR_PUTS_PYTHON
+        read_only = WORKER_READ_ONLY if worker else SUPERVISOR_READ_ONLY
+        for index in csr_names(not worker, False, arch):
+            table[worker, native.GET, index] = native.CSR_OPS[gets.get(index, "plain")]
+            if index not in read_only and index not in puts_python:
+                table[worker, native.PUT, index] = native.CSR_OPS["plain"]
+        for index in csr_names(not worker, True, arch):
+            table[worker, native.UGET, index] = native.CSR_OPS["zero" if index in (FP_CLR, PRNG_SEED) else "plain"]
+            if index not in (FP_CLR, PRNG_SEED):
+                table[worker, native.UPUT, index] = native.CSR_OPS["plain"]
+    return table

@@ -109,7 +109,8 @@ class Execution:
         t = self.states.get(tile)
         if t is None:
             a = self.arrays
-            t = self.states[tile] = TileState(tile, self.workers, a.registers[tile], a.fields[tile], a.counters[tile])
+            t = self.states[tile] = TileState(tile, self.workers, a.registers[tile], a.fields[tile], a.counters[tile],
+                                              a.csrs[tile])
         return t
 
     def reset(self) -> None:
@@ -225,10 +226,10 @@ class Execution:
         w.status = Status.ACTIVE
         w.exit_status = None
         w.csrs[0x02] = vertex_base
-        w.upper[2] = t.supervisor.csrs.get(0x20, 0)  # $FP_CTL := $FP_ICTL
+        w.upper[2] = t.supervisor.csrs[0x20]  # $FP_CTL := $FP_ICTL
         w.upper[0] = 0  # $FP_STS
         w.set_m(13, vertex_base)
-        w.set_m(12, t.supervisor.csrs.get(0x20 + w.number, 0))
+        w.set_m(12, t.supervisor.csrs[0x20 + w.number])
         self._activate(t)
         self.event(t, "start", w.number, entry)
 
@@ -282,7 +283,7 @@ class Execution:
 
             taken, self._cursor, retired, more = loop.run(self.running.order(), slice_turns,
                                                           budget - done, self._cursor, self._learn,
-                                                          self._python_turn, settle, self._synced)
+                                                          self._python_turn, settle, self._logged)
             self.instructions += retired
             done += taken
         return done
@@ -307,7 +308,7 @@ class Execution:
     def _the_loop(self) -> native.Loop:
         if self._loop is None:
             self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._exchange_base,
-                                     self._window, self._sram)
+                                     self._window, self._sram, self.memory_base, csr.native_ops(self.arch))
         return self._loop
 
     def _run_tile(self, t: TileState, turns: int) -> int:
@@ -375,9 +376,9 @@ class Execution:
         t = self.state(tile)
         csrs = t.supervisor.csrs
         regs = self.ipu.tdi.setdefault(tile, TileDebug()).registers
-        b = breaks.Breakpoints(csrs.get(breaks.IBRK_CTL, 0), csrs.get(breaks.IBRK_PC, 0),
-                               csrs.get(breaks.IBRK_VERT, 0), csrs.get(breaks.DBRK_CTL, 0),
-                               csrs.get(breaks.DBRK_BASE, 0), regs.get(TdiRegister.DBG_RBRK, 0),
+        b = breaks.Breakpoints(csrs[breaks.IBRK_CTL], csrs[breaks.IBRK_PC],
+                               csrs[breaks.IBRK_VERT], csrs[breaks.DBRK_CTL],
+                               csrs[breaks.DBRK_BASE], regs.get(TdiRegister.DBG_RBRK, 0),
                                regs.get(TdiRegister.DBG_RBRK_VERT, 0))
         if b.any():
             self.breaks[tile] = b
@@ -388,8 +389,15 @@ class Execution:
             if not applies:  # the flags are read on _watched_issue's turns only
                 c.resumed = c.retired_break = False
 
-    def _synced(self, tile: int, context: int, pc: int, zone: int) -> None:
-        system.synced(self, self.states[tile], context, pc, zone)
+    def _logged(self, kind: int, tile: int, context: int, pc: int, value: int) -> None:
+        """A program event of the native loop, for the trace, as the rules log it."""
+        t = self.states[tile]
+        if kind == native.EVENT_SYNC:
+            system.synced(self, t, context, pc, value)
+        elif kind == native.EVENT_START:
+            self.event(t, "start", context, pc)
+        else:
+            system.exited(self, t, context, pc, value)
 
     def _python_turn(self, tile: int) -> None:
         """The turn the native loop hands back: a context of ``tile`` can run."""
@@ -414,6 +422,8 @@ class Execution:
             pairs = [(bundle.main, main_rule), (bundle.aux, aux_rule)]
         if any(rule is None or not rule.native for _, rule in pairs):
             return python
+        if len(pairs) == 2 and all(inst.row.group not in (Group.CONTROL, Group.SYSTEM) for inst, _ in pairs):
+            who |= native.BODY_BIT  # may be in an rpt body
         return who, [(*native.code(rule.native), inst.operands) for inst, rule in pairs if rule is not None]
 
     def _decode(self, t: TileState, pc: int) -> _Decoded:
@@ -461,8 +471,7 @@ class Execution:
         decoded = self._decode(t, pc)
         if isinstance(decoded, str):
             raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc, decoded)
-        r = c.repeat if f[native.REPEAT] else None
-        in_body = r is not None and r.first <= pc < r.end
+        in_body = f[native.REPEAT] and f[native.REPEAT_FIRST] <= pc < f[native.REPEAT_END]
         if len(decoded) == 3:
             inst, rule, who = decoded
             if in_body:
@@ -494,14 +503,12 @@ class Execution:
                 if after_main[i] != before[i]:
                     a[i] = after_main[i]
             retired = 2
-        if f[native.REPEAT]:
-            r = c.repeat
-            if r is not None and c.next_pc == r.end and r.first <= pc:
-                if r.remaining:
-                    r.remaining -= 1
-                    c.next_pc = r.first
-                else:
-                    c.repeat = None
+        if f[native.REPEAT] and c.next_pc == f[native.REPEAT_END] and f[native.REPEAT_FIRST] <= pc:
+            if f[native.REPEAT_LEFT]:  # the body again
+                f[native.REPEAT_LEFT] -= 1
+                c.next_pc = f[native.REPEAT_FIRST]
+            else:
+                c.repeat = None
         f[native.PC] = c.next_pc & MASK
         t.fields[native.INSTRUCTIONS] += retired
         self.instructions += retired

@@ -90,13 +90,13 @@ def _operand(c: Context, bits: int, fmt: Format = F32) -> float:
 
 def _flag(c: Context, flag: int, what: str) -> None:
     """Set a sticky $FP_STS flag; raise the exception if $FP_CTL enables it."""
-    c.upper[FP_STS] = c.upper.get(FP_STS, 0) | flag
-    if c.upper.get(FP_CTL, 0) & flag:
+    c.upper[FP_STS] = c.upper[FP_STS] | flag
+    if c.upper[FP_CTL] & flag:
         raise TileFault(Etype.FP, ExceptionCause.FLOATING_POINT, c.pc, what)
 
 
 def _mode(c: Context) -> None:
-    ctl = c.upper.get(FP_CTL, 0)
+    ctl = c.upper[FP_CTL]
     if ctl & RND_MASK:
         raise _not_public(c, "the rounding mode encoding of $FP_CTL.RND")
     if ctl & ESR:
@@ -119,7 +119,7 @@ def _result(c: Context, exact: float, fmt: Format = F32) -> int:
     try:
         return _exact(fmt, exact)
     except OverflowError:  # struct rounds to nearest even first, then refuses infinity
-        if c.upper.get(FP_CTL, 0) & NANOO:
+        if c.upper[FP_CTL] & NANOO:
             raise _not_public(c, "overflow with NANOO") from None
         _flag(c, OFLO, f"{fmt.name} overflow")
         return fmt.infinity | (fmt.sign if exact < 0 else 0)
@@ -333,10 +333,15 @@ RULES: dict[str, Rule] = {
     "f16v4maxc_aaan": Rule(_lateral(F16, 2, _exactly(_max)),
                            A.format("f16v4maxc") + " (lanes 0,1 to the low half, 2,3 to the high: inferred)"),
 }
+#: the native loop's forms of f32 lanes (native/src/executor.c: the same rounding, flags and hand-backs)
+_NATIVE_FORMS = {("f32", "n"): "f32", ("f32v2", "n"): "f32v2", ("f32v2", "t"): "f32v2b"}
+_NATIVE_LANE_OPS = frozenset({"add", "sub", "mul", "cmpeq", "cmpne", "cmplt", "cmple", "cmpgt", "cmpge"})
 for _prefix, (_fmt, _count, _extra) in _SHAPES.items():
     RULES[f"{_prefix}clamp_aaan"] = Rule(_clamp(_fmt, _count), A.format(f"{_prefix}clamp")
                                          + " (min of max; bounds low element first: poplibs Cast's {lower, upper})")
     for _name, (_lane, _why, _broadcasts) in _LANE_OPS.items():
         for _form in "n" + (_extra if _broadcasts else ""):
+            _native = _NATIVE_FORMS.get((_prefix, _form), "") if _name in _NATIVE_LANE_OPS else ""
             RULES[f"{_prefix}{_name}_aaa{_form}"] = Rule(_vector(_fmt, _count, _form, _lane),
-                                                         A.format(_prefix + _name) + " " + _why)
+                                                         A.format(_prefix + _name) + " " + _why,
+                                                         f"{_native}.{_name}" if _native else "")

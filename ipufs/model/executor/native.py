@@ -25,24 +25,36 @@ _ffi: Any = _native.ffi
 PC, STATUS, WAIT, DELAY, REPEAT = _lib.IPUFS_X_PC, _lib.IPUFS_X_STATUS, _lib.IPUFS_X_WAIT, _lib.IPUFS_X_DELAY, \
     _lib.IPUFS_X_REPEAT
 BREAK = _lib.IPUFS_X_BREAK  # a breakpoint applies to the context: the C loop hands its turns to Python
+REPEAT_FIRST, REPEAT_END, REPEAT_LEFT, EXIT = _lib.IPUFS_X_REPEAT_FIRST, _lib.IPUFS_X_REPEAT_END, \
+    _lib.IPUFS_X_REPEAT_LEFT, _lib.IPUFS_X_EXIT
 CONTEXT_FIELDS = _lib.IPUFS_X_CONTEXT_FIELDS
-TURN, TURNS, INSTRUCTIONS, TILE_FIELDS = _lib.IPUFS_X_TURN, _lib.IPUFS_X_TURNS, _lib.IPUFS_X_INSTRUCTIONS, \
-    _lib.IPUFS_X_TILE_FIELDS
+TURN, TURNS, INSTRUCTIONS, LINK, COUNT_OFFSET, TILE_FIELDS = _lib.IPUFS_X_TURN, _lib.IPUFS_X_TURNS, \
+    _lib.IPUFS_X_INSTRUCTIONS, _lib.IPUFS_X_LINK, _lib.IPUFS_X_COUNT_OFFSET, _lib.IPUFS_X_TILE_FIELDS
 REGISTERS = _lib.IPUFS_X_REGISTERS  # $m0..$m15, then $a0..$a15
+#: each context's CSRs (u32): lower space index i at i, upper space index j at UPPER + j
+CSRS, UPPER = _lib.IPUFS_X_CSRS, _lib.IPUFS_X_UPPER
+#: the accesses of the CSR table (Loop's csr_ops): get, put, uget, uput
+GET, PUT, UGET, UPUT, ACCESSES = _lib.IPUFS_X_GET, _lib.IPUFS_X_PUT, _lib.IPUFS_X_UGET, _lib.IPUFS_X_UPUT, \
+    _lib.IPUFS_X_ACCESSES
+#: the program events the loop logs
+EVENT_SYNC, EVENT_START, EVENT_EXIT = _lib.IPUFS_X_EVENT_SYNC, _lib.IPUFS_X_EVENT_START, _lib.IPUFS_X_EVENT_EXIT
 WAIT_NONE, WAIT_WORKERS, WAIT_INTERNAL, WAIT_EXTERNAL = _lib.IPUFS_X_WAIT_NONE, _lib.IPUFS_X_WAIT_WORKERS, \
     _lib.IPUFS_X_WAIT_INTERNAL, _lib.IPUFS_X_WAIT_EXTERNAL
 #: what Loop.scan counts
 RUNNABLE, MEMBERS, INTERNAL, EXTERNAL = _lib.IPUFS_X_RUNNABLE, _lib.IPUFS_X_MEMBERS, _lib.IPUFS_X_INTERNAL, \
     _lib.IPUFS_X_EXTERNAL
-SUPERVISOR_BIT, WORKER_BIT = _lib.IPUFS_X_SUPERVISOR, _lib.IPUFS_X_WORKER
+SUPERVISOR_BIT, WORKER_BIT, BODY_BIT = _lib.IPUFS_X_SUPERVISOR, _lib.IPUFS_X_WORKER, _lib.IPUFS_X_BODY
 
 FORMS: dict[str, int] = {_ffi.string(_lib.ipufs_x_form_name(i)).decode(): i for i in range(_lib.ipufs_x_form_count())}
 KINDS: dict[str, int] = {_ffi.string(_lib.ipufs_x_kind_name(i)).decode(): i for i in range(_lib.ipufs_x_kind_count())}
+#: what get/put/uget/uput of a CSR may do in the C loop ("python": hand the turn back)
+CSR_OPS: dict[str, int] = {_ffi.string(_lib.ipufs_x_csr_op_name(i)).decode(): i
+                           for i in range(_lib.ipufs_x_csr_op_count())}
 PYTHON_FORM = FORMS["python"]
 #: the environment variable that turns the native loop off ("0")
 SWITCH = "IPUFS_NATIVE_EXECUTOR"
 _DIRTY_PAIRS = 4096
-_SYNCS = 4096
+_EVENTS = 4096
 
 
 def enabled() -> bool:
@@ -61,11 +73,12 @@ def code(native: str) -> tuple[int, int]:
 
 class Arrays:
     """The execution state of every tile of one IPU, as arrays: registers
-    [tile, context, 32] (u32), fields [tile, context, CONTEXT_FIELDS] and
-    counters [tile, TILE_FIELDS] (i64)."""
+    [tile, context, 32] and CSRs [tile, context, CSRS] (u32), fields
+    [tile, context, CONTEXT_FIELDS] and counters [tile, TILE_FIELDS] (i64)."""
 
     def __init__(self, tiles: int, contexts: int) -> None:
         self.registers: NDArray[np.uint32] = np.zeros((tiles, contexts, REGISTERS), np.uint32)
+        self.csrs: NDArray[np.uint32] = np.zeros((tiles, contexts, CSRS), np.uint32)
         self.fields: NDArray[np.int64] = np.zeros((tiles, contexts, CONTEXT_FIELDS), np.int64)
         self.counters: NDArray[np.int64] = np.zeros((tiles, TILE_FIELDS), np.int64)
 
@@ -105,33 +118,41 @@ Decode = Callable[[int], tuple[int, list[tuple[int, int, tuple[int, ...]]]]]
 Turn = Callable[[int], None]
 #: Execution._settle after a pass: (a context was released, the running tiles changed)
 Settle = Callable[[], tuple[bool, bool]]
-#: a sync the loop executed, for the trace: tile, context, PC, zone
-Synced = Callable[[int, int, int, int], None]
+#: a program event the loop logged, for the trace: kind (EVENT_*), tile, context, PC, value
+Logged = Callable[[int, int, int, int, int], None]
 
 
 class Loop:
     """The C loop over the tiles of one IPU: its state arrays, tile memory
     and decode cache."""
 
-    def __init__(self, arrays: Arrays, exchange: BarMemory, base: int, window: int, sram: int) -> None:
+    def __init__(self, arrays: Arrays, exchange: BarMemory, base: int, window: int, sram: int, memory_base: int,
+                 csr_ops: NDArray[np.uint8]) -> None:
+        """``csr_ops`` [2, ACCESSES, 256]: for the supervisor, then a
+        worker, what each access of each CSR index does (CSR_OPS)."""
         if window & (window - 1) or window > 1 << 21 or window >= 2 * sram or exchange.size >= 1 << 32:
             raise ValueError("the native loop needs a power-of-two tile window below 2 MiB and twice the SRAM")
+        if csr_ops.shape != (2, ACCESSES, 256) or csr_ops.dtype != np.uint8:
+            raise ValueError("the CSR table must be uint8 [2, ACCESSES, 256]")
         self.exchange = exchange
         self.base = base  # where tile 0's window starts in the exchange BAR
+        self._csr_ops = np.ascontiguousarray(csr_ops)
         self._keep = [_ffi.from_buffer(a, require_writable=True)
-                      for a in (arrays.registers, arrays.fields, arrays.counters, exchange.bytes)]
+                      for a in (arrays.registers, arrays.csrs, arrays.fields, arrays.counters, exchange.bytes)]
         self._dirty: NDArray[np.uint32] = np.zeros(2 * _DIRTY_PAIRS, np.uint32)
-        self._syncs: NDArray[np.uint32] = np.zeros(4 * _SYNCS, np.uint32)
-        self._keep += [_ffi.from_buffer(a, require_writable=True) for a in (self._dirty, self._syncs)]
+        self._events: NDArray[np.uint32] = np.zeros(5 * _EVENTS, np.uint32)
+        self._keep += [_ffi.from_buffer(a, require_writable=True) for a in (self._dirty, self._events)]
+        self._keep.append(_ffi.from_buffer(self._csr_ops))
         self._cache = _ffi.gc(_lib.ipufs_x_cache_new(), _lib.ipufs_x_cache_free)
         if self._cache == _ffi.NULL:
             raise MemoryError("the native loop's decode cache")
         x = self._x = _ffi.new("struct ipufs_x *")
-        x.registers, x.contexts, x.tiles, x.memory, x.dirty, x.syncs = (_ffi.cast(t, b) for t, b in zip(
-            ("uint32_t *", "int64_t *", "int64_t *", "uint8_t *", "uint32_t *", "uint32_t *"), self._keep))
+        x.registers, x.csrs, x.contexts, x.tiles, x.memory, x.dirty, x.events, x.csr_ops = (
+            _ffi.cast(t, b) for t, b in zip(("uint32_t *", "uint32_t *", "int64_t *", "int64_t *", "uint8_t *",
+                                              "uint32_t *", "uint32_t *", "uint8_t *"), self._keep))
         x.memory += base
-        x.window, x.sram, x.count = window, sram, arrays.registers.shape[1]
-        x.zone_local, x.zone_internal, x.sync_capacity = Zone.LOCAL, Zone.INTERNAL, _SYNCS
+        x.window, x.sram, x.count, x.memory_base = window, sram, arrays.registers.shape[1], memory_base
+        x.zone_local, x.zone_internal, x.event_capacity = Zone.LOCAL, Zone.INTERNAL, _EVENTS
         x.cache = self._cache
         self._pass = _ffi.new("struct ipufs_x_pass *")
         self.retired = 0  # instructions the C loop retired, ever
@@ -146,7 +167,7 @@ class Loop:
             raise MemoryError("the native loop's decode cache")
 
     def run(self, order: NDArray[np.uint32], slice_turns: int, budget: int, cursor: int, decode: Decode,
-            turn: Turn, settle: Settle, synced: Synced) -> tuple[int, int, int, bool]:
+            turn: Turn, settle: Settle, logged: Logged) -> tuple[int, int, int, bool]:
         """Execution.run's passes over the running tiles ``order`` (sorted),
         from ``cursor``, until ``budget`` turns are taken or a pass takes
         none and releases nothing. ``settle``, called after the first pass
@@ -165,11 +186,11 @@ class Loop:
             rc = _lib.ipufs_x_run(x, at, n, slice_turns, budget, p)
             if x.dirty_count:
                 self._drain()
-            if x.sync_count:
-                log = self._syncs[:4 * x.sync_count].tolist()
-                x.sync_count = 0
-                for i in range(0, len(log), 4):
-                    synced(*log[i:i + 4])
+            if x.event_count:
+                log = self._events[:5 * x.event_count].tolist()
+                x.event_count = 0
+                for i in range(0, len(log), 5):
+                    logged(*log[i:i + 5])
             if rc == _lib.IPUFS_X_MISS:
                 self.learn(x.miss, *decode(x.miss))
             elif rc == _lib.IPUFS_X_PYTHON:

@@ -15,8 +15,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ipufs.model.executor.native import (
-    CONTEXT_FIELDS, DELAY, INSTRUCTIONS, PC, REGISTERS, REPEAT, STATUS, TILE_FIELDS, TURN, TURNS, WAIT, WAIT_NONE,
-    WAIT_WORKERS,
+    CONTEXT_FIELDS, COUNT_OFFSET, CSRS, DELAY, EXIT, INSTRUCTIONS, LINK, PC, REGISTERS, REPEAT, REPEAT_END,
+    REPEAT_FIRST, REPEAT_LEFT, STATUS, TILE_FIELDS, TURN, TURNS, UPPER, WAIT, WAIT_NONE, WAIT_WORKERS,
 )
 
 MASK = 0xFFFFFFFF
@@ -83,10 +83,11 @@ class TileFault(Exception):
         self.address = address
 
 
-@dataclass
+@dataclass(frozen=True)
 class Repeat:
     """A running `rpt` loop: the body's first bundle, the address after
-    it, and the iterations still to start after the current one."""
+    it, and the iterations still to start after the current one (held in
+    the context's fields: Context.repeat)."""
 
     first: int
     end: int
@@ -110,30 +111,29 @@ class _Field:
 
 
 class Context:
-    """One hardware context: registers, PC and what it is doing. Its
-    registers and the fields the native loop also uses (PC, status, wait,
-    delay, whether an rpt runs) live in its tile's arrays (native.Arrays)
-    and are read and written there in place."""
+    """One hardware context: registers, CSRs, PC and what it is doing. Its
+    registers, CSRs and the fields the native loop also uses (PC, status,
+    wait, delay, a running rpt, the exit status) live in its tile's arrays
+    (native.Arrays) and are read and written there in place."""
 
-    __slots__ = ("number", "m", "a", "fields", "next_pc", "wait_zone", "_repeat", "sr", "csrs", "upper", "exit_status",
-                 "resumed", "retired_break")
+    __slots__ = ("number", "m", "a", "fields", "csr_row", "csrs", "upper", "next_pc", "wait_zone", "resumed",
+                 "retired_break")
 
-    def __init__(self, number: int, registers: memoryview | None = None, fields: memoryview | None = None) -> None:
+    def __init__(self, number: int, registers: memoryview | None = None, fields: memoryview | None = None,
+                 csrs: memoryview | None = None) -> None:
         self.number = number  # 0 supervisor, 1..N workers (as DBG_IOWNER numbers them)
         if registers is None:
             registers = np.zeros(REGISTERS, np.uint32).data
         self.m: memoryview = registers[:16]  # $m0..$m15: ints, read and written in place
         self.a: memoryview = registers[16:]  # $a0..$a15
-        #: PC, status, wait, delay, rpt running (native.py's layout)
+        #: PC, status, wait, delay, rpt, exit status (native.py's layout)
         self.fields = fields if fields is not None else np.zeros(CONTEXT_FIELDS, np.int64).data
+        self.csr_row = csrs if csrs is not None else np.zeros(CSRS, np.uint32).data
+        self.csrs: memoryview = self.csr_row[:UPPER]  # lower space, by index: held as written
+        self.upper: memoryview = self.csr_row[UPPER:]  # upper space (workers), by index
         self.next_pc = 0
         self.wait_zone = 0
-        self._repeat: Repeat | None = None
-        #: status register ($SSR on the supervisor, $WSR on a worker)
-        self.sr = 0
-        self.csrs: dict[int, int] = {}  # other lower-space CSRs held as written
-        self.upper: dict[int, int] = {}  # upper space (workers)
-        self.exit_status: int | None = None  # the Boolean a worker's exit handed over
+        self.exit_status = None
         #: resumed from a stop by the host: its next instruction ignores IBRK and DBRK (breaks.py)
         self.resumed = False
         #: an instruction retired with RBRK enabled: the context breaks before its next one
@@ -141,6 +141,25 @@ class Context:
 
     pc = _Field(PC)
     delay = _Field(DELAY)  # turns still to stall (delay)
+
+    @property
+    def sr(self) -> int:
+        """The status register's held bits ($SSR on the supervisor, $WSR on a worker)."""
+        return self.csrs[1]
+
+    @sr.setter
+    def sr(self, value: int) -> None:
+        self.csrs[1] = value & 0xFFFFFFFF
+
+    @property
+    def exit_status(self) -> int | None:
+        """The Boolean a worker's exit handed over."""
+        value = self.fields[EXIT]
+        return None if value < 0 else value
+
+    @exit_status.setter
+    def exit_status(self, value: int | None) -> None:
+        self.fields[EXIT] = -1 if value is None else value
 
     @property
     def status(self) -> Status:
@@ -160,12 +179,16 @@ class Context:
 
     @property
     def repeat(self) -> Repeat | None:
-        return self._repeat
+        f = self.fields
+        return Repeat(f[REPEAT_FIRST], f[REPEAT_END], f[REPEAT_LEFT]) if f[REPEAT] else None
 
     @repeat.setter
     def repeat(self, value: Repeat | None) -> None:
-        self._repeat = value
-        self.fields[REPEAT] = value is not None
+        f = self.fields
+        if value is None:
+            f[REPEAT] = f[REPEAT_FIRST] = f[REPEAT_END] = f[REPEAT_LEFT] = 0
+        else:
+            f[REPEAT], f[REPEAT_FIRST], f[REPEAT_END], f[REPEAT_LEFT] = 1, value.first, value.end, value.remaining
 
     @property
     def is_worker(self) -> bool:
@@ -196,28 +219,33 @@ class Context:
 class TileState:
     """The contexts of one tile and the turn they are at. Contexts take
     turns round-robin, supervisor first (docs/execution.md, timing).
-    ``registers`` [context, 32], ``fields`` [context, CONTEXT_FIELDS] and
-    ``counters`` [TILE_FIELDS] are the tile's rows of its IPU's arrays
-    (native.Arrays), zeroed here; without them the tile has arrays of its own."""
+    ``registers`` [context, 32], ``csrs`` [context, CSRS], ``fields``
+    [context, CONTEXT_FIELDS] and ``counters`` [TILE_FIELDS] are the
+    tile's rows of its IPU's arrays (native.Arrays), zeroed here; without
+    them the tile has arrays of its own."""
 
     def __init__(self, tile: int, workers: int, registers: NDArray[np.uint32] | None = None,
-                 fields: NDArray[np.int64] | None = None, counters: NDArray[np.int64] | None = None) -> None:
+                 fields: NDArray[np.int64] | None = None, counters: NDArray[np.int64] | None = None,
+                 csrs: NDArray[np.uint32] | None = None) -> None:
         n = workers + 1
         registers = np.zeros((n, REGISTERS), np.uint32) if registers is None else registers
+        csrs = np.zeros((n, CSRS), np.uint32) if csrs is None else csrs
         fields = np.zeros((n, CONTEXT_FIELDS), np.int64) if fields is None else fields
         counters = np.zeros(TILE_FIELDS, np.int64) if counters is None else counters
         registers[...] = 0
+        csrs[...] = 0
         fields[...] = 0
         counters[...] = 0
         self.tile = tile
-        self.contexts = [Context(i, registers[i].data, fields[i].data) for i in range(n)]
-        self.fields = counters.data  # turn, turns, instructions (native.py's layout)
-        self.count_offset = 0  # what puts to $SCOUNT_L/U moved the clock by
-        self.link = 1  # $SSR.LC: the Boolean the workers' exits hand over (docs/execution.md)
+        self.contexts = [Context(i, registers[i].data, fields[i].data, csrs[i].data) for i in range(n)]
+        self.fields = counters.data  # turn, turns, instructions, link, count offset (native.py's layout)
+        self.link = 1
 
     turn = _Field(TURN)  # the context whose turn comes next
     turns = _Field(TURNS)  # turns taken since reset (the tile's clock: $SCOUNT, $COUNT)
     instructions = _Field(INSTRUCTIONS)  # instructions retired (a bundle counts two)
+    link = _Field(LINK)  # $SSR.LC: the Boolean the workers' exits hand over (docs/execution.md)
+    count_offset = _Field(COUNT_OFFSET)  # what puts to $SCOUNT_L/U moved the clock by
 
     @property
     def supervisor(self) -> Context:

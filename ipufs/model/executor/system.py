@@ -57,8 +57,14 @@ def _exit(test: str) -> Rule:
         c.exit_status = int(status)
         t.link &= int(status)
         c.stop()
-        ex.event(t, "exit", c.number, c.pc, f"status {int(status)}")
-    return Rule(run, A.format(f"exit{test}") + " (Boolean status to the supervisor: ANDed into $SSR.LC, ours)")
+        exited(ex, t, c.number, c.pc, int(status))
+    return Rule(run, A.format(f"exit{test}") + " (Boolean status to the supervisor: ANDed into $SSR.LC, ours)",
+                f"exit.{test}")
+
+
+def exited(ex: Execution, t: TileState, context: int, pc: int, status: int) -> None:
+    """The trace's event of a worker's exit (the native loop's too)."""
+    ex.event(t, "exit", context, pc, f"status {status}")
 
 
 def _get(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
@@ -112,16 +118,17 @@ def _trap(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
 
 RULES: dict[str, Rule] = {
     "run_mmmn_zi": Rule(_run, A.format("run") + " (vertex base = $vbase + imm×4 + memory base; "
-                        "the lowest-numbered inactive worker: ours)"),
-    "runall_mmmn_zi": Rule(_runall, A.format("runall") + " (worker n: $vbase + n×imm×4)"),
+                        "the lowest-numbered inactive worker: ours)", "run"),
+    "runall_mmmn_zi": Rule(_runall, A.format("runall") + " (worker n: $vbase + n×imm×4)", "runall"),
     "exitz_mmmn": _exit("z"),
     "exitnz_mmmn": _exit("nz"),
     "exitneg_mmmn": _exit("neg"),
     "exitpos_mmmn": _exit("pos"),
-    "get_mmmn_zi": Rule(_get, A.format("get")),
-    "put_mmmn_zi": Rule(_put, A.format("put")),
-    "uget_aaan_zi": Rule(_uget, A.format("uget")),
-    "uput_aaan_zi": Rule(_uput, A.format("uput")),
+    # native: the CSRs csr.native_ops names (plain registers and reads computed from the arrays)
+    "get_mmmn_zi": Rule(_get, A.format("get"), "get"),
+    "put_mmmn_zi": Rule(_put, A.format("put"), "put"),
+    "uget_aaan_zi": Rule(_uget, A.format("uget"), "uget"),
+    "uput_aaan_zi": Rule(_uput, A.format("uput"), "uput"),
     "sync_mmmn_zi": Rule(_sync, "R docs/sync zones.md (zones); LOCAL waits for the workers: inferred from R's "
                         "boot loader (runall then sync 2)", "sync"),  # native: LOCAL and INTERNAL
     "delay_mmmn_zi": Rule(_delay, "S (encoding); a stall of N turns of the context: ours", "delay"),

@@ -56,7 +56,7 @@ def _resume(ipu: Ipu, pc: int, context: int = 0) -> None:
 
 
 def _brk_id(ipu: Ipu, context: int = 0) -> int:
-    return ipu.execution.states[0].contexts[context].csrs.get(0x71, 0)
+    return ipu.execution.states[0].contexts[context].csrs[0x71]
 
 
 #: the supervisor sets an instruction break on `here` (ENS), then sums 1..5 in a loop through it

@@ -1,7 +1,8 @@
 # The native loop against the Python path: random programs (integer
 # arithmetic, compares, shifts, the setzi family, loads and stores of every
 # width with their faults, branches, brnzdec loops, delays, bundles,
-# workers through run/runall/exit, internal syncs) run on two IPUs, one with the native
+# workers through run/runall/exit, rpt loops of bundles, f32 arithmetic and
+# compares, CSRs through get/put/uget/uput, internal syncs) run on two IPUs, one with the native
 # loop and one without, in the same random slices; afterwards every
 # register, PC, status, wait, turn and instruction count, every byte of the
 # tiles' memory, the stores recorded for page-cache mode, the exception
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import mmap
 import random
+import struct
 
 import numpy as np
 import pytest
@@ -18,9 +20,10 @@ from hypothesis import strategies as st
 
 from ipufs.model.executor import native
 from ipufs.model.executor.semantics import SEMANTICS
-from ipufs.model.executor.state import Status
+from ipufs.model.executor.state import Repeat, Status
 from ipufs.model.ipu import Ipu
-from ipufs.model.isa import Context, Kind, Lane, Row, encode_row
+from ipufs.model.isa import Arch, Context, Kind, Lane, Row, encode_row
+from ipufs.model.isa.csrs import csr_names
 from ipufs.model.isa.rows import ROWS
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import PROFILES, Region
@@ -34,6 +37,9 @@ ALU = ["add", "sub", "mul", "max", "min", "and", "andc", "or", "xor", "xnor", "c
 SHIFTS = ["shl", "shr", "shrs"]
 UNARY = ["abs", "clz", "cms", "popc", "bitrev8"]
 M_LOADS = ["ld32", "lds16", "ldz16", "lds8", "ldz8"]
+FP = ["add", "sub", "mul", "cmpeq", "cmpne", "cmplt", "cmple", "cmpgt", "cmpge"]
+#: $FP_CTL values: exceptions enabled (INV, OFLO), a rounding mode, stochastic rounding, NANOO
+FP_CTLS = [0, 0, 1, 4, 5, 1 << 16, 1 << 19, 1 << 20]
 
 
 def _make(profile: str) -> Ipu:
@@ -127,6 +133,54 @@ def aux_op(draw: st.DrawFn, bundled: bool = False) -> str:
     return f"atom $m{draw(R)}, $a{x}"
 
 
+@st.composite
+def fp_op(draw: st.DrawFn) -> str:
+    """f32 scalars, pairs and pairs with a broadcast first source."""
+    d, x, y = (draw(st.integers(0, 15)) for _ in range(3))
+    op = draw(st.sampled_from(FP))
+    p, q, r = (draw(st.integers(0, 7)) * 2 for _ in range(3))
+    return draw(st.sampled_from([f"f32{op} $a{d}, $a{x}, $a{y}",
+                                 f"f32v2{op} $a{p}:{p + 1}, $a{q}:{q + 1}, $a{r}:{r + 1}",
+                                 f"f32v2{op} $a{p}:{p + 1}, $a{x}:B, $a{r}:{r + 1}"]))
+
+
+@st.composite
+def csr_op(draw: st.DrawFn, worker: bool) -> list[str]:
+    """get/put of the context's CSRs (now and then an index it lacks), and
+    on workers uget/uput of the upper space, $FP_CTL most often."""
+    r = draw(R)
+    space = draw(st.integers(0, 2 if worker else 1))
+    names = sorted(csr_names(not worker, space == 2, Arch.IPU1))
+    index = draw(st.one_of(st.sampled_from(names), st.sampled_from(names), st.sampled_from(names),
+                           st.integers(0, 255)))
+    if space == 0:
+        return [f"get $m{r}, {index}"]
+    if space == 1:
+        if not worker and draw(st.booleans()):  # $FP_ICTL: what workers start with
+            return [f"setzi $m{r}, {draw(st.sampled_from(FP_CTLS)) & 0xFFFFF}", f"put 0x20, $m{r}"]
+        return [f"put {index}, $m{r}"]
+    a = draw(st.integers(0, 14))
+    if draw(st.booleans()):
+        return [f"uget $a{a}, {index}"]
+    if draw(st.booleans()):
+        return [f"setzi $a{a}, {draw(st.sampled_from(FP_CTLS)) & 0xFFFFF}", f"uput 2, $a{a}"]
+    return [f"uput {index}, $a{a}"]
+
+
+@st.composite
+def rpt_loop(draw: st.DrawFn) -> list[str]:
+    """An rpt of bundles (integer or memory main halves, $a logic or f32
+    aux halves), its count immediate or from a register (the assembler
+    refuses other bodies; the edge test runs solo instructions in one)."""
+    n = draw(st.integers(1, 3))
+    mains = st.one_of(integer_op(), st.sampled_from(["ld32step $m3, $m13, $m8+=, 1", "st32step $m2, $m13, $m8+=, 1",
+                                                     "ld32 $m4, $m13, $m9, 1"]))
+    bundles = [f"{{ {draw(mains)} ; {draw(st.one_of(aux_op(True), fp_op()))} }}" for _ in range(n)]
+    size = n - 1
+    count = draw(st.one_of(st.integers(0, 6), st.just(f"$m{draw(R)}")))
+    return [".align 8", draw(integer_op()), f"rpt {count}, {size}", *bundles]
+
+
 class Program:
     """Labels for the blocks of one random program."""
 
@@ -140,11 +194,15 @@ class Program:
 
 @st.composite
 def block(draw: st.DrawFn, p: Program, base: int, worker: bool, depth: int = 0) -> list[str]:
-    ops = [integer_op(), memory_op(base, worker)] + ([aux_op()] if worker else [])
+    ops = [integer_op(), memory_op(base, worker)] + ([aux_op(), fp_op()] if worker else [])
     straight = st.lists(st.one_of(*ops), min_size=1, max_size=4)
-    kind = draw(st.integers(0, 9 if depth < 2 else 4))
+    kind = draw(st.integers(0, 11 if depth < 2 else 4))
     if kind <= 4:
         return draw(straight)
+    if kind == 10:
+        return draw(csr_op(worker))
+    if kind == 11:
+        return draw(rpt_loop()) if worker else draw(csr_op(worker))
     if kind == 5:  # a forward branch over a block
         skip = p.label("skip")
         test = draw(st.sampled_from(["brz", "brnz", "brneg", "brpos"]))
@@ -239,6 +297,7 @@ def _same(a: Ipu, b: Ipu, tiles: int) -> None:
     assert np.array_equal(ea.arrays.counters, eb.arrays.counters), "turns, instruction counts, turn order"
     assert np.array_equal(ea.arrays.fields, eb.arrays.fields), "PC, status, wait, delay"
     assert np.array_equal(ea.arrays.registers, eb.arrays.registers), "registers"
+    assert np.array_equal(ea.arrays.csrs, eb.arrays.csrs), "CSRs"
     window = a.tiles.window
     assert a.tiles.exchange.bytes[:tiles * window].tobytes() == b.tiles.exchange.bytes[:tiles * window].tobytes()
     assert a.tiles.exchange.take_dirty() == b.tiles.exchange.take_dirty()
@@ -270,7 +329,11 @@ def test_random_programs_run_the_same_native_and_in_python(source: str, profile:
 
 #: register values at the edges of every operation, and addresses near the data
 EDGES = [0, 1, 2, 3, 4, 5, 8, 16, 31, 32, 33, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFF8,
-         DATA, DATA + 1, DATA + 2, DATA + 4, DATA + 8, DATA + 16, 0x40000, 0x20000, 0x1FFFF0]
+         DATA, DATA + 1, DATA + 2, DATA + 4, DATA + 8, DATA + 16, 0x40000, 0x20000, 0x1FFFF0,
+         # f32: ±1, the largest, the smallest normal, a subnormal, ±infinity, NaN, 2**127 (products
+         # overflow), 2**-64 (products fall below the normals), 2**23, 1.5
+         0x3F800000, 0xBF800000, 0x7F7FFFFF, 0xFF7FFFFF, 0x00800000, 0x80800000, 0x00400000, 0x7F800000,
+         0xFF800000, 0x7FC00000, 0x7F000000, 0x1F800000, 0x4B000000, 0x3FC00000]
 NATIVE_ROWS = sorted((r for r in ROWS if r.variant in SEMANTICS and SEMANTICS[r.variant].native),
                      key=lambda r: r.variant)
 #: halves of bundles: co-issuable main- and aux-lane rows a worker may run
@@ -293,6 +356,9 @@ def operand_value(draw: st.DrawFn, kind: Kind, width: int) -> int:
         return draw(st.one_of(edge, st.integers(-(1 << (width - 1)), (1 << (width - 1)) - 1)))
     if kind is Kind.TOP12:
         return draw(st.integers(0, 0xFFF)) << 20
+    if kind in (Kind.CSR, Kind.UPPER_CSR):  # mostly registers a context has
+        names = {i for sup in (True, False) for i in csr_names(sup, kind is Kind.UPPER_CSR, Arch.IPU1)}
+        return draw(st.one_of(st.sampled_from(sorted(names)), st.integers(0, (1 << width) - 1)))
     if kind is Kind.TARGET:
         targets = st.integers(0, (1 << width) - 1).map(lambda v: 4 * v)
         return draw(st.one_of(st.sampled_from([0x40000, 0x40008]), targets))
@@ -300,10 +366,25 @@ def operand_value(draw: st.DrawFn, kind: Kind, width: int) -> int:
     return draw(st.one_of(st.sampled_from(edges), st.integers(0, (1 << width) - 1)))
 
 
-def _one_turn(ipu: Ipu, words: list[int], context: int, registers: list[int]) -> None:
+def _one_turn(ipu: Ipu, words: list[int], context: int, registers: list[int], pick: random.Random) -> None:
     ex = ipu.execution
     t = ex.state(0)
     c = t.contexts[context]
+    # CSRs, $FP_CTL/$FP_STS, the other contexts' status, a running rpt
+    # and the exits' Boolean at edges too (for get/put, run/runall, rpt
+    # bodies and f32 flags)
+    ex.arrays.csrs[0] = [[pick.choice(EDGES) if pick.random() < 0.5 else 0 for _ in range(native.CSRS)]
+                         for _ in range(len(t.contexts))]
+    idle = pick.random() < 0.5  # every other context inactive (runall may start them)
+    for other in t.contexts:
+        other.upper[2] = pick.choice(FP_CTLS)
+        other.upper[0] = pick.choice([0, 0, pick.randrange(8)])  # $FP_STS: mostly clear, so new flags show
+        other.status = Status.INACTIVE if idle else pick.choice([Status.INACTIVE, Status.ACTIVE, Status.EXCEPTED])
+    if pick.random() < 0.3:
+        first = pick.choice([0x40000, 0x40008, 0x3FFF8])
+        c.repeat = Repeat(first, first + 8 * pick.randrange(1, 3), pick.randrange(3))
+    t.link = pick.randrange(2)
+    t.count_offset = pick.choice([0, 5, -3, 1 << 32, (1 << 32) - 1])
     for i, word in enumerate(words):
         ipu.tiles.write(0, 0x40000 + 4 * i, word.to_bytes(4, "little"))
     for at in range(0, 4 * WORDS, 4):
@@ -333,8 +414,42 @@ def test_every_native_instruction_agrees_with_python_at_the_edges(rows: tuple[Ro
     context = data.draw(st.integers(1, 6)) if workers_only else data.draw(st.sampled_from([0, 1]))
     if context == 1 and not row.context & Context.WORKER:
         context = 0
-    pick = random.Random(data.draw(st.integers(0, 1 << 32)))
+    seed = data.draw(st.integers(0, 1 << 32))
+    pick = random.Random(seed)
     registers = [pick.choice(EDGES) if pick.random() < 0.7 else pick.getrandbits(32) for _ in range(native.REGISTERS)]
+    _one_turn_both_ways(words, context, registers, seed)
+
+
+#: the forms that start and stop workers, repeat, and compute in f32, and
+#: bundles whose aux half is f32: many more turns each than above
+FOCUS_ROWS = [r for r in NATIVE_ROWS if SEMANTICS[r.variant].native.partition(".")[0] in
+              ("run", "runall", "exit", "rptm", "rpti", "f32", "f32v2", "f32v2b")]
+F32_EDGES = [v for v in EDGES if v >> 23 & 0xFF] + [0, 0x80000000, 0x3F800001, 0x20800000] + [
+    0x7F7FFFFF, 0xFF7FFFFF, 0x7F000000, 0x7E800000]  # large ones twice: products and sums overflow
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.one_of(st.tuples(st.sampled_from(FOCUS_ROWS)),
+                 st.tuples(st.sampled_from(MAIN_HALVES), st.sampled_from([r for r in AUX_HALVES if r in FOCUS_ROWS]))),
+       st.data())
+def test_workers_rpt_and_f32_agree_with_python_at_the_edges(rows: tuple[Row, ...], data: st.DataObject) -> None:
+    """run, runall, the exits, rpt and f32 (alone, and as the aux half of
+    a bundle), with $a holding f32 values from the edges (largest,
+    smallest normals, their products' overflow and underflow, NaN,
+    infinities, zeros) and $FP_CTL enabling exceptions, rounding modes,
+    NANOO."""
+    words = [encode_row(row, [data.draw(operand_value(op.kind, op.width)) for op in row.operands], len(rows) == 2)
+             for row in rows]
+    context = data.draw(st.integers(0, 6)) if rows[0].context & Context.SUPERVISOR else data.draw(st.integers(1, 6))
+    seed = data.draw(st.integers(0, 1 << 32))
+    pick = random.Random(seed)
+    registers = [pick.choice(EDGES) for _ in range(16)] + [pick.choice(F32_EDGES) for _ in range(16)]
+    _one_turn_both_ways(words, context, registers, seed)
+
+
+def _one_turn_both_ways(words: list[int], context: int, registers: list[int], seed: int, turns: int = 0) -> None:
+    """_one_turn on an ipu1 with the native loop and one without, after
+    ``turns`` turns of the tile's clock; the same state afterwards."""
     ipus = []
     for use_native in (True, False):
         ipu = _IPUS.get(("edge", use_native))
@@ -345,9 +460,31 @@ def test_every_native_instruction_agrees_with_python_at_the_edges(rows: tuple[Ro
             _record_exceptions(ipu)
         ipu.reset()
         RAISED[id(ipu)].clear()
-        _one_turn(ipu, words, context, registers)
+        ipu.execution.state(0).turns = turns
+        _one_turn(ipu, words, context, registers, random.Random(seed))
         ipus.append(ipu)
     _same(ipus[0], ipus[1], 1)
+
+
+_CSR_ROWS = {r.variant: r for r in NATIVE_ROWS if r.mnemonic in ("get", "put", "uget", "uput")}
+
+
+@pytest.mark.parametrize("variant", sorted(_CSR_ROWS))
+def test_every_csr_access_agrees_with_python(variant: str) -> None:
+    """get, put, uget and uput of every index, on the supervisor and on a
+    worker, after some turns and with a running rpt (what $SCOUNT, $COUNT
+    and $REPEAT_* read), at register and CSR values from the edges."""
+    row = _CSR_ROWS[variant]
+    pick = random.Random(variant)
+    for index in range(256):
+        for context in (0, 3):
+            if not row.context & (Context.WORKER if context else Context.SUPERVISOR):
+                continue
+            register = pick.randrange(1, 15)
+            csr_first = row.operands[0].kind in (Kind.CSR, Kind.UPPER_CSR)
+            word = encode_row(row, [index, register] if csr_first else [register, index], False)
+            registers = [pick.choice(EDGES) for _ in range(native.REGISTERS)]
+            _one_turn_both_ways([word], context, registers, pick.randrange(1 << 32), 1000 + index)
 
 
 def test_the_native_loop_takes_the_turns_it_can() -> None:
@@ -359,13 +496,35 @@ def test_the_native_loop_takes_the_turns_it_can() -> None:
     assert ipu.execution.instructions == 2 + 3 * 101
     loop = ipu.execution._loop
     assert loop is not None and loop.retired == 2 + 3 * 101  # every one (the trap faults: Python's turn)
-    bundles = "\n".join([".text 0x40000", ".supervisor", "_start:", "setzi $m0, worker", "setzi $m1, 0x60000",
-                          "run $m0, $m1, 0", "sync 2", "trap 0", ".worker", ".align 8", "worker:", "setzi $m1, 10",
-                          ".align 8", "loop:", "{ add $m2, $m2, $m1 ; or $a1, $a1, 3 }", "brnzdec $m1, loop",
-                          "exitz $m15"])
-    ipu = _run("ipu1", bundles, [bytes(4 * WORDS)], [10_000], True, fresh=True)
-    ex = ipu.execution  # Python's: run and exitz (the trap faults)
-    assert ex._loop is not None and ex._loop.retired == ex.instructions - 2 >= 11 * 3  # a bundle counts two
+    kernel = "\n".join([".text 0x40000", ".supervisor", "_start:", "setzi $m0, worker", "setzi $m1, 0x60000",
+                         "put 0x20, $m15", "runall $m0, $m1, 0", "sync 2", "get $m2, 0x01", "trap 0",
+                         ".worker", ".align 8", "worker:", "ld32 $a0, $m13, $m15, 0", "rpt 10, 1",
+                         "{ add $m2, $m2, 1 ; f32add $a1, $a1, $a0 }",
+                         "{ ld32 $m4, $m13, $m15, 0 ; f32mul $a2, $a0, $a0 }",
+                         "uget $a3, 0", "exitz $m15"])
+    ipu = _run("ipu1", kernel, [struct.pack("<f", 1.0) + bytes(4 * WORDS - 4)], [10_000], True, fresh=True)
+    ex = ipu.execution  # runall, sync 2, get, rpt and its bundles, f32, uget, exitz: all native (the trap faults)
+    assert ex._loop is not None and ex._loop.retired == ex.instructions == 6 + 6 * (2 + 10 * 4 + 2)
+    for worker in ex.state(0).contexts[1:]:
+        assert (worker.m[2], worker.a[1], worker.a[2], worker.exit_status) == (10, 0x41200000, 0x3F800000, 1)
+    assert ex.state(0).supervisor.m[2] == 1  # $SSR.LC: every worker exited with 1
+
+
+def test_an_f32_aux_half_flags_overflow_in_the_native_loop() -> None:
+    """A bundle's aux half runs on copies first (executor.c, issue): its
+    $FP_STS flag must still land, beside the main half's result."""
+    program = assemble("\n".join([".text 0x40000", ".worker", ".align 8",
+                                   "{ add $m1, $m1, $m2 ; f32mul $a0, $a1, $a2 }"]))
+    data = bytes(program.sections[0].data)
+    words = [int.from_bytes(data[i:i + 4], "little") for i in (0, 4)]
+    registers = [0, 5, 7] + [0] * 14 + [0x7F000000, 0x7F000000] + [0] * 13
+    edge = _IPUS.get(("edge", True))
+    before = edge.execution._loop.retired if edge is not None and edge.execution._loop is not None else 0
+    _one_turn_both_ways(words, 1, registers, seed=0)  # this seed: $FP_CTL 0, $FP_STS 0
+    ex = _IPUS["edge", True].execution
+    worker = ex.state(0).contexts[1]
+    assert (worker.m[1], worker.a[0], worker.upper[0]) == (12, 0x7F800000, 4)  # +infinity, OFLO
+    assert ex._loop is not None and ex._loop.retired - before == ex.instructions == 2
 
 
 def test_every_native_form_a_rule_names_is_the_c_loops() -> None:

@@ -66,6 +66,24 @@ _start:
         minus5, 1, 0, 1, 1, 5, minus5, 29, bin(minus5).count("1"), 5]
 
 
+def test_abs_of_the_most_negative_integer_is_zero() -> None:
+    """Graphcore's LLVM back end: the abs instruction returns 0 for INT_MIN
+    (ColossusISelLowering.cpp, why ISD::ABS is not legal there)."""
+    ipu = run("""
+.text
+.supervisor
+_start:
+  setzi $m1, 1
+  shl $m1, $m1, 31
+  abs $m2, $m1
+  sub $m3, 0, $m1
+  add $m3, $m3, 1
+  abs $m4, $m3
+  trap 0
+""")
+    assert [m(ipu, 0, r) for r in (2, 3, 4)] == [0, 0x80000001, 0x7FFFFFFF]
+
+
 def test_loads_and_stores_of_every_width_and_step_forms() -> None:
     ipu = run("""
 .text 0x40000
