@@ -43,7 +43,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         device.set_ipu_id(args.ipu)
         count = device.read_register("TILE_COUNT")
         tiles = parse_tiles(args.tiles, count) if args.tiles else list(range(count))
-        device.load_elf(data, tiles)
+        device.load_elf(image, tiles)  # parsed once, above: its entry is needed too
         device.start(image.entry, tiles)
         print(f"started {len(tiles)} tile{'s' if len(tiles) != 1 else ''} of ipu{args.ipu} at 0x{image.entry:x}")
         deadline = time.monotonic() + args.timeout
