@@ -19,7 +19,12 @@ Per server and round:
 - the sustained rate (MAILBOX_READ_ONLY) with 1, 2, 8 and 64 client
   processes, placed by the scheduler;
 - during each rate run, the server's CPU time (cpu_ns: every thread's time
-  on a CPU, as schedstat counts it) over the ioctls the clients made.
+  on a CPU, as schedstat counts it) over the ioctls the clients made;
+- then, for the servers that serve on one thread (classic, fast path, C
+  with one thread), the sustained rate with 1 and 8 clients placed as IPC
+  benchmarks place them: every thread of the server moved to CPU 1
+  (SERVER_CPU) and the clients pinned to CPU 0 (CLIENT_CPU); one client's
+  round trip is one over its rate.
 """
 from __future__ import annotations
 
@@ -51,6 +56,8 @@ URING_LOCK = "/tmp/ipufs-enable-uring.lock"
 CLIENTS = (1, 2, 8, 64)
 #: The client counts whose runs give the CPU-per-request rows.
 CPU_CLIENTS = (1, 8)
+#: The client counts of the rates with client and server pinned apart.
+PINNED_CLIENTS = (1, 8)
 
 
 class Unavailable(Exception):
@@ -107,14 +114,16 @@ class Variant:
     """One way ipufs serves requests: the `ipufs mount` options that choose
     it, the options whose presence shows that the path exists at all, what
     the mount root's attributes must begin with while it serves (an
-    attribute this ipufs does not have is not checked), and what the
-    machine needs while it runs."""
+    attribute this ipufs does not have is not checked), what the machine
+    needs while it runs, and whether one thread serves (then it is also
+    measured pinned to the servers' CPU)."""
 
     name: str
     options: tuple[Option, ...]
     requires: tuple[str, ...] = ()
     serves: tuple[tuple[str, str], ...] = ()
     setup: Callable[[], AbstractContextManager[None]] = nothing_to_set
+    one_thread: bool = True
 
     def label(self, options: tuple[str, ...] | None = None) -> str:
         """Its name and the options it is run with (default: all of its own)."""
@@ -130,8 +139,9 @@ VARIANTS = (
             serves=((FAST_PATH, "off"), (TRANSPORT, "/dev/fuse"))),
     Variant("fast path", (Option(("--uring", "off"), needed=False),), requires=("--no-fast-path",),
             serves=((FAST_PATH, "on"), (TRANSPORT, "/dev/fuse"))),
+    # a ring and a thread per CPU, each thread pinned to its ring's CPU
     Variant("io_uring", (Option(("--uring", "on")),), serves=((FAST_PATH, "on"), (TRANSPORT, "FUSE over io_uring")),
-            setup=uring_enabled),
+            setup=uring_enabled, one_thread=False),
 )
 
 
@@ -166,6 +176,25 @@ def cpu_ns(pid: int) -> int:
     return time.clock_gettime_ns(((~pid) << 3) | 2)  # the kernel's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
 
 
+def pin_process(pid: int, cpu: int) -> None:
+    """Every thread of process ``pid`` onto ``cpu`` (as `taskset -a -p`
+    does); a thread started later inherits its creator's CPU. Nothing on a
+    machine with one CPU."""
+    if (os.cpu_count() or 1) < 2:
+        return
+    moved: set[int] = set()
+    while True:  # again for threads started meanwhile
+        threads = {int(tid) for tid in os.listdir(f"/proc/{pid}/task")} - moved
+        if not threads:
+            return
+        for tid in threads:
+            try:
+                os.sched_setaffinity(tid, {cpu})
+            except ProcessLookupError:
+                pass  # it ended
+        moved |= threads
+
+
 @dataclass
 class Sample:
     """One server's figures in one round."""
@@ -175,9 +204,11 @@ class Sample:
     python: list[float]  # SET_IPU_ID round trips, ns, client on CPU 0
     rates: dict[int, float] = field(default_factory=dict)  # clients → ioctls/s
     cpu: dict[int, float] = field(default_factory=dict)  # clients → server CPU ns per ioctl
+    #: clients → ioctls/s, the server on CPU 1 and the clients on CPU 0 (one-thread servers only)
+    apart: dict[int, float] = field(default_factory=dict)
 
 
-def measure_server(binary: Path, mnt: Path, pid: int, n: int, seconds: float) -> Sample:
+def measure_server(binary: Path, mnt: Path, pid: int, n: int, seconds: float, one_thread: bool) -> Sample:
     for mode in ("ioctl", "ioctl-count"):  # warm up the server's caches
         run.run_client(binary, mode, mnt, 0, max(n // 8, 100), cpu=None)
     sample = Sample(run.run_client(binary, "ioctl-count", mnt, 0, n),
@@ -188,16 +219,22 @@ def measure_server(binary: Path, mnt: Path, pid: int, n: int, seconds: float) ->
         ioctls = run.rate(binary, mnt, clients, seconds, cpu=None) * seconds
         sample.cpu[clients] = (cpu_ns(pid) - before) / ioctls
         sample.rates[clients] = ioctls / seconds
+    if one_thread:  # last: the server stays where it is put until it stops
+        pin_process(pid, run.SERVER_CPU)
+        for clients in PINNED_CLIENTS:
+            sample.apart[clients] = run.rate(binary, mnt, clients, seconds, cpu=run.CLIENT_CPU)
     return sample
 
 
 @dataclass(frozen=True)
 class Server:
     """A server measured in every round: ``start`` mounts it and yields
-    its mount point and process id."""
+    its mount point and process id; ``one_thread``: one thread serves, so
+    it is also measured pinned apart from its clients."""
 
     name: str
     start: Callable[[], AbstractContextManager[tuple[Path, int]]]
+    one_thread: bool = False
 
 
 def ipufs_server(variant: Variant, options: tuple[str, ...]) -> Server:
@@ -214,11 +251,11 @@ def ipufs_server(variant: Variant, options: tuple[str, ...]) -> Server:
                 raise Unavailable(f"`ipufs mount {' '.join(options)}` failed: "
                                   f"{said[-1] if said else 'no message'}") from None
 
-    return Server(variant.name, start)
+    return Server(variant.name, start, variant.one_thread)
 
 
-def command_server(name: str, command: list[str]) -> Server:
-    return Server(name, lambda: run.fuse_server(command, None))
+def command_server(name: str, command: list[str], one_thread: bool = False) -> Server:
+    return Server(name, lambda: run.fuse_server(command, None), one_thread)
 
 
 C_ONE, C_CLONED, PY_FLOOR = "C, 1 thread", "C, cloned threads", "bare Python loop"
@@ -242,7 +279,8 @@ def rows(binary: Path, baseline: Path | None, smoke: bool) -> list[run.Row]:
         except Unavailable as exc:
             unavailable[variant.name] = str(exc)
     if baseline is not None:
-        servers += [command_server(C_ONE, [str(baseline)]), command_server(C_CLONED, [str(baseline), "--mt"])]
+        servers += [command_server(C_ONE, [str(baseline)], one_thread=True),
+                    command_server(C_CLONED, [str(baseline), "--mt"])]
     servers.append(command_server(PY_FLOOR, [sys.executable, str(HERE / "python_floor.py")]))
     samples: dict[str, list[Sample]] = {server.name: [] for server in servers}
     for r in range(rounds):
@@ -251,7 +289,7 @@ def rows(binary: Path, baseline: Path | None, smoke: bool) -> list[run.Row]:
                 continue
             try:
                 with server.start() as (mnt, pid):
-                    samples[server.name].append(measure_server(binary, mnt, pid, n, seconds))
+                    samples[server.name].append(measure_server(binary, mnt, pid, n, seconds, server.one_thread))
             except Unavailable as exc:
                 unavailable[server.name] = str(exc)
                 samples[server.name] = []  # rounds measured before this one pair with nothing now
@@ -278,6 +316,16 @@ def _cpu(clients: int) -> Callable[[Sample], float]:
     return lambda s: s.cpu[clients]
 
 
+def _apart(clients: int) -> Callable[[Sample], float]:
+    return lambda s: s.apart[clients]
+
+
+def _apart_trip(s: Sample) -> float:
+    """One client's mean round trip (ns), server and client pinned apart:
+    one over its rate."""
+    return 1e9 / s.apart[1]
+
+
 def _median(of: Callable[[Sample], float], form: Callable[[float], str]) -> Callable[[list[Sample]], str]:
     """The median over the rounds."""
     return lambda rounds: form(statistics.median(of(s) for s in rounds))
@@ -287,12 +335,18 @@ def _median(of: Callable[[Sample], float], form: Callable[[float], str]) -> Call
 class Figure:
     """A figure of the table: ``of`` a round's sample gives the number whose
     ratios are taken; ``show`` writes it for all the rounds; ``goals`` by
-    variant name."""
+    variant name; ``apart``: measured with server and clients pinned apart,
+    so only of the servers that serve on one thread."""
 
     name: str
     of: Callable[[Sample], float]
     show: Callable[[list[Sample]], str]
     goals: dict[str, str] = field(default_factory=dict)
+    apart: bool = False
+
+    def has(self, rounds: list[Sample]) -> bool:
+        """Whether these rounds measured it."""
+        return bool(rounds) and (not self.apart or all(s.apart for s in rounds))
 
 
 def _clients(n: int) -> str:
@@ -300,6 +354,7 @@ def _clients(n: int) -> str:
 
 
 _EQUAL = "p50 ≤ 1.0× C, 1 thread"
+_APART = "server pinned to CPU 1, clients to CPU 0"
 #: The goal of a faster path's figures that have none of their own.
 NO_REGRESSION = "no worse than classic"
 FIGURES = (
@@ -314,6 +369,10 @@ FIGURES = (
       for n in CLIENTS),
     *(Figure(f"server CPU per ioctl, {_clients(n)}", _cpu(n),
              _median(_cpu(n), lambda x: f"{x / 1000:.1f} µs")) for n in CPU_CLIENTS),
+    Figure(f"{_APART}: ioctl round trip (MAILBOX_READ_ONLY count), 1 client, mean (one over its rate)", _apart_trip,
+           _median(_apart_trip, run.us), apart=True),
+    *(Figure(f"{_APART}: sustained ioctls/s, {_clients(n)}", _apart(n), _median(_apart(n), lambda x: f"{x:,.0f}"),
+             apart=True) for n in PINNED_CLIENTS),
 )
 
 
@@ -325,13 +384,15 @@ def table(samples: dict[str, list[Sample]], unavailable: dict[str, str], labels:
     order; then one row per variant not available, saying why; then the
     classic path against the bare Python loop."""
     out: list[run.Row] = []
-    measured = [v for v in VARIANTS if samples.get(v.name)]
     for figure in FIGURES:
-        for variant in measured:
+        theirs = [c for c in c_servers if figure.has(samples[c])]
+        for variant in (v for v in VARIANTS if figure.has(samples.get(v.name, []))):
             ours = samples[variant.name]
-            if c_servers:
-                baseline = "; ".join(f"{c}: {figure.show(samples[c])}" for c in c_servers)
-                ratio = "; ".join(_ratios(ours, samples[c], figure.of) for c in c_servers)
+            if theirs:
+                baseline = "; ".join(f"{c}: {figure.show(samples[c])}" for c in theirs)
+                ratio = "; ".join(_ratios(ours, samples[c], figure.of) for c in theirs)
+            elif c_servers:  # a figure of the one-thread servers, and the C one is not among them
+                baseline, ratio = "—", "—"
             else:
                 baseline, ratio = "C libfuse3 server: not built (install libfuse3-dev)", "—"
             out.append(run.Row(f"{figure.name} — {labels[variant.name]}", figure.show(ours), baseline, ratio,

@@ -395,9 +395,6 @@ def measure(smoke: bool) -> list[Row]:
     import execution_daemon  # benchmarks/execution_daemon.py
 
     rows += [Row(*r) for r in execution_daemon.rows(smoke)]
-    import fast_path  # benchmarks/fast_path.py
-
-    rows += [Row(*r) for r in fast_path.rows(smoke)]
     return rows
 
 

@@ -54,7 +54,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
         device.set_ipu_id(args.ipu)
         count = device.read_register("TILE_COUNT")
         tiles = parse_tiles(args.tiles, count) if args.tiles else list(range(count))
-        device.load_elf(data, tiles)
+        device.load_elf(image, tiles)  # parsed once, above: its entry is needed too
         if args.brk is not None:  # IBRK on each supervisor (ENS), through injections: $m14 is overwritten
             for tile in tiles:
                 write_csr(device, tile, code.CSR_DBG_IBRK0_PC, args.brk)

@@ -99,9 +99,9 @@ def test_cpu_time_of_another_process_grows_as_it_works() -> None:
         child.communicate("\n", timeout=10)
 
 
-def _sample(rtt: float, rate: float, cpu: float) -> rp.Sample:
+def _sample(rtt: float, rate: float, cpu: float, apart: float | None = None) -> rp.Sample:
     return rp.Sample([rtt] * 3, [rtt] * 3, [rtt * 2] * 3, {n: rate for n in rp.CLIENTS},
-                     {n: cpu for n in rp.CPU_CLIENTS})
+                     {n: cpu for n in rp.CPU_CLIENTS}, {} if apart is None else {n: apart for n in rp.PINNED_CLIENTS})
 
 
 def test_the_table_gives_ratios_per_round_and_one_row_for_a_variant_not_available() -> None:
@@ -157,3 +157,45 @@ def test_without_libfuse3_the_baseline_column_says_it_was_not_built() -> None:
     rows = rp.table({"classic": [_sample(20_000, 50_000, 20_000)]}, {}, {"classic": "classic (no options)"}, [])
     assert rows and all(row.baseline == "C libfuse3 server: not built (install libfuse3-dev)" and row.ratio == "—"
                         for row in rows)
+
+
+def test_pinned_apart_rows_are_the_one_thread_servers_and_compare_with_the_one_thread_c_server() -> None:
+    samples = {
+        "classic": [_sample(20_000, 50_000, 20_000, 40_000), _sample(30_000, 40_000, 20_000, 50_000)],
+        "fast path": [_sample(10_000, 100_000, 5_000, 100_000), _sample(12_000, 120_000, 5_000, 125_000)],
+        "io_uring": [_sample(10_000, 150_000, 5_000), _sample(10_000, 150_000, 5_000)],
+        rp.C_ONE: [_sample(10_000, 100_000, 8_000, 50_000), _sample(10_000, 100_000, 8_000, 50_000)],
+        rp.C_CLONED: [_sample(10_000, 200_000, 10_000), _sample(10_000, 200_000, 10_000)],
+    }
+    labels = {"classic": "classic (`--no-fast-path`)", "fast path": "fast path (no options)",
+              "io_uring": "io_uring (`--uring on`)"}
+    rows = rp.table(samples, {}, labels, [rp.C_ONE, rp.C_CLONED])
+    apart = [row for row in rows if row.figure.startswith("server pinned to CPU 1, clients to CPU 0")]
+    assert [row.figure.split(" — ")[1] for row in apart] == [labels["classic"], labels["fast path"]] * 3
+    by_figure = {row.figure: row for row in apart}
+    trip = by_figure["server pinned to CPU 1, clients to CPU 0: ioctl round trip (MAILBOX_READ_ONLY count), 1 client, "
+                     "mean (one over its rate) — fast path (no options)"]
+    assert (trip.value, trip.baseline) == ("9.0 µs", "C, 1 thread: 20.0 µs")  # medians of 1/rate: 10 and 8 µs
+    assert trip.ratio == "0.45× (0.40–0.50)"
+    eight = by_figure["server pinned to CPU 1, clients to CPU 0: sustained ioctls/s, 8 clients — classic "
+                      "(`--no-fast-path`)"]
+    assert (eight.value, eight.baseline, eight.ratio) == ("45,000", "C, 1 thread: 50,000", "0.90× (0.80–1.00)")
+    # Without the one-thread C server's figures, the rows stand without a baseline.
+    alone = rp.table({k: v for k, v in samples.items() if k != rp.C_ONE}, {}, labels, [rp.C_CLONED])
+    assert {(row.baseline, row.ratio) for row in alone if row.figure.startswith("server pinned")} == {("—", "—")}
+
+
+def test_pinning_a_process_moves_every_thread_it_has() -> None:
+    if (os.cpu_count() or 1) < 2:
+        pytest.skip("one CPU: nothing to pin apart")
+    child = subprocess.Popen([sys.executable, "-c", "import threading, sys\n"
+                              "ts = [threading.Thread(target=sys.stdin.readline) for _ in range(3)]\n"
+                              "[t.start() for t in ts]\nprint(flush=True)\n[t.join() for t in ts]"],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None and child.stdout.readline() == "\n"
+        rp.pin_process(child.pid, 1)
+        threads = [int(t) for t in os.listdir(f"/proc/{child.pid}/task")]
+        assert len(threads) == 4 and all(os.sched_getaffinity(t) == {1} for t in threads)
+    finally:
+        child.communicate("\n\n\n", timeout=10)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from ipufs.abi import ioctls as abi
 from ipufs.abi import icu
+from ipufs.abi.elf import ElfImage
 from ipufs.abi.nodes import node_name
 from ipufs.client.where import default_root
 from ipufs.abi.registers import REGISTERS, TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiCommand, TdiResult
@@ -122,10 +123,11 @@ class Device:
         EIO: also a DBG_IEXEC while the last is BUSY)."""
         os.pwrite(self.fd, (value & 0xFFFFFFFF).to_bytes(4, "little"), self.tile_register_offset(tile, reg))
 
-    def load_elf(self, data: bytes, tiles: Iterable[int] | None = None) -> int:
-        """Load an elf32-colossus file's segments into ``tiles`` (default
-        all) through their exchange BAR windows; returns the bytes written
-        per tile. LoadError or ElfError, with nothing written, when a
+    def load_elf(self, data: bytes | ElfImage, tiles: Iterable[int] | None = None) -> int:
+        """Load an elf32-colossus file's segments (from its bytes, or from
+        the image ipufs.abi.elf.read_elf made of them) into ``tiles``
+        (default all) through their exchange BAR windows; returns the bytes
+        written per tile. LoadError or ElfError, with nothing written, when a
         segment breaks the tile memory rules (docs/isa.md, "Loading")."""
         from ipufs.client.loader import load_elf
 

@@ -119,14 +119,16 @@ def parse_tiles(text: str, count: int | None = None) -> list[int]:
     return tiles
 
 
-def load_elf(device: Device, data: bytes, tiles: Iterable[int] | None = None) -> list[Placement]:
-    """Load an elf32-colossus file into ``tiles`` (default: every tile) of
-    ``device``; returns what was written to each tile. Raises LoadError
-    (or elf.ElfError for a file that is no such ELF) before writing
-    anything."""
+def load_elf(device: Device, data: bytes | elf.ElfImage, tiles: Iterable[int] | None = None) -> list[Placement]:
+    """Load an elf32-colossus file (its bytes, or the image elf.read_elf
+    made of them, which a caller that needs the entry has already) into
+    ``tiles`` (default: every tile) of ``device``; returns what was
+    written to each tile. Raises LoadError (or elf.ElfError for a file
+    that is no such ELF) before writing anything."""
+    image = data if isinstance(data, elf.ElfImage) else elf.read_elf(data)
     memory = TileMemoryMap.of(device)
     chosen = list(range(memory.tiles)) if tiles is None else list(tiles)
-    placements = plan(elf.read_elf(data), memory, chosen)
+    placements = plan(image, memory, chosen)
     for tile in chosen:
         at = memory.window_start(tile)
         for p in placements:

@@ -150,32 +150,37 @@ class DeviceNodes(MappedStoreRequests):
 
     def write(self, req: rq.Write) -> rp.Written:
         node = self._file(req.fh).node
+        offset, data = req.offset, req.data
         if node.region in REGISTERS:
             self._see_mapped_stores(node.ipu, req.unique, node.ino)
-            rest = self._written_back(node, req)
-            if rest is not None:
-                if len(rest.data):
-                    self._cleared.add(req.unique)  # retrieved already
-                    self.write(rest)
-                return rp.Written(len(req.data))
+            skip = self._written_back(node, req)
+            if skip:  # a writeback: what lies past the watched pages is stored, and it is all written
+                if skip < len(data):
+                    self._store(node, req.ctx.pid, offset + skip, data[skip:])
+                return rp.Written(len(data))
+        return rp.Written(self._store(node, req.ctx.pid, offset, data))
+
+    def _store(self, node: Node, pid: int, offset: int, data: memoryview) -> int:
+        """A client's write of ``data`` at ``offset`` of ``node``, into the
+        model: once per WRITE request; the bytes taken."""
         ipu = self.devices.ipus[node.ipu]
         memory = ipu.memory[node.region]
-        if req.offset >= memory.size and len(req.data):
+        if offset >= memory.size and len(data):
             # The same answer a sealed memfd gives: the BAR cannot grow.
             raise FUSEError(errno.EPERM, "write past the end of a BAR")
         self._count_access(node.ipu)
         if node.region is Region.CONFIG:
             if self.tracer.enabled:
-                self.tracer.emit(events.RegisterWrite(node.ipu, req.ctx.pid, req.offset, bytes(req.data)))
-            n = self.driver.write_config(node.ipu, req.ctx.pid, req.offset, req.data)
+                self.tracer.emit(events.RegisterWrite(node.ipu, pid, offset, bytes(data)))
+            n = self.driver.write_config(node.ipu, pid, offset, data)
         elif node.region is Region.MAILBOX:
             if self.tracer.enabled:
-                self.tracer.emit(events.MailboxWrite(node.ipu, req.ctx.pid, req.offset, bytes(req.data[:64])))
-            n = ipu.write_mailbox(req.offset, req.data)
+                self.tracer.emit(events.MailboxWrite(node.ipu, pid, offset, bytes(data[:64])))
+            n = ipu.write_mailbox(offset, data)
         else:
-            n = memory.write(req.offset, req.data)
+            n = memory.write(offset, data)
         self.work.done(node.ipu, node.region in REGISTERS)  # touched: a client wrote registers
-        return rp.Written(n)
+        return n
 
     def release(self, f: OpenFile, fh: int) -> None:
         if self.tracer.enabled:

@@ -48,20 +48,17 @@ class MappedStoreRequests:
         stores.wait_for(ipu, unique, ino)
         raise Postponed
 
-    def _written_back(self, node: Node, req: rq.Write) -> rq.Write | None:
-        """For a writeback of ``node``'s watched pages (page-cache mode):
-        the part of it past them, to store as written (an empty write when
-        none), since in those pages the words clients stored were just
-        retrieved and the rest is an old copy of the device's words. None
-        for any other write."""
+    def _written_back(self, node: Node, req: rq.Write) -> int:
+        """How many of a write's first bytes to leave out: for a writeback
+        of ``node``'s watched pages (page-cache mode), those that lie in
+        them, since there the words clients stored were just retrieved and
+        the rest is an old copy of the device's words; 0 for any other
+        write."""
         watched = watched_end(node.region)
         if not (req.write_flags & abi.WRITE_CACHE and req.offset < watched and self.mapping.stores is not None
                 and self.use.users.get(node.ipu)):
-            return None
-        skip = watched - req.offset
-        if skip >= len(req.data):
-            return rq.Write(req.unique, req.nodeid, req.ctx, req.fh, watched, memoryview(b""), 0, req.flags)
-        return rq.Write(req.unique, req.nodeid, req.ctx, req.fh, watched, req.data[skip:], 0, req.flags)
+            return 0
+        return min(watched - req.offset, len(req.data))
 
     def reply_may_wait(self, req: rq.Request) -> bool:
         """Every reply but READ's and WRITE's, and also a WRITE (not a

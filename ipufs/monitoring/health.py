@@ -36,9 +36,14 @@ class IpuHealth:
 def check(root: Path, index: int) -> IpuHealth:
     """Read IPU ``index``'s STATUS and ERROR_STATE (pread on ipuN, as a
     tool reads them) and judge them."""
-    r = devices.registers(root, index)
-    status = Status(r["STATUS"], r["ERROR_STATE"])
-    return IpuHealth(index, r["BOARD_IPU_INDEX"], status, of_status(status))
+    return judged(index, devices.registers(root, index))
+
+
+def judged(index: int, registers: dict[str, int]) -> IpuHealth:
+    """The verdict on IPU ``index`` from its config registers as
+    devices.registers read them."""
+    status = Status(registers["STATUS"], registers["ERROR_STATE"])
+    return IpuHealth(index, registers["BOARD_IPU_INDEX"], status, of_status(status))
 
 
 def report(verdicts: list[IpuHealth]) -> str:

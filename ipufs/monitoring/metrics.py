@@ -53,10 +53,13 @@ class IpuCollector(Collector):
         yield from g.all()
 
     def _one(self, index: int, g: _Families) -> None:
-        # Every read first: an IPU that fails half-way adds no series at all.
-        text = {f.key: f.text for f in info.fields(self.root, index)}
-        verdict = health.check(self.root, index)
+        # Every read first, each once: an IPU that fails half-way adds no
+        # series at all, and the attributes, the verdict and the counters
+        # come from the same reading.
+        registers = devices.registers(self.root, index)
         view = devices.daemon_view(self.root, index) or {}
+        text = {f.key: f.text for f in info.fields_from(self.root, index, registers, view)}
+        verdict = health.judged(index, registers)
         labels = [str(index), text["board type"], text["board serial number"], text["pci id"]]
         g.healthy.add_metric(labels, 1 if verdict.health.healthy else 0)
         for name, bit in CONDITIONS.items():

@@ -80,12 +80,17 @@ def registers(root: Path, index: int) -> dict[str, int]:
             for name, r in REGISTERS.items() if r.offset + 4 <= len(data)}
 
 
-def icu(root: Path, index: int, op: int, *args: int) -> tuple[int, ...] | None:
-    """The ICU's answer to one request; None when it refuses the request
-    or does not answer (ETIMEDOUT: an ICU timeout, docs/faults.md)."""
+def icu(root: Path, index: int, *requests: tuple[int, ...]) -> list[tuple[int, ...] | None]:
+    """The ICU's answers to ``requests`` (each an op and its arguments),
+    made in turn on one open of IPU ``index``; None for a request it
+    refuses or does not answer (ETIMEDOUT: an ICU timeout, docs/faults.md)."""
+    with Device(index, root) as dev:
+        return [_icu_answer(dev, op, *args) for op, *args in requests]
+
+
+def _icu_answer(dev: Device, op: int, *args: int) -> tuple[int, ...] | None:
     try:
-        with Device(index, root) as dev:
-            answer = dev.icu_transfer((op_word(op), *args, *([0] * (4 - len(args)))))
+        answer = dev.icu_transfer((op_word(op), *args, *([0] * (4 - len(args)))))
     except IoctlError as exc:
         if exc.errno == errno.ETIMEDOUT:
             return None

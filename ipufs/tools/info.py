@@ -53,22 +53,26 @@ def _version(word: int) -> tuple[int, int, int]:
 
 def fields(root: Path, index: int) -> list[Field]:
     """gc-info --device-info's attributes of IPU ``index``."""
-    r = devices.registers(root, index)
+    return fields_from(root, index, devices.registers(root, index), devices.daemon_view(root, index))
+
+
+def fields_from(root: Path, index: int, r: dict[str, int], view: dict[str, Any] | None) -> list[Field]:
+    """The attributes of IPU ``index`` given its config registers ``r``
+    (devices.registers) and the daemon's view of it (devices.daemon_view),
+    read once by a caller that needs them too; the ICU and the ipuN_mem
+    node are read here."""
     icu_down = bool(r["STATUS"] & STATUS_ICU_UNRESPONSIVE)
-    fw = None if icu_down else devices.icu(root, index, Op.READ_FIRMWARE_VERSION)
-    boot = None if icu_down else devices.icu(root, index, Op.READ_IMAGE_VERSION, 2)
-    power = None if icu_down else devices.icu(root, index, Op.READ_POWER)
-    temperature = None if icu_down else devices.icu(root, index, Op.READ_TEMPERATURE)
+    asked = ((Op.READ_FIRMWARE_VERSION,), (Op.READ_IMAGE_VERSION, 2), (Op.READ_POWER,), (Op.READ_TEMPERATURE,))
+    fw, boot, power, temperature = [None] * len(asked) if icu_down else devices.icu(root, index, *asked)
     # The ICU answers (major | minor << 16, patch); None while it does not.
     # Versions are in config space too: while the ICU is silent, say those.
     firmware = (fw[1] & 0xFFFF, fw[1] >> 16, fw[2]) if fw else _version(r["FIRMWARE_VERSION"])
     loader = (boot[1] & 0xFFFF, boot[1] >> 16, boot[2]) if boot else _version(r["BOOTLOADER_VERSION"])
     bootloader = ".".join(map(str, loader))
     error = r["ERROR_STATE"]
-    view = devices.daemon_view(root, index) or {}
-    attached = view.get("attached")
+    attached = (view or {}).get("attached")
     mem = os.stat(root / f"ipu{index}_mem")
-    session_use = view.get("session_use")
+    session_use = (view or {}).get("session_use")
     board = BOARD_NAMES.get(r["BOARD_TYPE"], "unknown")
     out = [
         _field("id", index),

@@ -26,16 +26,15 @@
  * runs), and read once per mount from /proc/self/mountinfo. Only files
  * that pass the cheap checks cost that extra statx; it is asked with
  * AT_STATX_DONT_SYNC, so FUSE answers from the kernel's cache without a
- * round trip to the daemon.
+ * round trip to the daemon. A stat by path that already asked for the
+ * unique id (ipufs_compat.c, after such a file) is judged from its own
+ * answer (is_node_statx).
  *
  * On kernels without unique mount ids (or where statx is filtered), the
  * filesystem's magic (fstatfs) tells FUSE from the rest, and a FUSE
  * device number's answer is kept as before: there, only a FUSE mount of
  * another kind that takes a departed ipufs mount's number (or the
  * reverse) is misjudged (docs/compat.md). */
-#ifndef STATX_MNT_ID_UNIQUE
-#define STATX_MNT_ID_UNIQUE 0x00004000U
-#endif
 #define FUSE_SUPER_MAGIC 0x65735546
 /* ipufs/daemon/config.py MAX_IPUS: no node has a number from here on. */
 #define MAX_IPUS 4096
@@ -137,11 +136,27 @@ static int ask_mount(int dirfd, const char *path, int flags, dev_t dev, ino_t in
     return remembered(by_fuse_minor, (uint64_t)minor(dev) + 1, minor(dev));
 }
 
+int may_be_node(dev_t dev, mode_t mode, ino_t ino)
+{
+    return S_ISREG(mode) && ino >= FIRST_NODE_INO && ino < NODES_END_INO && major(dev) == 0;
+}
+
+int is_node_statx(const struct statx *stx)
+{
+    dev_t dev = makedev(stx->stx_dev_major, stx->stx_dev_minor);
+    if (!may_be_node(dev, stx->stx_mode, stx->stx_ino))
+        return 0;
+    int saved = errno;
+    int node = remembered(by_mount, mnt_id_of(stx), minor(dev));
+    errno = saved;
+    return node;
+}
+
 /* Whether the file a stat call of (dirfd, path, flags) described as
  * (dev, mode, ino) is an ipufs node. The caller's errno stays as it was. */
 int is_node_at(int dirfd, const char *path, int flags, dev_t dev, mode_t mode, ino_t ino)
 {
-    if (!S_ISREG(mode) || ino < FIRST_NODE_INO || ino >= NODES_END_INO || major(dev) != 0 || !path)
+    if (!may_be_node(dev, mode, ino) || !path)
         return 0;
     int saved = errno;
     int node = ask_mount(dirfd, path, flags, dev, ino);

@@ -25,6 +25,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -158,15 +159,122 @@ EXPORT int ioctl(int fd, unsigned long request, ...)
 }
 
 /* --- stat ----------------------------------------------------------------- */
+/* A stat by path of a file that may be a node (compat_nodes.c's cheap
+ * checks pass: a regular file with a node's inode number on an anonymous
+ * device) needs its mount too. After such a file, the next stat by path
+ * is asked as one statx that also asks for the unique id of the file's
+ * mount (the kernel's stat is itself a statx of the basic fields with
+ * AT_NO_AUTOMOUNT, fs/stat.c vfs_fstatat, so the answers and errors are
+ * the same), and the caller's struct stat filled from it as the kernel's
+ * stat fills it: a run of such files costs one call each. Otherwise the
+ * real call is made, as without the library, and a file that turns out
+ * to need the check is asked again (is_node_at). What is remembered is
+ * only which of the two calls to make first, never an answer, so it may
+ * be shared by all threads and wrong at no cost but a call. Where statx
+ * cannot serve (refused: ENOSYS, or EPERM from a seccomp profile; a
+ * kernel without unique mount ids; flags stat does not take; no buffer),
+ * the real call is made every time. */
+#define STAT_FLAGS (AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT | AT_EMPTY_PATH)
+#define REAL_CALL (-2)
+static _Atomic int no_single_statx;
+static _Atomic int last_may_be_node;
+
+static void remember_may_be_node(int may)
+{
+    if (atomic_load_explicit(&last_may_be_node, memory_order_relaxed) != may)
+        atomic_store_explicit(&last_may_be_node, may, memory_order_relaxed);
+}
+
+/* Whether ``p`` is NULL, asked so that the compiler cannot answer it from
+ * libc's nonnull declarations (a caller may pass NULL all the same, and
+ * the kernel's answer is then EFAULT, which the real call gives). */
+static int is_null(const void *p)
+{
+    __asm__("" : "+r"(p));
+    return p == NULL;
+}
+
+/* 0 with ``stx`` filled, -1 with errno set (the call's answer), or
+ * REAL_CALL: make the real call instead (errno as it was). */
+static int stat_once(int dirfd, const char *path, int flags, struct statx *stx)
+{
+    if (!atomic_load_explicit(&last_may_be_node, memory_order_relaxed)
+        || atomic_load_explicit(&no_single_statx, memory_order_relaxed) || is_null(path) || (flags & ~STAT_FLAGS))
+        return REAL_CALL;
+    int saved = errno;
+    if (syscall(SYS_statx, dirfd, path, flags | AT_NO_AUTOMOUNT, STATX_BASIC_STATS | STATX_MNT_ID_UNIQUE, stx)
+        == 0) {
+        if (stx->stx_mask & STATX_MNT_ID_UNIQUE)
+            return 0;
+        atomic_store_explicit(&no_single_statx, 1, memory_order_relaxed); /* before Linux 6.8 */
+        return REAL_CALL;
+    }
+    if (errno == ENOSYS
+        || (errno == EPERM && syscall(SYS_statx, AT_FDCWD, "/", AT_NO_AUTOMOUNT, STATX_TYPE, stx) != 0)) {
+        atomic_store_explicit(&no_single_statx, 1, memory_order_relaxed); /* statx itself refused */
+        errno = saved;
+        return REAL_CALL;
+    }
+    if (errno == EPERM) {
+        errno = saved;
+        return REAL_CALL; /* a file system's own EPERM: the real call says it too */
+    }
+    return -1;
+}
+
+/* ``st`` (a struct stat or stat64) as the kernel's stat fills it from the
+ * same answer; an ipufs node as a character device. */
+#define FROM_STATX(st, stx)                                                    \
+    do {                                                                       \
+        memset((st), 0, sizeof *(st));                                         \
+        (st)->st_dev = makedev((stx)->stx_dev_major, (stx)->stx_dev_minor);    \
+        (st)->st_ino = (stx)->stx_ino;                                         \
+        (st)->st_nlink = (stx)->stx_nlink;                                     \
+        (st)->st_mode = (stx)->stx_mode;                                       \
+        (st)->st_uid = (stx)->stx_uid;                                         \
+        (st)->st_gid = (stx)->stx_gid;                                         \
+        (st)->st_rdev = makedev((stx)->stx_rdev_major, (stx)->stx_rdev_minor); \
+        (st)->st_size = (__typeof__((st)->st_size))(stx)->stx_size;            \
+        (st)->st_blksize = (__typeof__((st)->st_blksize))(stx)->stx_blksize;   \
+        (st)->st_blocks = (__typeof__((st)->st_blocks))(stx)->stx_blocks;      \
+        (st)->st_atim.tv_sec = (stx)->stx_atime.tv_sec;                        \
+        (st)->st_atim.tv_nsec = (stx)->stx_atime.tv_nsec;                      \
+        (st)->st_mtim.tv_sec = (stx)->stx_mtime.tv_sec;                        \
+        (st)->st_mtim.tv_nsec = (stx)->stx_mtime.tv_nsec;                      \
+        (st)->st_ctim.tv_sec = (stx)->stx_ctime.tv_sec;                        \
+        (st)->st_ctim.tv_nsec = (stx)->stx_ctime.tv_nsec;                      \
+        remember_may_be_node(may_be_node((st)->st_dev, (st)->st_mode, (st)->st_ino)); \
+        if (is_node_statx(stx)) {                                              \
+            (st)->st_mode = S_IFCHR | ((st)->st_mode & 07777);                 \
+            (st)->st_rdev = makedev(CHAR_MAJOR, (st)->st_ino - FIRST_NODE_INO);\
+        }                                                                      \
+    } while (0)
+
+/* fstatat (or stat64's) of (dirfd, path, flags) into ``st``: by one statx
+ * after a file that may be a node, else by ``real`` then ``fix``. */
+#define STAT_AT(st, dirfd, where, flags, real, fix)                            \
+    do {                                                                       \
+        struct statx stx_;                                                     \
+        int once_ = is_null(st) ? REAL_CALL : stat_once((dirfd), (where), (flags), &stx_); \
+        if (once_ != REAL_CALL) {                                              \
+            if (once_ == 0)                                                    \
+                FROM_STATX((st), &stx_);                                       \
+            return once_;                                                      \
+        }                                                                      \
+        int r_ = (real);                                                       \
+        if (r_ == 0) {                                                         \
+            remember_may_be_node(may_be_node((st)->st_dev, (st)->st_mode, (st)->st_ino)); \
+            fix((dirfd), (where), (flags), (st));                              \
+        }                                                                      \
+        return r_;                                                             \
+    } while (0)
+
 #define STAT_PATH(name, st_type, fix, flags)                                   \
     EXPORT int name(const char *path, st_type *st)                             \
     {                                                                          \
         char buf[PATH_MAX];                                                    \
         const char *where = in_view(path, buf);                                \
-        int r = get_##name()(where, st);                                       \
-        if (r == 0)                                                            \
-            fix(AT_FDCWD, where, flags, st);                                   \
-        return r;                                                              \
+        STAT_AT(st, AT_FDCWD, where, flags, get_##name()(where, st), fix);     \
     }
 
 STAT_PATH(stat, struct stat, as_chr, 0)
@@ -194,20 +302,14 @@ EXPORT int fstatat(int dirfd, const char *path, struct stat *st, int flags)
 {
     char buf[PATH_MAX];
     const char *where = in_view(path, buf);
-    int r = get_fstatat()(dirfd, where, st, flags);
-    if (r == 0)
-        as_chr(dirfd, where, flags, st);
-    return r;
+    STAT_AT(st, dirfd, where, flags, get_fstatat()(dirfd, where, st, flags), as_chr);
 }
 
 EXPORT int fstatat64(int dirfd, const char *path, struct stat64 *st, int flags)
 {
     char buf[PATH_MAX];
     const char *where = in_view(path, buf);
-    int r = get_fstatat64()(dirfd, where, st, flags);
-    if (r == 0)
-        as_chr64(dirfd, where, flags, st);
-    return r;
+    STAT_AT(st, dirfd, where, flags, get_fstatat64()(dirfd, where, st, flags), as_chr64);
 }
 
 /* The versioned entry points of programs built against glibc before 2.33. */

@@ -39,12 +39,14 @@ PROBE = (
 ATTEMPTS = 8
 
 
-@pytest.fixture(scope="module", params=["unique mount ids", "without statx"])
+@pytest.fixture(scope="module", params=["unique mount ids", "without statx", "statx refused with EPERM"])
 def prefix(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> list[str]:
-    """How the probe is started: as it is, or where statx fails."""
+    """How the probe is started: as it is, or where statx fails (ENOSYS,
+    or EPERM as a container engine's seccomp profile may answer)."""
     if request.param == "unique mount ids":
         return []
-    return [str(build("without_statx.c", tmp_path_factory.mktemp("c")))]
+    command = [str(build("without_statx.c", tmp_path_factory.mktemp("c")))]
+    return command + ["--eperm"] if "EPERM" in request.param else command
 
 
 @contextmanager
@@ -125,3 +127,32 @@ def test_checking_a_file_leaves_errno_as_it_was(tmp_path: Path, prefix: list[str
         out = subprocess.run([*prefix, sys.executable, "-I", "-c", script, str(plain)],
                              env=compat.preload(dict(os.environ)), capture_output=True, text=True, timeout=TIMEOUT)
     assert out.stdout.split() == ["0", "0"], out.stderr
+
+
+def test_stat_answers_are_the_kernels_field_for_field(tmp_path: Path, prefix: list[str]) -> None:
+    """stat, lstat, fstatat and their 64-bit forms (which the library
+    answers from one statx where it can) report every field of a file of
+    another filesystem as the kernel's stat does, fail with its errno, and
+    leave errno alone when they succeed: a regular file, a directory,
+    links, missing paths, a character device, procfs, and the first file of
+    a fresh tmpfs (inode number 2, which the library checks). That file
+    comes before each other path, so that each is asked both ways: first
+    right after a file that may be a node (one statx), then after one that
+    may not (the kernel's stat)."""
+    probe = build("stat_fields.c", tmp_path)
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_bytes(b"x" * 5000)
+    (tmp_path / "link").symlink_to(tmp_path / "file")
+    (tmp_path / "dangling").symlink_to(tmp_path / "nowhere")
+    paths = [tmp_path / "file", tmp_path / "dir", tmp_path / "link", tmp_path / "dangling", tmp_path / "nowhere",
+             tmp_path / "file" / "below", Path("/dev/null"), Path("/proc/version")]
+    with tmpfs(tmp_path / "tmp") as first:
+        assert os.stat(first).st_ino == 2
+        command = [*prefix, str(probe), *(str(p) for path in paths for p in (first, path))]
+        here = tmp_path / "dir"  # the working directory, which the probe stats too: nothing changes it
+        with_library = subprocess.run(command, env=compat.preload(dict(os.environ)), capture_output=True, text=True,
+                                      timeout=TIMEOUT, cwd=here)
+        without = subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT, cwd=here)
+    assert with_library.returncode == without.returncode == 0, with_library.stderr + without.stderr
+    assert with_library.stdout.splitlines() == without.stdout.splitlines()
+    assert "stat no buffer errno 14" in without.stdout  # EFAULT, as the kernel says

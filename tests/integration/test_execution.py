@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -111,6 +112,30 @@ def test_a_misaligned_store_arrives_as_signal_44_with_tile_and_address(ipu1: Run
     done = _exec(ipu1, _elf(tmp_path, MISALIGNED), "0-7")
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stdout.splitlines()[1] == "exception: tile 5 context 0 address 0x60002 cause MISALIGNED"
+
+
+#: `ipufs exec` in its own process, counting how often it parses an ELF.
+COUNTED_EXEC = """
+import sys
+from ipufs import cli
+from ipufs.abi import elf
+parse, parses = elf.read_elf, []
+elf.read_elf = lambda data: parses.append(1) or parse(data)
+status = cli.main(sys.argv[1:])
+print(f"parses {len(parses)}")
+sys.exit(status)
+"""
+
+
+def test_exec_parses_the_file_once(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    """The entry it starts the tiles at and the segments it loads come from
+    one parse of the file."""
+    done = subprocess.run([sys.executable, "-c", COUNTED_EXEC, "exec", str(_elf(tmp_path, SYNC)), "--dev",
+                           str(ipu1.mountpoint), "--tiles", "0-3", "--timeout", "20"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == ["started 4 tiles of ipu0 at 0x40000", "synced with the host: GS1_E0 (zone 4)",
+                                        "parses 1"]
 
 
 def test_reset_stops_every_context(ipu1: RunningDaemon, tmp_path: Path) -> None:

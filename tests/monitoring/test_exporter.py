@@ -11,6 +11,7 @@ import sys
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -56,6 +57,33 @@ def test_metrics_carry_what_ipufs_info_prints(board: RunningDaemon, attached: Py
     assert value(s, "ipufs_ipu_utilisation_ratio", "0") == value(s, "ipufs_ipu_utilisation_ratio", "1") == 0
     assert value(s, "ipufs_ipu_resets_total", "2") == 0
     assert value(s, "ipufs_ipu_condition", "1", condition="link_down") == 0
+
+
+def test_a_scrape_reads_each_ipu_once(board: RunningDaemon, attached: PyClient,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its registers by one pread, the daemon's view of it by one control
+    request, the ICU through one open of its nodes: the attributes, the
+    health verdict and the counters all come from that one reading."""
+    from collections import Counter
+
+    from ipufs.monitoring.metrics import IpuCollector
+    from ipufs.tools import devices
+
+    reads: Counter[tuple[str, int]] = Counter()
+
+    def counted(name: str, read: Any) -> Any:
+        def wrapper(root: Path, index: int, *rest: Any) -> Any:
+            reads[name, index] += 1
+            return read(root, index, *rest)
+        return wrapper
+
+    for name in ("registers", "daemon_view", "icu"):
+        monkeypatch.setattr(devices, name, counted(name, getattr(devices, name)))
+    families = {f.name: f for f in IpuCollector(board.mountpoint).collect()}
+    assert reads == {(name, ipu): 1 for name in ("registers", "daemon_view", "icu") for ipu in range(4)}
+    assert [s.value for s in families["ipufs_ipu_attached"].samples] == [0, 1, 0, 0]
+    assert [s.value for s in families["ipufs_ipu_healthy"].samples] == [1, 1, 1, 1]
+    assert [s.value for s in families["ipufs_ipu_board_power_watts"].samples] == [150.0] * 4
 
 
 def test_injected_faults_show(board: RunningDaemon, attached: PyClient, exporter: ExporterProcess) -> None:
