@@ -22,6 +22,12 @@ With `--unpinned-server` every server is left to the scheduler instead (as
 benchmarks/request_path.py runs them): the Python reader of an ipufs over
 io_uring is then woken on the CPU of the ring thread that woke it, which
 is the client's.
+
+`--against CHECKOUT` adds each ipufs server of another checkout (its own
+.venv: `git worktree add ../old REV && (cd ../old && ./dev setup)`),
+measured in the same rounds, for a before-and-after in the same hour;
+`--only WORD` keeps the servers whose name contains WORD (repeatable; the
+C server always stays, as every ratio's base).
 """
 from __future__ import annotations
 
@@ -55,9 +61,10 @@ SERVERS: dict[str, tuple[str, ...] | None] = {
 
 
 @contextmanager
-def server(options: tuple[str, ...] | None, baseline: Path, cpu: int | None = run.SERVER_CPU) -> Iterator[Path]:
-    """A mount of the C server or of ipufs with ``options``, pinned to
-    ``cpu`` (None: left to the scheduler)."""
+def server(options: tuple[str, ...] | None, baseline: Path, cpu: int | None = run.SERVER_CPU,
+           checkout: Path = run.ROOT) -> Iterator[Path]:
+    """A mount of the C server or of ipufs (of ``checkout``) with
+    ``options``, pinned to ``cpu`` (None: left to the scheduler)."""
     if options is None:
         with run.fuse_server([str(baseline)], cpu) as (mnt, _):
             yield mnt
@@ -69,7 +76,7 @@ def server(options: tuple[str, ...] | None, baseline: Path, cpu: int | None = ru
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 parameter.callback(ENABLE.write_text, ENABLE.read_text().strip())
                 ENABLE.write_text("Y")
-            mnt = mounted.enter_context(run.daemon(1, "ipu2", extra=options, cpu=cpu))[0]
+            mnt = mounted.enter_context(run.daemon(1, "ipu2", checkout, extra=options, cpu=cpu))[0]
         transport = os.getxattr(mnt, "user.ipufs.transport").decode()
         assert ("io_uring" in transport) == ("on" in options), transport
         yield mnt
@@ -88,31 +95,43 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=1.0, help="per rate")
     parser.add_argument("-n", type=int, default=4000, help="round trips per round")
     parser.add_argument("--unpinned-server", action="store_true", help="leave every server to the scheduler")
+    parser.add_argument("--against", type=Path, metavar="CHECKOUT", help="also measure this checkout's ipufs")
+    parser.add_argument("--only", action="append", metavar="WORD", help="only the servers whose name has WORD")
     args = parser.parse_args()
+    servers: dict[str, tuple[tuple[str, ...] | None, Path]] = {}
+    for name, options in SERVERS.items():
+        if options is None or not args.only or any(word in name for word in args.only):
+            servers[name] = options, run.ROOT
+            if options is not None and args.against is not None:
+                servers[f"{name} ({args.against.resolve().name})"] = options, args.against.resolve()
     binary = run.build()
     baseline = run.build_baseline()
     if baseline is None:
         sys.exit("the C server needs libfuse3-dev")
-    rtt: dict[str, list[float]] = {name: [] for name in SERVERS}
-    rates: dict[tuple[str, int], list[float]] = {(name, c): [] for name in SERVERS for c in CLIENTS}
+    load = os.getloadavg()[0]
+    rtt: dict[str, list[float]] = {name: [] for name in servers}
+    rates: dict[tuple[str, int], list[float]] = {(name, c): [] for name in servers for c in CLIENTS}
     for _ in range(args.rounds):
-        for name, options in SERVERS.items():
-            with server(options, baseline, None if args.unpinned_server else run.SERVER_CPU) as mnt:
+        for name, (options, checkout) in servers.items():
+            with server(options, baseline, None if args.unpinned_server else run.SERVER_CPU, checkout) as mnt:
                 run.run_client(binary, "ioctl", mnt, 0, args.n // 4)  # warm up
                 rtt[name].append(run.p50(run.run_client(binary, "ioctl", mnt, 0, args.n)) / 1000)
                 for clients in CLIENTS:
                     rates[name, clients].append(rate(binary, mnt, clients, args.seconds))
-    c_name = next(iter(SERVERS))
+    c_name = next(iter(servers))
 
     def cell(values: list[float], base: list[float], fmt: str) -> str:
         ratios = [a / b for a, b in zip(values, base, strict=True)]
-        return f"{format(statistics.median(values), fmt)} ({statistics.median(ratios):.2f}×)"
+        spread = f", {min(ratios):.2f}–{max(ratios):.2f}" if len(ratios) > 1 else ""
+        return f"{format(statistics.median(values), fmt)} ({statistics.median(ratios):.2f}×{spread})"
 
-    print(f"{args.rounds} rounds; {run.machine()}; servers {'unpinned' if args.unpinned_server else 'on CPU 1'}")
+    placement = "unpinned" if args.unpinned_server else "on CPU 1"
+    print(f"{args.rounds} rounds; {run.machine()}; servers {placement}; "
+          f"1-minute load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end")
     print("| server | round trip p50, µs | " + " | ".join(f"ioctls/s, {c} client{'s' * (c > 1)}" for c in CLIENTS)
           + " |")
     print("|---|---|" + "---|" * len(CLIENTS))
-    for name in SERVERS:
+    for name in servers:
         print(f"| {name} | {cell(rtt[name], rtt[c_name], '.1f')} | "
               + " | ".join(cell(rates[name, c], rates[c_name, c], ',.0f') for c in CLIENTS) + " |")
     return 0
