@@ -277,6 +277,16 @@ def daemon(ipus: int, profile: str = "ipu2", checkout: Path = ROOT,
             yield mnt, proc.pid, time.monotonic() - start
         finally:
             stop(proc, 20)
+            unmount_if_left(mnt)
+
+
+def unmount_if_left(mnt: Path) -> None:
+    """A daemon that had to be killed leaves its mount behind, answering
+    ENOTCONN: detach it, so a benchmark never leaves a mount."""
+    with open("/proc/self/mounts") as f:
+        left = any(line.split()[1] == str(mnt) for line in f)
+    if left:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def rss_mib(pid: int) -> float:

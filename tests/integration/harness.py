@@ -36,20 +36,32 @@ URING_LOCK = "/tmp/ipufs-enable-uring.lock"
 #: "uring" (FUSE over io_uring). Set for one test by on_transport (the
 #: fuse_transport fixture of tests/conftest.py).
 transport = "classic"
+#: how many uring_parameter blocks of this process are open (URING_LOCK is
+#: held while any is)
+_uring_depth = 0
 
 
 @contextmanager
 def uring_parameter(value: str) -> Iterator[None]:
     """The fuse module's enable_uring is ``value`` inside (URING_LOCK
     held), and what it was before on every path out."""
-    with open(URING_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    global _uring_depth
+    with contextlib.ExitStack() as held:
+        if not _uring_depth:  # the outermost block locks: a second flock by this process would wait for itself
+            fcntl.flock(held.enter_context(open(URING_LOCK, "a")), fcntl.LOCK_EX)
+        _uring_depth += 1
+        held.callback(_uring_released)
         old = ENABLE_URING.read_text().strip()
         try:
             ENABLE_URING.write_text(value)
             yield
         finally:
             ENABLE_URING.write_text(old)
+
+
+def _uring_released() -> None:
+    global _uring_depth
+    _uring_depth -= 1
 
 
 @contextmanager
