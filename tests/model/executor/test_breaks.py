@@ -362,3 +362,33 @@ def test_breakpoints_stop_the_same_turns_native_and_in_python(source: str, profi
             _resume_breaks(ipu, len(data))
         ipus.append(ipu)
     _same(ipus[0], ipus[1], len(data))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_dbg_brk_id_keeps_the_channel_once_the_breakpoint_is_disarmed(native: bool) -> None:
+    # a data break stops the store; resumed, the supervisor disarms it (its turns
+    # may go native again) and reads $DBG_BRK_ID: still the data channel's
+    source = f"""
+.text 0x40000
+.supervisor
+_start:
+  setzi $m5, {DATA}
+  put $DBG_DBRK0_BASE, $m5
+  setzi $m1, {breaks.MSTNI | SIZE_8 | CTXT_SUPERVISOR}
+  put $DBG_DBRK0_CTL, $m1
+  setzi $m2, 5
+  st32 $m2, $m5, $m15, 0
+  put $DBG_DBRK0_CTL, $m15
+  get $m6, $DBG_BRK_ID
+  put $DBG_DATA, $m6
+  trap 0
+"""
+    ipu, entry = _ready(source, native=native)
+    ipu.execution.run(100)
+    etype, _, _, pc = _stopped(ipu)
+    assert etype is Etype.DBRK and _brk_id(ipu) == breaks.DBRK_CHANNEL
+    _resume(ipu, pc)
+    ipu.execution.run(100)
+    assert _stopped(ipu)[0] is Etype.PBRK0
+    assert 0 not in ipu.execution.breaks
+    assert ipu.execution.debug_data(0) == breaks.DBRK_CHANNEL
