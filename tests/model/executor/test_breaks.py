@@ -392,3 +392,38 @@ _start:
     assert _stopped(ipu)[0] is Etype.PBRK0
     assert 0 not in ipu.execution.breaks
     assert ipu.execution.debug_data(0) == breaks.DBRK_CHANNEL
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_single_stepping_an_rpt_body_runs_it_every_time(native: bool) -> None:
+    # a break inside a running rpt keeps the loop: resumed, the body goes on to its count
+    source = """
+.text 0x40000
+.worker
+worker:
+  setzi $m2, 0
+  rpt 4, 0
+  { add $m2, $m2, 3 ; fnop }
+  st32 $m2, $m13, $m15, 0
+  exitz $m15
+.supervisor
+_start:
+  setzi $m0, worker
+  setzi $m1, 0x21000
+  run $m0, $m1, 0
+  sync 2
+  trap 0
+"""
+    ipu, _ = _ready(source, rbrk=1 << 1, native=native)
+    worker = ipu.execution.states[0].contexts[1]
+    pcs = []
+    ipu.execution.run(100)
+    while worker.status is Status.EXCEPTED:
+        etype, _, _, pc = _stopped(ipu, 1)
+        assert etype is Etype.RBRK
+        pcs.append(pc)
+        _resume(ipu, pc, 1)
+        ipu.execution.run(100)
+    body = pcs[0] + 4
+    assert pcs == [body - 4, body, body, body, body, body + 8, body + 12]
+    assert memory_word(ipu, 0, 0x61000) == 12
