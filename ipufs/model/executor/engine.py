@@ -683,6 +683,9 @@ class Execution:
             return TdiResult.OK
         if inst.row.group is Group.CONTROL:
             c.pc = c.next_pc
+            f = c.fields
+            if f[native.REPEAT] and not f[native.REPEAT_FIRST] <= c.pc < f[native.REPEAT_END]:
+                c.repeat = None  # the rpt a break kept (fault()) is left: resumed elsewhere
             c.status = Status.ACTIVE
             c.resumed = was is Status.EXCEPTED and bool(c.fields[native.BREAK])
             c.sr &= ~0xF0

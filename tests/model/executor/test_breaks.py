@@ -394,10 +394,8 @@ _start:
     assert ipu.execution.debug_data(0) == breaks.DBRK_CHANNEL
 
 
-@pytest.mark.parametrize("native", [True, False])
-def test_single_stepping_an_rpt_body_runs_it_every_time(native: bool) -> None:
-    # a break inside a running rpt keeps the loop: resumed, the body goes on to its count
-    source = """
+#: worker 1 sums 3 four times in an rpt body and stores the sum at 0x61000
+RPT_WORKER = """
 .text 0x40000
 .worker
 worker:
@@ -414,7 +412,12 @@ _start:
   sync 2
   trap 0
 """
-    ipu, _ = _ready(source, rbrk=1 << 1, native=native)
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_single_stepping_an_rpt_body_runs_it_every_time(native: bool) -> None:
+    # a break inside a running rpt keeps the loop: resumed, the body goes on to its count
+    ipu, _ = _ready(RPT_WORKER, rbrk=1 << 1, native=native)
     worker = ipu.execution.states[0].contexts[1]
     pcs = []
     ipu.execution.run(100)
@@ -426,4 +429,19 @@ _start:
         ipu.execution.run(100)
     body = pcs[0] + 4
     assert pcs == [body - 4, body, body, body, body, body + 8, body + 12]
+    assert memory_word(ipu, 0, 0x61000) == 12
+
+
+def test_a_context_resumed_outside_its_rpt_body_leaves_the_rpt() -> None:
+    # stopped in the body, the worker is sent back to its entry: its rpt starts afresh
+    ipu, _ = _ready(RPT_WORKER, rbrk=1 << 1)
+    ipu.execution.run(100)
+    rpt = _stopped(ipu, 1)[3]  # retired the setzi: before the rpt
+    _resume(ipu, rpt, 1)
+    ipu.execution.run(100)
+    assert _stopped(ipu, 1)[3] == rpt + 4  # retired the rpt: in the body
+    assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, 0) == TdiResult.OK
+    _resume(ipu, rpt - 4, 1)  # the worker's entry
+    ipu.execution.run(100)
+    assert _stopped(ipu)[0] is Etype.PBRK0
     assert memory_word(ipu, 0, 0x61000) == 12
