@@ -135,11 +135,12 @@ def write_upper(ex: Execution, t: TileState, c: Context, index: int, value: int)
 
 
 #: what the native loop's get does with the registers read() computes, by context
+#: ($DBG_BRK_ID is plain: the breaks write the channel into the context's CSRs)
 _SUPERVISOR_GETS = {PC: "pc", SR: "ssr", TILE_ID: "tile", CTXT_STS: "ctxt_sts", SCOUNT_L: "scount_l",
-                    SCOUNT_U: "scount_u", DBG_DATA: "python", DBG_BRK_ID: "zero"}
+                    SCOUNT_U: "scount_u", DBG_DATA: "python"}
 _WORKER_GETS = {PC: "pc", SR: "wsr", WORKER_BASE: "worker_base", SCOUNT_L: "count_l", SCOUNT_U: "count_u",
                 REPEAT_COUNT: "repeat_count", REPEAT_FIRST: "repeat_first", REPEAT_END: "repeat_end",
-                DBG_DATA: "python", DBG_BRK_ID: "zero"}
+                DBG_DATA: "python"}
 #: puts with an effect beyond holding the value (or the debug registers, whose
 #: breakpoints act): Python's
 _SUPERVISOR_PUTS_PYTHON = frozenset({DBG_DATA, CR, SCOUNT_L, SCOUNT_U, *range(0x73, 0xA0)})

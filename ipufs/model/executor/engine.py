@@ -29,6 +29,8 @@ if TYPE_CHECKING:
 
 #: tile exceptions of faults and what EXC_CAUSE they show, as docs/execution.md maps them
 _PARITY_FAULT = (Etype.MEMERR, ExceptionCause.PARITY)
+#: the breakpoints' ETYPEs: the context stops where a resume can go on (a running rpt stays)
+_BREAKS = frozenset({Etype.IBRK, Etype.DBRK, Etype.RBRK})
 #: wait as the arrays hold it
 _INTERNAL, _EXTERNAL = WAIT_CODES[Wait.INTERNAL], WAIT_CODES[Wait.EXTERNAL]
 _MAX_EVENTS = 4096
@@ -516,8 +518,11 @@ class Execution:
     # --- exceptions ------------------------------------------------------------------------
     def fault(self, t: TileState, c: Context, fault: TileFault) -> None:
         """Context ``c`` takes an exception: it stops (EXCEPTED), its
-        $SSR/$WSR.ETYPE is set, and the IPU raises it (EXC_*, signal 44)."""
+        $SSR/$WSR.ETYPE is set, and the IPU raises it (EXC_*, signal 44).
+        A breakpoint keeps a running rpt, for the resume to go on in it."""
+        repeat = c.repeat if fault.etype in _BREAKS else None
         c.stop()
+        c.repeat = repeat
         c.status = Status.EXCEPTED
         c.sr = (c.sr & ~0xF0) | int(fault.etype) << 4
         self.event(t, "exception", c.number, c.pc, f"{fault.etype.name}: {fault}")
@@ -678,6 +683,9 @@ class Execution:
             return TdiResult.OK
         if inst.row.group is Group.CONTROL:
             c.pc = c.next_pc
+            f = c.fields
+            if f[native.REPEAT] and not f[native.REPEAT_FIRST] <= c.pc < f[native.REPEAT_END]:
+                c.repeat = None  # the rpt a break kept (fault()) is left: resumed elsewhere
             c.status = Status.ACTIVE
             c.resumed = was is Status.EXCEPTED and bool(c.fields[native.BREAK])
             c.sr &= ~0xF0

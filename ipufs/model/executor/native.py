@@ -134,6 +134,9 @@ class Loop:
             raise ValueError("the native loop needs a power-of-two tile window below 2 MiB and twice the SRAM")
         if csr_ops.shape != (2, ACCESSES, 256) or csr_ops.dtype != np.uint8:
             raise ValueError("the CSR table must be uint8 [2, ACCESSES, 256]")
+        if (csr_ops >= len(CSR_OPS)).any() or (csr_ops[:, (UGET, UPUT), CSRS - UPPER:] != CSR_OPS["python"]).any():
+            # the C loop indexes a context's CSR row by the table: an upper index past the row is Python's
+            raise ValueError(f"the CSR table names an unknown access, or an upper index from 0x{CSRS - UPPER:x}")
         self.exchange = exchange
         self.base = base  # where tile 0's window starts in the exchange BAR
         self._csr_ops = np.ascontiguousarray(csr_ops)

@@ -352,13 +352,99 @@ def _resume_breaks(ipu: Ipu, tiles: int) -> None:
        st.lists(st.integers(1, 400), min_size=1, max_size=4), armed())
 def test_breakpoints_stop_the_same_turns_native_and_in_python(source: str, profile: str, data: list[bytes],
                                                               slices: list[int], b: dict[str, int]) -> None:
+    # armed, every break resumed; then disarmed, and the contexts go on
     ipus = []
     for use_native in (True, False):
         ipu = _run(profile, source, data, [], use_native)
         _arm(ipu, len(data), b)
-        for _ in range(4):
+        for n in range(6):
+            if n == 4:  # disarmed: the contexts that broke go on, natively where they can
+                _arm(ipu, len(data), dict.fromkeys(b, 0))
             for budget in slices:
                 ipu.execution.run(budget)
             _resume_breaks(ipu, len(data))
         ipus.append(ipu)
     _same(ipus[0], ipus[1], len(data))
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_dbg_brk_id_keeps_the_channel_once_the_breakpoint_is_disarmed(native: bool) -> None:
+    # a data break stops the store; resumed, the supervisor disarms it (its turns
+    # may go native again) and reads $DBG_BRK_ID: still the data channel's
+    source = f"""
+.text 0x40000
+.supervisor
+_start:
+  setzi $m5, {DATA}
+  put $DBG_DBRK0_BASE, $m5
+  setzi $m1, {breaks.MSTNI | SIZE_8 | CTXT_SUPERVISOR}
+  put $DBG_DBRK0_CTL, $m1
+  setzi $m2, 5
+  st32 $m2, $m5, $m15, 0
+  put $DBG_DBRK0_CTL, $m15
+  get $m6, $DBG_BRK_ID
+  put $DBG_DATA, $m6
+  trap 0
+"""
+    ipu, entry = _ready(source, native=native)
+    ipu.execution.run(100)
+    etype, _, _, pc = _stopped(ipu)
+    assert etype is Etype.DBRK and _brk_id(ipu) == breaks.DBRK_CHANNEL
+    _resume(ipu, pc)
+    ipu.execution.run(100)
+    assert _stopped(ipu)[0] is Etype.PBRK0
+    assert 0 not in ipu.execution.breaks
+    assert ipu.execution.debug_data(0) == breaks.DBRK_CHANNEL
+
+
+#: worker 1 sums 3 four times in an rpt body and stores the sum at 0x61000
+RPT_WORKER = """
+.text 0x40000
+.worker
+worker:
+  setzi $m2, 0
+  rpt 4, 0
+  { add $m2, $m2, 3 ; fnop }
+  st32 $m2, $m13, $m15, 0
+  exitz $m15
+.supervisor
+_start:
+  setzi $m0, worker
+  setzi $m1, 0x21000
+  run $m0, $m1, 0
+  sync 2
+  trap 0
+"""
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_single_stepping_an_rpt_body_runs_it_every_time(native: bool) -> None:
+    # a break inside a running rpt keeps the loop: resumed, the body goes on to its count
+    ipu, _ = _ready(RPT_WORKER, rbrk=1 << 1, native=native)
+    worker = ipu.execution.states[0].contexts[1]
+    pcs = []
+    ipu.execution.run(100)
+    while worker.status is Status.EXCEPTED:
+        etype, _, _, pc = _stopped(ipu, 1)
+        assert etype is Etype.RBRK
+        pcs.append(pc)
+        _resume(ipu, pc, 1)
+        ipu.execution.run(100)
+    body = pcs[0] + 4
+    assert pcs == [body - 4, body, body, body, body, body + 8, body + 12]
+    assert memory_word(ipu, 0, 0x61000) == 12
+
+
+def test_a_context_resumed_outside_its_rpt_body_leaves_the_rpt() -> None:
+    # stopped in the body, the worker is sent back to its entry: its rpt starts afresh
+    ipu, _ = _ready(RPT_WORKER, rbrk=1 << 1)
+    ipu.execution.run(100)
+    rpt = _stopped(ipu, 1)[3]  # retired the setzi: before the rpt
+    _resume(ipu, rpt, 1)
+    ipu.execution.run(100)
+    assert _stopped(ipu, 1)[3] == rpt + 4  # retired the rpt: in the body
+    assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, 0) == TdiResult.OK
+    _resume(ipu, rpt - 4, 1)  # the worker's entry
+    ipu.execution.run(100)
+    assert _stopped(ipu)[0] is Etype.PBRK0
+    assert memory_word(ipu, 0, 0x61000) == 12

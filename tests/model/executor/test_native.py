@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ipufs.model.executor import native
+from ipufs.model.executor import csr, native
 from ipufs.model.executor.semantics import SEMANTICS
 from ipufs.model.executor.state import Repeat, Status
 from ipufs.model.ipu import Ipu
@@ -28,7 +28,7 @@ from ipufs.model.isa.rows import ROWS
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import PROFILES, Region
 from tests.model.executor.kit import assemble, load, start
-from tests.model.test_ipu import reg
+from tests.model.test_ipu import make, reg
 
 DATA = 0x60000  # region 1 of every profile here: ld128 may use it
 WORDS = 64
@@ -534,3 +534,16 @@ def test_every_native_form_a_rule_names_is_the_c_loops() -> None:
         native.code(name)  # raises for a form or kind the C loop lacks
     with pytest.raises(ValueError):
         native.code("mrr.frobnicate")
+
+
+def test_the_loop_refuses_a_csr_table_that_would_reach_past_a_contexts_csrs() -> None:
+    ipu = make()
+    ex = ipu.execution
+    table = csr.native_ops(ex.arch)
+    native.Loop(ex.arrays, ipu.tiles.exchange, ex._exchange_base, ex._window, ex._sram, ex.memory_base, table)
+    for access, index, op in ((native.UPUT, native.CSRS - native.UPPER, "plain"),
+                              (native.UGET, 0xFF, "plain"), (native.GET, 0, "?")):
+        bad = table.copy()
+        bad[1, access, index] = native.CSR_OPS.get(op, len(native.CSR_OPS))
+        with pytest.raises(ValueError, match="CSR table"):
+            native.Loop(ex.arrays, ipu.tiles.exchange, ex._exchange_base, ex._window, ex._sram, ex.memory_base, bad)
