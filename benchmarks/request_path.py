@@ -184,7 +184,10 @@ def pin_process(pid: int, cpu: int) -> None:
         return
     moved: set[int] = set()
     while True:  # again for threads started meanwhile
-        threads = {int(tid) for tid in os.listdir(f"/proc/{pid}/task")} - moved
+        try:
+            threads = {int(tid) for tid in os.listdir(f"/proc/{pid}/task")} - moved
+        except FileNotFoundError:
+            return  # the process ended: the benchmark reports its failure
         if not threads:
             return
         for tid in threads:

@@ -117,10 +117,11 @@ def write_csr(device: Device, tile: int, csr: int, value: int, context: int = 0,
     """Set CSR ``csr`` of a stopped context to ``value``: DBG_DATA, then
     `get $m<scratch>, $DBG_DATA` and `put CSR, $m<scratch>` injected
     (the scratch register is overwritten)."""
+    get, put = code.get_word(scratch, code.CSR_DBG_DATA), code.put_word(csr, scratch)  # bad numbers: before any write
     _write(device, tile, code.TDI_DBG_DATA, value & 0xFFFFFFFF, "DBG_DATA")
     _write(device, tile, code.TDI_DBG_IOWNER, context, "DBG_IOWNER")
-    _inject(device, tile, code.get_word(scratch, code.CSR_DBG_DATA), f"get $m{scratch}, $DBG_DATA")
-    _inject(device, tile, code.put_word(csr, scratch), f"put 0x{csr:x}, $m{scratch}")
+    _inject(device, tile, get, f"get $m{scratch}, $DBG_DATA")
+    _inject(device, tile, put, f"put 0x{csr:x}, $m{scratch}")
 
 
 def resume(device: Device, tile: int, pc: int, context: int = 0) -> None:
