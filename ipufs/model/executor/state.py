@@ -204,9 +204,6 @@ class Context:
         if reg != 15:
             self.a[reg] = value & MASK
 
-    def runnable(self) -> bool:
-        return self.status is Status.ACTIVE and self.wait is Wait.NONE
-
     def stop(self) -> None:
         """Back to inactive, waiting for nothing."""
         self.status = Status.INACTIVE
