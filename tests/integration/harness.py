@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -257,6 +258,26 @@ def daemon_process(mountpoint: Path, *options: str, log: IO[str] | None = None) 
             proc.kill()
             raise AssertionError(f"daemon did not mount: {proc.communicate()[1]}")
     return proc
+
+
+def suspend(pid: int, timeout: float = 10.0) -> None:
+    """SIGSTOP ``pid`` and return once every thread of it is stopped: the
+    signal only starts the group stop, and a thread still running may take
+    one more request meanwhile."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while True:
+        states = []
+        for task in Path(f"/proc/{pid}/task").iterdir():
+            try:  # "pid (comm) S ...": the state follows the last ")"
+                states.append((task / "stat").read_text().rsplit(")", 1)[1].split()[0])
+            except (FileNotFoundError, ProcessLookupError):
+                continue  # ended meanwhile
+        if all(state in "tT" for state in states):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"process {pid} did not stop: thread states {states}")
+        time.sleep(0.001)
 
 
 def stop_processes(mountpoint: Path, *procs: subprocess.Popen[str] | None) -> None:

@@ -25,7 +25,7 @@ from ipufs.abi import ioctls
 from ipufs.abi.icu import MESSAGE, Op, op_word
 from ipufs.abi.interrupts import Interrupt
 from ipufs.abi.registers import REGISTERS
-from tests.integration.harness import (LineClient, PyClient, RunningDaemon, daemon_process, stop_processes,
+from tests.integration.harness import (LineClient, PyClient, RunningDaemon, daemon_process, stop_processes, suspend,
                                        wait_for)
 
 pytestmark = pytest.mark.mount
@@ -240,7 +240,7 @@ def test_the_first_close_does_not_wait_on_a_hung_daemon(tmp_path: Path) -> None:
                                   stdout=subprocess.PIPE, text=True)
         assert holder.stdout is not None and holder.stdin is not None
         assert holder.stdout.readline().strip() == "opened"  # the connection's first file
-        os.kill(daemon.pid, signal.SIGSTOP)
+        suspend(daemon.pid)
         holder.stdin.write("\n")
         holder.stdin.flush()
         started = time.monotonic()
@@ -274,7 +274,7 @@ def test_a_pwrite_in_flight_when_the_daemon_dies_gets_econnaborted_then_enotconn
                                   stdout=subprocess.PIPE, text=True)
         assert writer.stdout is not None and writer.stdin is not None
         assert writer.stdout.readline().strip() == "opened"
-        os.kill(daemon.pid, signal.SIGSTOP)
+        suspend(daemon.pid)
         writer.stdin.write("\n")
         writer.stdin.flush()
         time.sleep(0.3)  # the pwrite now waits on the stopped daemon

@@ -97,7 +97,8 @@ def test_a_ring_per_cpu_pinned_to_it_serves_the_clients_there(tmp_path: Path) ->
         assert isinstance(transport, uring.Uring) and transport.rings is not None
         before = transport.rings.counts()
         clients = hammers(d.mountpoint, 300)
-        assert all(outcome(c) == ["done", "300"] for c in clients)
+        outcomes = [outcome(c) for c in clients]
+        assert all(o == ["done", "300"] for o in outcomes), outcomes
         answered, handed = (after - was for after, was in zip(transport.rings.counts(), before, strict=True))
         # The ring threads answered the ioctls; Python the GETXATTRs.
         assert answered >= 300 * len(clients) and handed >= 300 * len(clients)
