@@ -280,7 +280,7 @@ def suspend(pid: int, timeout: float = 10.0) -> None:
         time.sleep(0.001)
 
 
-def stop_processes(mountpoint: Path, *procs: subprocess.Popen[str] | None) -> None:
+def stop_processes(mountpoint: Path, *procs: subprocess.Popen[str] | subprocess.Popen[bytes] | None) -> None:
     """Kill what a test started and make sure no mount is left behind."""
     for p in procs:
         if p is not None:

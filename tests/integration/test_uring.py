@@ -59,20 +59,24 @@ def kernel_has_it() -> None:
         pytest.skip("this kernel lacks FUSE over io_uring")
 
 
-def hammers(mnt: Path, count: int, per_cpu: int = 2) -> list[subprocess.Popen[str]]:
+def hammers(mnt: Path, count: int, per_cpu: int = 2) -> list[subprocess.Popen[bytes]]:
     """``per_cpu`` HAMMER clients on every CPU this process may use, each
-    started and ready."""
+    started and ready. Their pipes are unbuffered: a client may finish
+    before its "ready" is read, and a buffered readline would then take
+    the last line too, out of communicate's sight."""
     procs = [subprocess.Popen([sys.executable, "-c", HAMMER, str(cpu), str(mnt), str(count)],
-                              stdout=subprocess.PIPE, text=True, cwd=harness.ROOT)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0, cwd=harness.ROOT)
              for cpu in sorted(os.sched_getaffinity(0)) for _ in range(per_cpu)]
     for p in procs:
-        assert p.stdout is not None and p.stdout.readline().strip() == "ready"
+        assert p.stdout is not None and p.stdout.readline().strip() == b"ready"
     return procs
 
 
-def outcome(proc: subprocess.Popen[str]) -> list[str]:
-    out, _ = proc.communicate(timeout=20)
-    return out.split()
+def outcome(proc: subprocess.Popen[bytes]) -> list[str]:
+    """What the client printed after "ready", or, when it printed nothing,
+    its exit status and what it wrote to stderr."""
+    out, err = proc.communicate(timeout=20)
+    return out.decode().split() or [f"status {proc.returncode}", err.decode()]
 
 
 def ring_threads() -> dict[str, str]:
@@ -109,7 +113,7 @@ def test_a_daemon_killed_while_clients_hammer_it_leaves_none_hanging(tmp_path: P
     mnt = tmp_path / "mnt"
     with harness.on_transport("uring"):
         daemon = daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
-    clients: list[subprocess.Popen[str]] = []
+    clients: list[subprocess.Popen[bytes]] = []
     restarted = None
     try:
         clients = hammers(mnt, -1)
@@ -130,7 +134,7 @@ def test_unmounting_while_the_rings_are_busy_ends_every_caller(tmp_path: Path, h
     mnt = tmp_path / "mnt"
     with harness.on_transport("uring"):
         daemon = daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
-    clients: list[subprocess.Popen[str]] = []
+    clients: list[subprocess.Popen[bytes]] = []
     try:
         clients = hammers(mnt, -1)
         if how == "umount":
