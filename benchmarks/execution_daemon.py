@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/execution_daemon.py          # prints the rows
     .venv/bin/python benchmarks/execution_daemon.py --smoke  # seconds
+    .venv/bin/python benchmarks/execution_daemon.py --reset-in-process  # the last row alone, no mount
 
 A real `ipufs mount` of 4 ipu2 IPUs (benchmarks/run.py's daemon()); a
 Python client times SET_IPU_ID ioctl round trips while the mount is idle,
@@ -161,7 +162,18 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     ]
 
 
+def reset_in_process_only() -> int:
+    """The last row's measurement alone, with no mount (to run under
+    `perf record`): its figures in milliseconds."""
+    pages, stop, reset, idle_reset = _reset_in_process(smoke=False)
+    print(f"{pages:,} pages written; reset {reset * 1e3:.2f} ms, of which stopping {stop * 1e3:.2f} ms; "
+          f"the reset right after {idle_reset * 1e3:.2f} ms")
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--reset-in-process"]:
+        sys.exit(reset_in_process_only())
     from rows_main import print_rows  # beside this script
 
     sys.exit(print_rows(__doc__, rows))
