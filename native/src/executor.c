@@ -836,14 +836,19 @@ int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, 
     memset(counts, 0, IPUFS_X_COUNTS * sizeof *counts);
     for (int32_t i = 0; i < n; i++) {
         const int64_t *fields = x->contexts + (uint64_t)order[i] * x->count * IPUFS_X_CONTEXT_FIELDS;
-        int active = 0;
+        int active = 0, workers = 0;
         for (uint32_t c = 0; c < x->count; c++) {
             const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
             if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE) {
                 active = 1;
+                workers += c > 0;
                 counts[IPUFS_X_RUNNABLE] += f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE;
             }
         }
+        /* A supervisor at a local sync whose workers have all ended goes on
+           the next time its tile is visited: it counts as runnable. */
+        if (!workers && fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_WORKERS)
+            counts[IPUFS_X_RUNNABLE]++;
         if (!active) {
             stopped[gone++] = order[i];
         } else if (fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE) {

@@ -46,7 +46,7 @@ enum {
     IPUFS_X_WAIT_INTERNAL = 2,
     IPUFS_X_WAIT_EXTERNAL = 3,
     /* what ipufs_x_scan counts */
-    IPUFS_X_RUNNABLE = 0,   /* contexts that can take a turn */
+    IPUFS_X_RUNNABLE = 0,   /* contexts that can take a turn (a local sync whose workers ended included) */
     IPUFS_X_MEMBERS = 1,    /* active supervisors of tiles that stay running */
     IPUFS_X_INTERNAL = 2,   /* of them, waiting in sync 3 */
     IPUFS_X_EXTERNAL = 3,   /* of them, waiting in an external sync */

@@ -2,6 +2,9 @@
 # against the same computation in plain Python.
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from ipufs.abi.interrupts import Interrupt
 from ipufs.abi.registers import ExceptionCause, TdiResult
 from ipufs.model.executor import SEMANTICS, Status
@@ -245,6 +248,59 @@ def test_internal_and_external_syncs() -> None:
     again = run(SYNCS, tiles=(0, 1, 2), budget=7)
     again.execution.run(10**6)
     assert [again.execution.states[t].turns for t in (0, 1, 2)] == turns  # deterministic, whatever the slices
+
+
+@st.composite
+def bsp_programs(draw: st.DrawFn) -> str:
+    """Supervisors that start every worker (runall), wait a while that
+    differs from tile to tile, and sync: with their workers (local), and
+    before or after that with every tile (internal) or not, for one to
+    three steps; the workers count down for as long as drawn."""
+    steps = []
+    for s in range(draw(st.integers(1, 3))):
+        syncs = draw(st.sampled_from([(2,), (2, 3), (3, 2)]))
+        steps.append(f"""
+  setzi $m0, worker{s % 2}
+  setzi $m1, 0x61000
+  runall $m0, $m1, 0
+  get $m5, $TILE_ID
+  mul $m6, $m5, {draw(st.integers(0, 9))}
+wait{s}:
+  brnzdec $m6, wait{s}
+""" + "".join(f"  sync {zone}\n" for zone in syncs))
+    counts = [draw(st.integers(0, 40)) for _ in range(2)]
+    return ".text 0x40000\n.supervisor\n_start:\n" + "".join(steps) + "  trap 0\n" + "".join(f"""
+.align 8
+.worker
+worker{w}:
+  setzi $m2, {n}
+count{w}:
+  brnzdec $m2, count{w}
+  exitz $m15
+""" for w, n in enumerate(counts))
+
+
+@settings(max_examples=25, deadline=None)
+@given(bsp_programs())
+def test_the_turns_are_the_same_whatever_the_slices_and_the_path(source: str) -> None:
+    tiles = (0, 1, 2, 3)
+
+    def turns(budget: int, native: bool) -> list[int]:
+        ipu = make()
+        ipu.execution.native = native
+        program = assemble(source)
+        load(ipu, program, tiles)
+        start(ipu, program.entry, tiles)
+        for _ in range(100_000):
+            ipu.execution.run(budget)
+            if not ipu.execution.busy():
+                break
+        assert reg(ipu, "EXC_CAUSE") == ExceptionCause.BREAKPOINT  # each step's sync, then the trap
+        return [ipu.execution.states[t].turns for t in tiles]
+
+    expected = turns(10**6, native=True)
+    for budget, native in ((1, True), (7, True), (97, True), (10**6, False), (13, False)):
+        assert turns(budget, native) == expected, (budget, native)
 
 
 def test_injection_rules_and_reset() -> None:
