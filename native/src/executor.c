@@ -759,10 +759,13 @@ static inline int release_local(int64_t *fields, uint32_t count)
     return 1;
 }
 
-/* The contexts that can take a turn (TileState.next_runnable's test), as bits. */
+/* The contexts that can take a turn (TileState.next_runnable's test), as
+ * bits: none while the supervisor waits at an internal sync. */
 static inline uint32_t runnable(const int64_t *fields, uint32_t count)
 {
     uint32_t ready = 0;
+    if (fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_INTERNAL)
+        return 0;
     for (uint32_t c = 0; c < count; c++) {
         const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
         if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE)
@@ -815,8 +818,8 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile,
             x->retired += rc == OK ? 1 : 2;
             if (w.reready)  /* workers started, or a context stopped */
                 ready = runnable(fields, count);
-            else if (f[IPUFS_X_WAIT] != IPUFS_X_WAIT_NONE)  /* it synced */
-                ready &= ~(1u << c);
+            else if (f[IPUFS_X_WAIT] != IPUFS_X_WAIT_NONE)  /* it synced: internally, the tile stands still */
+                ready = c == 0 && f[IPUFS_X_WAIT] == IPUFS_X_WAIT_INTERNAL ? 0 : ready & ~(1u << c);
         }
         t[IPUFS_X_TURN] = after;
         t[IPUFS_X_TURNS]++;
@@ -837,12 +840,13 @@ int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, 
     for (int32_t i = 0; i < n; i++) {
         const int64_t *fields = x->contexts + (uint64_t)order[i] * x->count * IPUFS_X_CONTEXT_FIELDS;
         int active = 0, workers = 0;
+        int still = fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_INTERNAL;
         for (uint32_t c = 0; c < x->count; c++) {
             const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
             if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE) {
                 active = 1;
                 workers += c > 0;
-                counts[IPUFS_X_RUNNABLE] += f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE;
+                counts[IPUFS_X_RUNNABLE] += f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE && !still;
             }
         }
         /* A supervisor at a local sync whose workers have all ended goes on

@@ -295,8 +295,17 @@ class Execution:
         return self._the_loop().scan(self.running.order())
 
     def busy(self) -> bool:
-        """Whether some context can take a turn now, or an injection waits."""
-        return bool(self.injections) or (bool(self.running) and self._scan()[1][native.RUNNABLE] > 0)
+        """Whether some context can take a turn now (or will once the
+        internal sync every member has reached is released), or an
+        injection waits."""
+        if self.injections:
+            return True
+        if not self.running:
+            return False
+        counts = self._scan()[1]
+        members = counts[native.MEMBERS]
+        return counts[native.RUNNABLE] > 0 or (members > 0 and counts[native.INTERNAL] == members
+                                               and not self.named)
 
     def native_on(self) -> bool:
         """Whether turns run in the native loop (Execution.native, else
@@ -569,8 +578,13 @@ class Execution:
             return False
         supervisors = self.arrays.fields[:, 0]
         if counts[native.INTERNAL] == members:
+            # Every member goes on from the latest arrival's clock: the
+            # tiles stood still meanwhile (docs/execution.md, "Timing").
             tiles = self.running.order()
-            supervisors[tiles[supervisors[tiles, native.WAIT] == _INTERNAL], native.WAIT] = native.WAIT_NONE
+            waiting = tiles[supervisors[tiles, native.WAIT] == _INTERNAL]
+            clocks = self.arrays.counters[:, native.TURNS]
+            clocks[waiting] = clocks[waiting].max()
+            supervisors[waiting, native.WAIT] = native.WAIT_NONE
             return True
         if self._external is None and counts[native.EXTERNAL] == members:
             tiles = self.running.order()

@@ -16,7 +16,7 @@ from numpy.typing import NDArray
 
 from ipufs.model.executor.native import (
     CONTEXT_FIELDS, COUNT_OFFSET, CSRS, DELAY, EXIT, INSTRUCTIONS, LINK, PC, REGISTERS, REPEAT, REPEAT_END,
-    REPEAT_FIRST, REPEAT_LEFT, STATUS, TILE_FIELDS, TURN, TURNS, UPPER, WAIT, WAIT_NONE, WAIT_WORKERS,
+    REPEAT_FIRST, REPEAT_LEFT, STATUS, TILE_FIELDS, TURN, TURNS, UPPER, WAIT, WAIT_INTERNAL, WAIT_NONE, WAIT_WORKERS,
 )
 
 MASK = 0xFFFFFFFF
@@ -260,8 +260,13 @@ class TileState:
         return word
 
     def next_runnable(self) -> Context | None:
-        """The context whose turn it is, skipping those that cannot run."""
+        """The context whose turn it is, skipping those that cannot run;
+        none while the supervisor waits at an internal sync (the tile
+        stands still until every member has arrived: docs/execution.md,
+        "Timing")."""
         contexts = self.contexts
+        if contexts[0].fields[WAIT] == WAIT_INTERNAL:
+            return None
         n = len(contexts)
         counters = self.fields
         turn = counters[TURN]

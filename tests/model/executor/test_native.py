@@ -15,7 +15,7 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from ipufs.model.executor import csr, native
@@ -325,6 +325,38 @@ def test_random_programs_run_the_same_native_and_in_python(source: str, profile:
     on = _run(profile, source, data, slices, True)
     off = _run(profile, source, data, slices, False)
     _same(on, off, len(data))
+
+
+def _finish(ipu: Ipu, slices: list[int], calls: int = 20_000) -> bool:
+    """Run in calls of the ``slices`` budgets, in turn, until no context
+    can run; whether that came within ``calls`` calls."""
+    for i in range(calls):
+        ipu.execution.run(slices[i % len(slices)])
+        if not ipu.execution.busy():
+            return True
+    return False
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program(), st.sampled_from(["ipu1", "ipu2"]),
+       st.lists(st.binary(min_size=4 * WORDS, max_size=4 * WORDS), min_size=1, max_size=3),
+       st.lists(st.integers(1, 60), min_size=1, max_size=6), st.booleans())
+def test_random_programs_end_the_same_whatever_the_slices(source: str, profile: str, data: list[bytes],
+                                                           slices: list[int], use_native: bool) -> None:
+    # Execution.run's promise: each tile's results and turns do not depend
+    # on the budgets it was run in. Which tile excepted first may: that is
+    # the IPU's, not a tile's.
+    whole = _run(profile, source, data, [], use_native)
+    assume(_finish(whole, [1_000_000], calls=2))
+    sliced = _run(profile, source, data, [], use_native, fresh=True)
+    assert _finish(sliced, slices)
+    a, b = whole.execution, sliced.execution
+    tiles = len(data)
+    for name in ("counters", "fields", "registers", "csrs"):
+        assert np.array_equal(getattr(a.arrays, name)[:tiles], getattr(b.arrays, name)[:tiles]), name
+    window = whole.tiles.window
+    assert whole.tiles.exchange.bytes[:tiles * window].tobytes() == sliced.tiles.exchange.bytes[:tiles * window].tobytes()
+    assert sorted(RAISED[id(whole)]) == sorted(RAISED[id(sliced)])
 
 
 #: register values at the edges of every operation, and addresses near the data
