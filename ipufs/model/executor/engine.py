@@ -130,6 +130,7 @@ class Execution:
         self._external = None
         self.instructions = 0
         self.debug_touched.clear()
+        self._cursor = 0  # tiles are served from the first again, as on a new IPU
 
     def set_aside(self, per_tile: dict[int, Any]) -> None:
         """Keep ``per_tile`` (state a reset dropped) for sweep() to free."""

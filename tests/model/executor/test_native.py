@@ -262,6 +262,13 @@ def _run(profile: str, source: str, data: list[bytes], slices: list[int], use_na
         _record_exceptions(ipu)
         ipu.execution.native = use_native
         ipu.tiles.exchange.track_dirty = True
+    _load_and_run(ipu, source, data, slices)
+    return ipu
+
+
+def _load_and_run(ipu: Ipu, source: str, data: list[bytes], slices: list[int]) -> None:
+    """Reset ``ipu``, load ``source`` and ``data`` onto a tile each, start
+    them and run them in the ``slices`` budgets."""
     ipu.reset()
     RAISED[id(ipu)].clear()
     prog = assemble(source)
@@ -274,7 +281,6 @@ def _run(profile: str, source: str, data: list[bytes], slices: list[int], use_na
     start(ipu, prog.entry, tiles)
     for budget in slices:
         ipu.execution.run(budget)
-    return ipu
 
 
 #: each IPU's exceptions as raised (cause, tile, address, context), oldest first
@@ -357,6 +363,21 @@ def test_random_programs_end_the_same_whatever_the_slices(source: str, profile: 
     window = whole.tiles.window
     assert whole.tiles.exchange.bytes[:tiles * window].tobytes() == sliced.tiles.exchange.bytes[:tiles * window].tobytes()
     assert sorted(RAISED[id(whole)]) == sorted(RAISED[id(sliced)])
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(program(), program(), st.sampled_from(["ipu1", "ipu2"]),
+       st.lists(st.binary(min_size=4 * WORDS, max_size=4 * WORDS), min_size=1, max_size=3),
+       st.lists(st.integers(1, 400), min_size=1, max_size=4), st.lists(st.integers(1, 400), min_size=1, max_size=4),
+       st.booleans())
+def test_a_reset_leaves_nothing_of_the_program_before(before: str, source: str, profile: str, data: list[bytes],
+                                                       first: list[int], slices: list[int], use_native: bool) -> None:
+    # Whatever ran before, stopped anywhere: after a reset the next program
+    # runs as on a new IPU, to every register, counter and exception.
+    used = _run(profile, before, data, first, use_native, fresh=True)
+    _load_and_run(used, source, data, slices)
+    new = _run(profile, source, data, slices, use_native, fresh=True)
+    _same(used, new, len(data))
 
 
 #: register values at the edges of every operation, and addresses near the data
