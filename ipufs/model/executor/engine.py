@@ -100,6 +100,9 @@ class Execution:
         self._retired: list[dict[int, Any]] = []  # per-tile state resets dropped, for sweep()
         self._external: int | None = None  # the zone requested of the host sync machinery
         self._cursor = 0  # the tile run() serves first next time
+        #: the latest clock at which a member tile's supervisor stopped
+        #: since the last internal sync ended (it ends no earlier)
+        self._left = 0
         self._cache: dict[int, _Decoded] = {}
         self._word_view = ipu.tiles.exchange.words.data  # the exchange BAR's words, read as ints
         self._window = ipu.tiles.window
@@ -131,6 +134,7 @@ class Execution:
         self.instructions = 0
         self.debug_touched.clear()
         self._cursor = 0  # tiles are served from the first again, as on a new IPU
+        self._left = 0
 
     def set_aside(self, per_tile: dict[int, Any]) -> None:
         """Keep ``per_tile`` (state a reset dropped) for sweep() to free."""
@@ -531,6 +535,8 @@ class Execution:
         $SSR/$WSR.ETYPE is set, and the IPU raises it (EXC_*, signal 44).
         A breakpoint keeps a running rpt, for the resume to go on in it."""
         repeat = c.repeat if fault.etype in _BREAKS else None
+        if c.number == 0:
+            self._leaves(t)
         c.stop()
         c.repeat = repeat
         c.status = Status.EXCEPTED
@@ -543,11 +549,21 @@ class Execution:
         fault API): it stops too."""
         if context > self.workers:
             return
-        c = self.state(tile).contexts[context]
+        t = self.state(tile)
+        c = t.contexts[context]
         if c.status is not Status.EXCEPTED:
+            if context == 0 and c.status is Status.ACTIVE:
+                self._leaves(t)
             c.stop()
             c.status = Status.EXCEPTED
             self.debug_touched.add(tile)
+            self._wake()  # what can run, or a sync's members, changed
+
+    def _leaves(self, t: TileState) -> None:
+        """``t``'s supervisor stops: a member leaves the syncs, and an
+        internal sync the others wait at ends no earlier than now."""
+        if t.supervisor.status is Status.ACTIVE and t.tile in self.running:
+            self._left = max(self._left, t.turns)
 
     def clear_exception(self, tile: int, context: int) -> None:
         """DBG_ECLR: an excepted context becomes inactive."""
@@ -584,7 +600,8 @@ class Execution:
             tiles = self.running.order()
             waiting = tiles[supervisors[tiles, native.WAIT] == _INTERNAL]
             clocks = self.arrays.counters[:, native.TURNS]
-            clocks[waiting] = clocks[waiting].max()
+            clocks[waiting] = max(int(clocks[waiting].max()), self._left)
+            self._left = 0
             supervisors[waiting, native.WAIT] = native.WAIT_NONE
             return True
         if self._external is None and counts[native.EXTERNAL] == members:

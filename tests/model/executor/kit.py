@@ -88,6 +88,23 @@ def run(source: str, tiles: tuple[int, ...] = (0,), budget: int = 1_000_000) -> 
     return ipu
 
 
+def run_until_idle(source: str, tiles: tuple[int, ...], budget: int, native: bool | None = None,
+                   calls: int = 100_000) -> Ipu:
+    """As run(), but in calls of ``budget`` turns until no context can
+    run (at most ``calls`` calls), on the native loop or not (None: the
+    environment's choice)."""
+    ipu = make()
+    ipu.execution.native = native
+    program = assemble(source)
+    load(ipu, program, tiles)
+    start(ipu, program.entry, tiles)
+    for _ in range(calls):
+        ipu.execution.run(budget)
+        if not ipu.execution.busy():
+            break
+    return ipu
+
+
 def m(ipu: Ipu, tile: int, register: int, context: int = 0) -> int:
     """$m``register`` of a stopped context, read as a host does: inject
     `put $DBG_DATA, $mN`, let it retire (TDI_STS.BUSY clears when the

@@ -11,8 +11,8 @@ from ipufs.model.executor import SEMANTICS, Status
 from ipufs.model.executor.semantics import why_not
 from ipufs.model.isa.rows import ROWS
 from ipufs.model.tdi import TdiRegister, TdiStatus
-from tests.model.executor.kit import (BASE, assemble, load, m, make, memory_word, one_worker, reg, run, start, tdi_read,
-                                      tdi_write, word)
+from tests.model.executor.kit import (BASE, assemble, load, m, make, memory_word, one_worker, reg, run, run_until_idle,
+                                      start, tdi_read, tdi_write, word)
 
 MASK = 0xFFFFFFFF
 
@@ -286,21 +286,76 @@ def test_the_turns_are_the_same_whatever_the_slices_and_the_path(source: str) ->
     tiles = (0, 1, 2, 3)
 
     def turns(budget: int, native: bool) -> list[int]:
-        ipu = make()
-        ipu.execution.native = native
-        program = assemble(source)
-        load(ipu, program, tiles)
-        start(ipu, program.entry, tiles)
-        for _ in range(100_000):
-            ipu.execution.run(budget)
-            if not ipu.execution.busy():
-                break
+        ipu = run_until_idle(source, tiles, budget, native)
         assert reg(ipu, "EXC_CAUSE") == ExceptionCause.BREAKPOINT  # each step's sync, then the trap
         return [ipu.execution.states[t].turns for t in tiles]
 
     expected = turns(10**6, native=True)
     for budget, native in ((1, True), (7, True), (97, True), (10**6, False), (13, False)):
         assert turns(budget, native) == expected, (budget, native)
+
+
+def test_an_internal_sync_ends_no_earlier_than_a_member_that_left_without_arriving() -> None:
+    # Tiles 0 and 2 reach sync 3 early; tile 1 counts down 200 and traps
+    # instead. The others stood still until it left, so their clocks go on
+    # from its clock then, whatever the slices and the path.
+    source = """
+.text 0x40000
+.supervisor
+_start:
+  get $m1, $TILE_ID
+  cmpeq $m3, $m1, 1
+  brnz $m3, leaver
+  mul $m4, $m1, 20
+early:
+  brnzdec $m4, early
+  sync 3
+  get $m5, $SCOUNT_L
+  setzi $m2, 0x60000
+  st32 $m5, $m2, $m15, 0
+  trap 0
+leaver:
+  setzi $m4, 200
+count:
+  brnzdec $m4, count
+  trap 0
+"""
+    for budget, native in ((10**6, True), (1, True), (13, False)):
+        ipu = run_until_idle(source, (0, 1, 2), budget, native)
+        left = ipu.execution.states[1].turns  # its trap was its last turn
+        assert [memory_word(ipu, t, 0x60000) for t in (0, 2)] == [left + 1] * 2, (budget, native)  # sync, then get
+
+
+def test_an_exception_raised_from_outside_wakes_the_executor() -> None:
+    # Tile 0's workers spin while its supervisor waits at sync 3, which tile
+    # 1 never joins (it waits at sync 4): nothing can run. An exception
+    # raised for tile 0's supervisor by the host's path (the fault API, the
+    # TDI) lets its workers run again, and the daemon's runner must hear.
+    source = """
+.text 0x40000
+.supervisor
+_start:
+  get $m1, $TILE_ID
+  brnz $m1, other
+  setzi $m0, worker
+  setzi $m3, 0x61000
+  runall $m0, $m3, 1
+  sync 3
+  trap 0
+other:
+  sync 4
+  trap 0
+.align 8
+.worker
+worker:
+  bri worker
+"""
+    ipu = run_until_idle(source, (0, 1), 500, calls=20)
+    assert not ipu.execution.busy()
+    woken = []
+    ipu.execution.wake = lambda: woken.append(True)
+    ipu.raise_exception(ExceptionCause.INJECTED, 0, 0, 0)
+    assert ipu.execution.busy() and woken
 
 
 def test_injection_rules_and_reset() -> None:
