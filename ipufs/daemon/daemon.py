@@ -126,8 +126,11 @@ class Daemon:
         self.injector = FaultInjector(self.devices, self.work, self.timers.later, on_fire=self._traced_fault)
         self.plans = PlanRunner(self.injector, self.timers)
         self.utilisation = Utilisation(profile.tiles, config.ipus, self.driver.attachments.session)
+        #: set by the FUSE reader while a request waits for the lock: the
+        #: executor's native loop ends its run (and offers its CPU meanwhile)
+        contended = bytearray(1)
         self.execution = ExecutionRunner(self.devices, self.work, self.tracer, self.utilisation,
-                                         waiting=lambda: self.server.waiting)
+                                         waiting=lambda: bool(contended[0]), contended=contended)
         # The native fast path: it answers the hot requests while nothing
         # around them needs Python (a trace, a fault plan, page-cache mode).
         self.fast: FastAnswers | None = None
@@ -154,6 +157,7 @@ class Daemon:
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=lock,
+            contended=contended,
             transport=(functools.partial(uring.Uring.open, spin_for=config.spin_us / 1e6, fast=fast, mapped=self.registers)
                        if self.uring else
                        functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers,

@@ -53,7 +53,8 @@ class ExecutionRunner:
     """Steps the running tiles of ``devices`` while any can run."""
 
     def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, utilisation: Utilisation, *,
-                 slice_turns: int | None = None, waiting: Callable[[], bool] = lambda: False) -> None:
+                 slice_turns: int | None = None, waiting: Callable[[], bool] = lambda: False,
+                 contended: bytearray | None = None) -> None:
         self.devices = devices
         self.work = work
         self.tracer = tracer
@@ -62,6 +63,10 @@ class ExecutionRunner:
         self.slice_turns = slice_turns  # None: slice_turns(execution)
         #: whether a request waits for the lock (the FUSE reader's)
         self.waiting = waiting
+        #: nonzero while a request waits for the lock: each IPU's native
+        #: loop ends its run early then (Execution.stop_when)
+        for ipu in devices.ipus:
+            ipu.execution.stop_when(contended)
         self._token: trio.lowlevel.TrioToken | None = None
         self._wanted = trio.Event()
 

@@ -55,6 +55,7 @@ class FuseServer:
         lock: threading.RLock,
         source: str = "ipufs",
         transport: Callable[[], Transport] = DevFuse.open,
+        contended: bytearray | None = None,
     ) -> None:
         self.operations = operations
         self.kernel = kernel
@@ -66,6 +67,8 @@ class FuseServer:
         self.transport: Transport | None = None  # while running
         #: whether a request waits for ``lock`` (tasks that hold it long give way)
         self.waiting = False
+        #: the same, as a byte native code reads (the executor's loop ends its run)
+        self.contended = contended if contended is not None else bytearray(1)
 
     def connected(self) -> bool:
         """Whether this server's connection is open and alive (not yet
@@ -78,7 +81,7 @@ class FuseServer:
         the connection ends or the session is destroyed; call ``started``
         once INIT is answered (after ``transport.initialized``). Exceptions of the operations' own are the
         session's concern; anything raised here is a bug of the server's."""
-        session, lock, kernel = self.session, self.lock, self.kernel
+        session, lock, kernel, contended = self.session, self.lock, self.kernel, self.contended
         receive, reply_on = transport.receive, transport.reply
         session.want |= transport.init_flags  # what the transport needs agreed at INIT
 
@@ -102,17 +105,22 @@ class FuseServer:
             n, tag = got
             if not lock.acquire(blocking=False):
                 self.waiting = True
+                contended[0] = 1
                 lock.acquire()
+                contended[0] = 0
                 self.waiting = False
             try:
                 reply = session.handle(view[:n], tag)
                 later = session.outbox
                 if later:  # postponed replies released (page-cache mode): rare
                     session.outbox = []
+                # Answered before the lock goes: a thread waiting for it
+                # (the executor's, between slices) takes the GIL as soon
+                # as it may, and the reply would wait for it to let go.
+                if reply is not None:
+                    answer(reply, tag, None)  # None: ask the session, if it matters
             finally:
                 lock.release()
-            if reply is not None:
-                answer(reply, tag, None)  # None: ask the session, if it matters
             if later:
                 for reply, kept, may_wait in later:
                     answer(reply, kept, may_wait)  # type: ignore[arg-type]

@@ -10,6 +10,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sched.h>
 #include <string.h>
 
 #include "executor.h"
@@ -898,10 +899,26 @@ int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t sli
             int rc = run_tile(x, cache, tile, allowance, &pass->partial);
             if (rc != IPUFS_X_DONE)
                 return rc;
-            pass->base += pass->partial;
+            int64_t took = pass->partial;
+            pass->base += took;
             pass->partial = 0;
             pass->cursor = (int64_t)tile + 1;
             pass->index++;
+            if (x->stop) {
+                /* The daemon's thread runs this on the CPU its FUSE reader
+                   may need: a woken reader would otherwise wait for the
+                   scheduler to preempt this loop (milliseconds), and then
+                   for the lock this call's caller holds. */
+                x->since_yield += took;
+                if (x->since_yield >= IPUFS_X_YIELD_TURNS) {
+                    x->since_yield = 0;
+                    sched_yield();
+                }
+                if (*x->stop) {
+                    pass->stopped = 1;
+                    break;
+                }
+            }
             if (pass->base >= limit)
                 break;
         }
@@ -912,7 +929,7 @@ int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t sli
             pass->settle = 1;
             x->changed = 0;
         }
-        if (pass->settle || pass->handed || !pass->base)
+        if (pass->settle || pass->handed || !pass->base || pass->stopped)
             break;
     }
     return IPUFS_X_DONE;

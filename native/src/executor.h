@@ -51,6 +51,8 @@ enum {
     IPUFS_X_INTERNAL = 2,   /* of them, waiting in sync 3 */
     IPUFS_X_EXTERNAL = 3,   /* of them, waiting in an external sync */
     IPUFS_X_COUNTS = 4,
+    /* turns between the offers of the CPU of a loop that may be stopped (ipufs_x.stop) */
+    IPUFS_X_YIELD_TURNS = 4096,
     /* who may run a decoded instruction */
     IPUFS_X_SUPERVISOR = 1,
     IPUFS_X_WORKER = 2,
@@ -86,6 +88,9 @@ struct ipufs_x {
     uint64_t miss;        /* IPUFS_X_MISS: the word to decode (a bundle's two: the first in the low half) */
     int64_t retired;      /* instructions retired, added up across calls */
     void *cache;          /* ipufs_x_cache_new() */
+    const volatile uint8_t *stop;  /* nonzero: a request waits for the daemon lock: the call ends after the
+                                    * tile in hand (NULL: never; the loop then never yields its CPU either) */
+    int64_t since_yield;  /* turns since the loop last offered its CPU (while `stop` is set up) */
 };
 
 /* What ipufs_x_run has done of one Execution.run call: the turns taken
@@ -108,6 +113,7 @@ struct ipufs_x_pass {
     int64_t partial;
     int32_t settle;
     int64_t handed;
+    int32_t stopped;      /* the call ended early: `stop` was set */
 };
 
 void *ipufs_x_cache_new(void);

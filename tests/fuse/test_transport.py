@@ -129,3 +129,39 @@ def test_the_kernel_link_writes_through_the_transport() -> None:
     assert isinstance(transport, Scripted)
     assert transport.notes == [b"early", b"note"]
     assert [(r.unique, tag) for r, tag in transport.replies] == [(2, 7)]
+
+
+class Watching(Scripted):
+    """Scripted, noting whether the server held its lock as it replied."""
+
+    def __init__(self, script: list[tuple[bytes, int]], lock: threading.RLock) -> None:
+        super().__init__(script)
+        self.lock = lock
+        self.held: list[bool] = []
+
+    def reply(self, message: bytes, tag: int) -> bool:
+        self.held.append(self.lock._is_owned())  # type: ignore[attr-defined]
+        return super().reply(message, tag)
+
+
+def test_a_request_that_finds_the_lock_taken_says_so_and_is_answered_before_it_lets_go() -> None:
+    # The byte is what the executor's native loop reads to end its run
+    # (ipufs/daemon/execution.py); the reply goes out while the server
+    # still holds the lock, before a thread waiting for it takes the GIL.
+    fuse = server()
+    transport = Watching([(init(2), 10), (fk.encode(rq.Lookup(4, 1, CTX, b"missing")), 11)], fuse.lock)
+    fuse.lock.acquire()
+    try:
+        serving = threading.Thread(target=fuse.serve, args=(transport,))
+        serving.start()
+        for _ in range(2000):
+            if fuse.contended[0]:
+                break
+            threading.Event().wait(0.001)
+        assert fuse.contended[0] == 1 and fuse.waiting and not transport.replies
+    finally:
+        fuse.lock.release()
+    serving.join(10)
+    assert not serving.is_alive()
+    assert fuse.contended[0] == 0 and not fuse.waiting
+    assert [(r.unique, tag) for r, tag in transport.replies] == [(2, 10), (4, 11)] and transport.held == [True, True]

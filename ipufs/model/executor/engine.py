@@ -100,6 +100,7 @@ class Execution:
         self._retired: list[dict[int, Any]] = []  # per-tile state resets dropped, for sweep()
         self._external: int | None = None  # the zone requested of the host sync machinery
         self._cursor = 0  # the tile run() serves first next time
+        self._stop: bytearray | None = None  # stop_when
         #: the latest clock at which a member tile's supervisor stopped
         #: since the last internal sync ended (it ends no earlier)
         self._left = 0
@@ -325,7 +326,18 @@ class Execution:
         if self._loop is None:
             self._loop = native.Loop(self.arrays, self.ipu.tiles.exchange, self._exchange_base,
                                      self._window, self._sram, self.memory_base, csr.native_ops(self.arch))
+            self._loop.stop_when(self._stop)
         return self._loop
+
+    def stop_when(self, flag: bytearray | None) -> None:
+        """End each run() of the native loop early, after the tile in hand,
+        once ``flag[0]`` is nonzero (and offer the CPU to other threads
+        now and then while it runs): the daemon's FUSE reader sets it while
+        a request waits for the lock the caller holds. Tiles' results do
+        not depend on where a run ends."""
+        self._stop = flag
+        if self._loop is not None:
+            self._loop.stop_when(flag)
 
     def _run_tile(self, t: TileState, turns: int) -> int:
         n = 0

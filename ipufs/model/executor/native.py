@@ -160,6 +160,14 @@ class Loop:
         self._pass = _ffi.new("struct ipufs_x_pass *")
         self.retired = 0  # instructions the C loop retired, ever
 
+    def stop_when(self, flag: bytearray | None) -> None:
+        """End each run() after the tile in hand once ``flag[0]`` is
+        nonzero, and offer the CPU to other threads every
+        IPUFS_X_YIELD_TURNS turns meanwhile (None: neither). The daemon's
+        FUSE reader sets it while a request waits for the lock."""
+        self._stop = flag  # alive as long as the loop reads it
+        self._x.stop = _ffi.from_buffer("uint8_t[]", flag) if flag is not None else _ffi.NULL
+
     def learn(self, key: int, who: int, halves: list[tuple[int, int, tuple[int, ...]]]) -> None:
         """What the C loop does with ``key`` (a word, or a bundle's two):
         for each half its form, kind and operands; who may run it."""
@@ -182,7 +190,7 @@ class Loop:
         x, p = self._x, self._pass
         x.dirty_capacity = _DIRTY_PAIRS if self.exchange.track_dirty else 0
         x.retired = 0
-        p.done, p.last, p.cursor, p.underway, p.settle, p.handed = 0, 0, cursor, 0, 1, 0
+        p.done, p.last, p.cursor, p.underway, p.settle, p.handed, p.stopped = 0, 0, cursor, 0, 1, 0, 0
         n = len(order)
         at = _ffi.from_buffer("uint32_t[]", order)
         while True:
@@ -205,7 +213,7 @@ class Loop:
                 if p.settle or p.handed:
                     released, changed = settle()
                     p.settle, p.handed = 0, 0
-                more = p.done < budget and bool(p.last or released)
+                more = p.done < budget and bool(p.last or released) and not p.stopped
                 if not more or changed:
                     self.retired += x.retired
                     return p.done, p.cursor, x.retired, more

@@ -380,6 +380,24 @@ def test_a_reset_leaves_nothing_of_the_program_before(before: str, source: str, 
     _same(used, new, len(data))
 
 
+def test_a_run_ends_after_the_tile_in_hand_once_the_flag_is_set_and_the_results_stay() -> None:
+    source = ".text 0x40000\n.supervisor\n_start:\n  setzi $m1, 3000\nloop:\n  brnzdec $m1, loop\n  trap 0\n"
+    data = [bytes(4 * WORDS)] * 3
+    stopped = _run("ipu1", source, data, [], True, fresh=True)
+    flag = bytearray(1)
+    stopped.execution.stop_when(flag)
+    assert stopped.execution.run(2000) == 2000  # not set: the whole budget
+    flag[0] = 1
+    taken = stopped.execution.run(2000)
+    assert 0 < taken < 2000  # set: the tile in hand's share, then it ends
+    flag[0] = 0
+    assert _finish(stopped, [2000])
+    whole = _run("ipu1", source, data, [], True, fresh=True)
+    assert _finish(whole, [1_000_000])
+    for name in ("counters", "fields", "registers", "csrs"):
+        assert np.array_equal(getattr(stopped.execution.arrays, name)[:3], getattr(whole.execution.arrays, name)[:3])
+
+
 #: register values at the edges of every operation, and addresses near the data
 EDGES = [0, 1, 2, 3, 4, 5, 8, 16, 31, 32, 33, 0x7FFFFFFF, 0x80000000, 0xFFFFFFFF, 0xFFFFFFFE, 0xFFFFFFF8,
          DATA, DATA + 1, DATA + 2, DATA + 4, DATA + 8, DATA + 16, 0x40000, 0x20000, 0x1FFFF0,
