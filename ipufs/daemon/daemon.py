@@ -130,7 +130,7 @@ class Daemon:
         #: executor's native loop ends its run (and offers its CPU meanwhile)
         contended = bytearray(1)
         self.execution = ExecutionRunner(self.devices, self.work, self.tracer, self.utilisation,
-                                         waiting=lambda: bool(contended[0]), contended=contended)
+                                         contended=contended)
         # The native fast path: it answers the hot requests while nothing
         # around them needs Python (a trace, a fault plan, page-cache mode).
         self.fast: FastAnswers | None = None

@@ -14,7 +14,6 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 
 import trio
 
@@ -53,18 +52,17 @@ class ExecutionRunner:
     """Steps the running tiles of ``devices`` while any can run."""
 
     def __init__(self, devices: DeviceSet, work: DeviceWork, tracer: EventSink, utilisation: Utilisation, *,
-                 slice_turns: int | None = None, waiting: Callable[[], bool] = lambda: False,
-                 contended: bytearray | None = None) -> None:
+                 slice_turns: int | None = None, contended: bytearray | None = None) -> None:
         self.devices = devices
         self.work = work
         self.tracer = tracer
         self.utilisation = utilisation
         self.lock = work.lock
         self.slice_turns = slice_turns  # None: slice_turns(execution)
-        #: whether a request waits for the lock (the FUSE reader's)
-        self.waiting = waiting
-        #: nonzero while a request waits for the lock: each IPU's native
-        #: loop ends its run early then (Execution.stop_when)
+        #: nonzero while a request waits for the lock (the FUSE reader's):
+        #: each IPU's native loop ends its run early then
+        #: (Execution.stop_when), and the task pauses after the slice
+        self.contended = contended if contended is not None else bytearray(1)
         for ipu in devices.ipus:
             ipu.execution.stop_when(contended)
         self._token: trio.lowlevel.TrioToken | None = None
@@ -88,7 +86,7 @@ class ExecutionRunner:
         busy = False
         for index, ipu in enumerate(self.devices.ipus):
             busy = self.work.act(index, lambda: self._run(index, ipu)) or busy
-            if self.waiting():  # a request waits for one IPU's slice at most
+            if self.contended[0]:  # a request waits for one IPU's slice at most
                 await trio.sleep(BREATHE_S)
         return busy
 

@@ -65,10 +65,14 @@ class FuseServer:
         self.lock = lock
         self.open_transport = transport
         self.transport: Transport | None = None  # while running
-        #: whether a request waits for ``lock`` (tasks that hold it long give way)
-        self.waiting = False
-        #: the same, as a byte native code reads (the executor's loop ends its run)
+        #: nonzero while a request waits for ``lock``: tasks that hold it long
+        #: give way, and native code reads it (the executor's loop ends its run)
         self.contended = contended if contended is not None else bytearray(1)
+
+    @property
+    def waiting(self) -> bool:
+        """Whether a request waits for the lock."""
+        return bool(self.contended[0])
 
     def connected(self) -> bool:
         """Whether this server's connection is open and alive (not yet
@@ -104,11 +108,9 @@ class FuseServer:
                 return
             n, tag = got
             if not lock.acquire(blocking=False):
-                self.waiting = True
                 contended[0] = 1
                 lock.acquire()
                 contended[0] = 0
-                self.waiting = False
             try:
                 reply = session.handle(view[:n], tag)
                 later = session.outbox

@@ -309,9 +309,7 @@ class Execution:
         if not self.running:
             return False
         counts = self._scan()[1]
-        members = counts[native.MEMBERS]
-        return counts[native.RUNNABLE] > 0 or (members > 0 and counts[native.INTERNAL] == members
-                                               and not self.named)
+        return counts[native.RUNNABLE] > 0 or self._internal_due(counts)
 
     def native_on(self) -> bool:
         """Whether turns run in the native loop (Execution.native, else
@@ -593,6 +591,13 @@ class Execution:
             return True
         return False
 
+    def _internal_due(self, counts: list[int]) -> bool:
+        """Whether every member (the running tiles' active supervisors; a
+        named tile not yet started is one that has not arrived) waits at
+        an internal sync, which _settle then ends (``counts``: _scan's)."""
+        members = counts[native.MEMBERS]
+        return members > 0 and not self.named and counts[native.INTERNAL] == members
+
     def _settle(self) -> bool:
         """Drop tiles that stopped; complete syncs every member has
         reached. Returns whether a context was released."""
@@ -606,7 +611,7 @@ class Execution:
         if not members or self.named:  # a named tile not yet started is a member that has not arrived
             return False
         supervisors = self.arrays.fields[:, 0]
-        if counts[native.INTERNAL] == members:
+        if self._internal_due(counts):
             # Every member goes on from the latest arrival's clock: the
             # tiles stood still meanwhile (docs/execution.md, "Timing").
             tiles = self.running.order()

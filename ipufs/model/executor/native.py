@@ -165,8 +165,10 @@ class Loop:
         nonzero, and offer the CPU to other threads every
         IPUFS_X_YIELD_TURNS turns meanwhile (None: neither). The daemon's
         FUSE reader sets it while a request waits for the lock."""
-        self._stop = flag  # alive as long as the loop reads it
-        self._x.stop = _ffi.from_buffer("uint8_t[]", flag) if flag is not None else _ffi.NULL
+        # The buffer held as long as the loop reads it (which also keeps
+        # the bytearray from being resized under the pointer).
+        self._stop = _ffi.from_buffer("uint8_t[]", flag) if flag is not None else _ffi.NULL
+        self._x.stop = self._stop
 
     def learn(self, key: int, who: int, halves: list[tuple[int, int, tuple[int, ...]]]) -> None:
         """What the C loop does with ``key`` (a word, or a bundle's two):
