@@ -14,7 +14,8 @@ from pathlib import Path
 from ipufs.abi import elf, icu, registers
 from ipufs.abi import ioctls as abi
 from ipufs.abi.interrupts import ALL_SOURCES, SIGNAL_NAMES, Interrupt
-from ipufs.model import sync, tdi
+from ipufs.model import sync
+from ipufs.model.debug import registers as tdi
 from ipufs.model.profile import PROFILES
 from ipufs.abi import tile_code
 from scripts.markers import between

@@ -4,7 +4,7 @@
 # `put $DBG_DATA, $mN` to carry a register out, and `get`/`put` to move a
 # CSR through DBG_DATA (breakpoints). Their encodings are the instruction
 # table's rows `bri_mmmn_zi`, `get_mmmn_zi` and `put_mmmn_zi`
-# (ipufs/model/isa/rows.py; a test checks they agree). Tile debug register numbers as ipufs/model/tdi.py has them
+# (ipufs/model/isa/rows.py; a test checks they agree). Tile debug register numbers as ipufs/model/debug/registers.py has them
 # (R docs/tdi.md): the host's sequence is in docs/execution.md.
 from __future__ import annotations
 

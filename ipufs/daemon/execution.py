@@ -100,7 +100,7 @@ class ExecutionRunner:
     def _run(self, index: int, ipu: Ipu) -> bool:
         execution = ipu.execution
         swept = execution.sweep(SWEEP_TILES)
-        if not execution.running and not execution.injections:
+        if not execution.running and not ipu.debug.pending():
             self._sample(index, ipu)  # its figures fall back while others run
             return swept
         execution.run(slice_turns(execution) if self.slice_turns is None else self.slice_turns)

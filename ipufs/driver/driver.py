@@ -29,7 +29,7 @@ from ipufs.driver.nodes import Node
 from ipufs.driver.system import REAL, SystemCalls
 from ipufs.driver.watch import ExitWatcher
 from ipufs.fuse.errors import FUSEError
-from ipufs.model.tdi import TdiRefused
+from ipufs.model.debug import TdiRefused
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

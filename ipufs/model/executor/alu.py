@@ -14,13 +14,13 @@ from ipufs.model.executor.rule import Handler, Rule, s32, u32
 from ipufs.model.executor.state import MASK, Etype, TileFault
 
 if TYPE_CHECKING:
-    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
 
 def _reg3(op: Callable[[int, int], int]) -> Handler:
     """d, x, y registers (x, y in assembly order)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         c.set_m(o[0], op(m[o[1]], m[o[2]]))
     return run
@@ -28,20 +28,20 @@ def _reg3(op: Callable[[int, int], int]) -> Handler:
 
 def _imm(op: Callable[[int, int], int]) -> Handler:
     """d, x register, immediate (as the decoder extended it)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_m(o[0], op(c.m[o[1]], o[2]))
     return run
 
 
 def _imm_first(op: Callable[[int, int], int]) -> Handler:
     """d, immediate, y register (sub's immediate forms)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_m(o[0], op(o[1], c.m[o[2]]))
     return run
 
 
 def _unary(op: Callable[[int], int]) -> Handler:
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_m(o[0], op(c.m[o[1]]))
     return run
 
@@ -97,43 +97,43 @@ def _imm_cmp(op: Callable[[int, int], int]) -> Callable[[int, int], int]:
 
 def _a_reg3(op: Callable[[int, int], int]) -> Handler:
     """$a d, x, y (the aux pipeline's bitwise forms)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_a(o[0], op(c.a[o[1]], c.a[o[2]]))
     return run
 
 
 def _a_imm(op: Callable[[int, int], int]) -> Handler:
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_a(o[0], op(c.a[o[1]], o[2]))
     return run
 
 
 def _pair(op: Callable[[int, int], int]) -> Handler:
     """$a pairs, each word alike (and64, andc64, or64: bitwise on 64 bits)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_a(o[0], op(c.a[o[1]], c.a[o[2]]))
         c.set_a(o[0] + 1, op(c.a[o[1] + 1], c.a[o[2] + 1]))
     return run
 
 
-def _not64(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _not64(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_a(o[0], ~c.a[o[1]] & MASK)
     c.set_a(o[0] + 1, ~c.a[o[1] + 1] & MASK)
 
 
-def _a_not(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _a_not(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_a(o[0], ~c.a[o[1]] & MASK)
 
 
-def _a_setzi(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _a_setzi(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_a(o[0], o[1])
 
 
-def _setzi(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _setzi(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_m(o[0], o[1])
 
 
-def _atom(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _atom(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_m(o[0], c.a[o[1]])
 
 

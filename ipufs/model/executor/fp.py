@@ -28,7 +28,7 @@ from ipufs.model.executor.rule import Handler, Rule, s32
 from ipufs.model.executor.state import Etype, TileFault
 
 if TYPE_CHECKING:
-    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
 FP_STS, FP_CTL = 0, 2
@@ -176,7 +176,7 @@ def _compare(test: Callable[[float, float], bool]) -> LaneOp:
 def _vector(fmt: Format, lanes: int, form: str, lane: LaneOp) -> Handler:
     """Lane by lane (a scalar is one lane; J: broadcast forms by the
     variant's last letter; lane order low half / low register first)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         xs, ys = _lanes(c, o[1], fmt, lanes, form), _lanes(c, o[2], fmt, lanes)
         _write_lanes(c, o[0], fmt, [lane(c, x, y, fmt) for x, y in zip(xs, ys)])
     return run
@@ -185,7 +185,7 @@ def _vector(fmt: Format, lanes: int, form: str, lane: LaneOp) -> Handler:
 def _clamp(fmt: Format, lanes: int) -> Handler:
     """min(max(x, lo), hi) per lane; the bounds are the two elements of
     the last operand (a pair of f32, or the halves of one register)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         lo, hi = _lanes(c, o[2], fmt, 2)
         _write_lanes(c, o[0], fmt, [_exact(fmt, _min(c, _max(c, x, lo), hi)) for x in _lanes(c, o[1], fmt, lanes)])
     return run
@@ -194,14 +194,14 @@ def _clamp(fmt: Format, lanes: int) -> Handler:
 def _lateral(target: Format, pairs: int, lane: LaneOp) -> Handler:
     """f16 lanes combined two by two (lanes 0 and 1, then 2 and 3) into
     ``target`` lanes: f16v2sum, f16v4sum (to f32), f16v4maxc (to f16)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         xs = _lanes(c, o[1], F16, 2 * pairs)
         _write_lanes(c, o[0], target, [lane(c, xs[2 * i], xs[2 * i + 1], target) for i in range(pairs)])
     return run
 
 
 def _unary(fmt: Format, op: Callable[[Context, float], int]) -> Handler:
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_a(o[0], op(c, _operand(c, c.a[o[1]], fmt)))
     return run
 
@@ -209,14 +209,14 @@ def _unary(fmt: Format, op: Callable[[Context, float], int]) -> Handler:
 def _convert(source: Format, target: Format, lanes: int, duplicate: bool = False) -> Handler:
     """Each lane of ``source`` converted to ``target``, rounded to nearest
     even (f16 → f32 is exact); f32tof16 writes its half to both halves."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         values = [_result(c, v, target) for v in _lanes(c, o[1], source, lanes)]
         _write_lanes(c, o[0], target, values * 2 if duplicate else values)
     return run
 
 
 def _from_int(signed: bool) -> Handler:
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         v = c.a[o[1]]
         c.set_a(o[0], _result(c, float(s32(v) if signed else v)))
     return run
@@ -236,7 +236,7 @@ def _to_int(signed: bool) -> Callable[[Context, float], int]:
     return op
 
 
-def _f32int(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _f32int(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     """f32int d, s, mode: s rounded to an integral f32 by the immediate's
     mode; the sign of a zero result is the operand's (IEEE roundToIntegral)."""
     if o[2] >= len(_ROUNDINGS):

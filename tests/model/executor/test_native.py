@@ -611,10 +611,10 @@ def test_the_loop_refuses_a_csr_table_that_would_reach_past_a_contexts_csrs() ->
     ipu = make()
     ex = ipu.execution
     table = csr.native_ops(ex.arch)
-    native.Loop(ex.arrays, ipu.tiles.exchange, ex._exchange_base, ex._window, ex._sram, ex.memory_base, table)
+    native.Loop(ex.arrays, ipu.tiles.exchange, ipu.tiles.exchange_base, ipu.tiles.window, ipu.tiles.sram, ex.memory_base, table)
     for access, index, op in ((native.UPUT, native.CSRS - native.UPPER, "plain"),
                               (native.UGET, 0xFF, "plain"), (native.GET, 0, "?")):
         bad = table.copy()
         bad[1, access, index] = native.CSR_OPS.get(op, len(native.CSR_OPS))
         with pytest.raises(ValueError, match="CSR table"):
-            native.Loop(ex.arrays, ipu.tiles.exchange, ex._exchange_base, ex._window, ex._sram, ex.memory_base, bad)
+            native.Loop(ex.arrays, ipu.tiles.exchange, ipu.tiles.exchange_base, ipu.tiles.window, ipu.tiles.sram, ex.memory_base, bad)

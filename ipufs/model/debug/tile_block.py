@@ -2,29 +2,40 @@
 # (ipu1: from 0x30000, one 0x40 stride per tile instance, a register every 4
 # bytes; docs/registers.md says which public constants that comes from).
 # Register R of tile T reads what the TDI's READ_REG of (T, R) would answer,
-# and a store to it is the TDI's WRITE_REG of (T, R): the same TileDebug and
-# executor as the TDI aperture. Mapped reads reach no daemon code, so the
-# model keeps the block current: every tile whose debug state changed
-# (``dirty``) is published into it. Stores reach the model by pwrite
-# (write) or, through a mapping, when the register watcher finds the block
-# differing from ``expect`` (act). An accepted DBG_IEXEC only queues its
-# instruction (TDI_STS.BUSY); it retires at the executor's next run(),
-# which publishes the tile again (Execution.retire_injections marks it).
+# and a store to it is the TDI's WRITE_REG of (T, R): the same debug unit
+# as the TDI aperture. Mapped reads reach no daemon code, so the model
+# keeps the block current: every tile whose debug state changed (the
+# unit's ``changed``) is published into it. Stores reach the model by
+# pwrite (write_words) or, through a mapping, when the register watcher
+# finds the block differing from ``expect`` (act). An accepted DBG_IEXEC
+# only queues its instruction (TDI_STS.BUSY); it retires at the
+# executor's next run(), which publishes the tile again.
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ipufs.abi.registers import TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiResult
-from ipufs.model.executor import Execution, debug as tile_debug
+from ipufs.model.debug.registers import WRITE_ONLY, TdiRefused, TdiRegister
 from ipufs.model.memory import BarMemory, sparse_words
 from ipufs.model.profile import Profile
-from ipufs.model.tdi import WRITE_ONLY, TdiRefused, TdiRegister, TileDebug
 
 #: registers per tile (TDBG_TDI_APERTURE_SPACE)
 PER_TILE = TDI_TILE_STRIDE // TDI_REGISTER_WIDTH
-#: the debug state of a tile never used
-_UNUSED = TileDebug()
+
+
+class Registers(Protocol):
+    """What the block shows and acts on: the debug unit's registers."""
+
+    #: tiles whose registers may have changed since they were last published
+    changed: set[int]
+
+    def values(self, tile: int) -> list[int]: ...
+
+    def write(self, tile: int, reg: int, value: int) -> TdiResult: ...
 #: stores found together are applied in the order a host's sequence needs
 #: (the owner and data first, then clearing flags and exceptions, then the
 #: injection), whatever their addresses
@@ -40,25 +51,23 @@ _PUBLISH: tuple[int, ...] = tuple(sorted(range(PER_TILE),
                                          key=lambda r: (r in WRITE_ONLY, r == TdiRegister.TDI_STS, r)))
 
 
-class TileRegisters:
+class TileBlock:
     """The per-tile TDI registers of one IPU's config space."""
 
-    def __init__(self, profile: Profile, config: BarMemory, execution: Execution,
-                 debug: dict[int, TileDebug]) -> None:
+    def __init__(self, profile: Profile, config: BarMemory, registers: Registers) -> None:
         if profile.tdi_tile_base is None:
             raise ValueError(f"profile {profile.name} has no per-tile TDI registers")
         self.start = profile.tdi_tile_base
         self.end = self.start + profile.tdi_tile_span
         self.tiles = profile.tiles
         self.config = config
-        self.execution = execution
-        self.debug = debug
+        self.registers = registers
         self._first = self.start // 4
         #: the block as clients see it, and what the model last stored there
         self.words: NDArray[np.uint32] = config.words[self._first : self.end // 4]
         self.expect: NDArray[np.uint32] = sparse_words(self.words.size)
-        #: tiles whose registers must be published (the executor adds those it changed)
-        self.dirty = execution.debug_touched
+        #: tiles whose registers must be published (the unit's: the executor adds those it changed)
+        self.dirty = registers.changed
         self.dirty.clear()
         config.clear(self.start, self.end - self.start)  # a persistent BAR's old values go
 
@@ -77,8 +86,7 @@ class TileRegisters:
         instance that holds no tile)."""
         if not 0 <= tile < self.tiles:
             return [0] * PER_TILE
-        debug = self.debug.get(tile)
-        return [v & 0xFFFFFFFF for v in tile_debug.register_values(self.execution, tile, debug or _UNUSED)]
+        return [v & 0xFFFFFFFF for v in self.registers.values(tile)]
 
     def publish(self) -> None:
         """Store the registers of every dirty tile. A word a client stored
@@ -107,8 +115,7 @@ class TileRegisters:
             return TdiResult.BAD_TILE
         self.dirty.add(tile)
         try:
-            return tile_debug.write_register(self.execution, tile, self.debug.setdefault(tile, TileDebug()),
-                                             reg, value & 0xFFFFFFFF)
+            return self.registers.write(tile, reg, value & 0xFFFFFFFF)
         except TdiRefused as refused:
             return refused.result
 
@@ -131,6 +138,26 @@ class TileRegisters:
             return done
         finally:
             self.publish()
+
+    def write_spanning(self, offset: int, data: memoryview, write_outside: Callable[[int, memoryview], int]) -> int:
+        """A config space write that covers the block: what lies before it
+        (``write_outside``), the registers, what lies after, in order;
+        returns the count written (TdiRefused when the first register is
+        refused and nothing lies before it)."""
+        n = self.config.clip(offset, len(data))
+        first, last = max(offset, self.start), min(offset + n, self.end)
+        done = write_outside(offset, data[: first - offset]) if first > offset else 0
+        try:
+            done += self.write_words(first, data[first - offset : last - offset])
+        except TdiRefused:
+            if not done:
+                raise
+            return done  # what lies before was written
+        if done < last - offset:
+            return done
+        if offset + n > last:
+            done += write_outside(last, data[last - offset : n])
+        return done
 
     def changed(self) -> bool:
         """Whether a client stored into the block (only reads: any thread)."""
