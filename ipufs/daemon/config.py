@@ -15,11 +15,11 @@ from typing import Any
 from ipufs.container import cdi
 from ipufs.daemon.settings import BY_KEY, SETTINGS
 from ipufs.driver.nodes import Ownership
+from ipufs.fuse import transports
 from ipufs.fuse.devfuse import SPIN
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
 
 DEFAULT_MOUNTPOINT = "/run/ipufs"
-URING_MODES = ("auto", "on", "off")
 MAX_IPUS = 4096
 
 
@@ -39,7 +39,9 @@ class DaemonConfig:
     trace_file: str | None = None  # write the trace here (JSON lines)
     trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
     spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
-    uring: str = "auto"  # FUSE over io_uring: auto, on or off (ipufs/fuse/uring.py)
+    #: The transports' switches by key (uring = auto, on or off: ipufs/fuse/
+    #: transports.py); a switch left out is auto.
+    transports: dict[str, str] = field(default_factory=dict)
     fast_path: bool = True  # the native readers answer the hot requests (ipufs/driver/fast_path.py)
     cdi_dir: str | None = None  # write the mount's CDI spec here (the CLI's default as root: /var/run/cdi)
     cdi_prefix: str | None = None  # before the CDI device names (default: container.cdi.default_prefix)
@@ -59,8 +61,7 @@ class DaemonConfig:
             raise ValueError("--mode must be permission bits, such as 0660")
         if not 0 <= self.spin_us <= 10_000:
             raise ValueError("--spin-us must be between 0 and 10000")
-        if self.uring not in URING_MODES:
-            raise ValueError(f"--uring must be one of {', '.join(URING_MODES)}, not {self.uring!r}")
+        transports.check(self.transports)
         if self.cdi_prefix is not None:
             cdi.check_prefix(self.cdi_prefix)
         return PROFILES[self.profile]
@@ -70,9 +71,11 @@ DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
 #: The TOML type each setting takes in the file (ipus = 4, mode = "0660").
 TYPES: dict[str, tuple[type, ...]] = {s.key: s.types for s in SETTINGS}
 #: The settings of a file or of `ipufs mount`: DaemonConfig's fields, with
-#: ownership given as owner, group and mode, and cdi (whether to write a
-#: CDI spec: cdi_dir's default). Checked against the table at import.
-KEYS = {f.name for f in fields(DaemonConfig)} - {"ownership"} | {"owner", "group", "mode", "cdi"}
+#: ownership given as owner, group and mode, cdi (whether to write a CDI
+#: spec: cdi_dir's default), and the transports' switches. Checked against
+#: the table at import.
+KEYS = ({f.name for f in fields(DaemonConfig)} - {"ownership", "transports"}
+        | {"owner", "group", "mode", "cdi"} | set(transports.SWITCHES))
 if KEYS != set(TYPES):
     raise ImportError(f"DaemonConfig and the settings table disagree: {sorted(KEYS ^ set(TYPES))}")
 _TOML_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
@@ -162,7 +165,7 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
         trace_file=s.get("trace_file"),
         trace_max_bytes=int(s.get("trace_max_bytes", d.trace_max_bytes)),
         spin_us=int(s.get("spin_us", d.spin_us)),
-        uring=str(s.get("uring", d.uring)),
+        transports={key: str(s[key]) for key in transports.SWITCHES if s.get(key) is not None},
         fast_path=bool(s.get("fast_path", d.fast_path)),
         cdi_dir=(None if not s.get("cdi", True) else
                  str(s["cdi_dir"]) if s.get("cdi_dir") else cdi.DEFAULT_DIR if os.geteuid() == 0 else None),

@@ -13,6 +13,7 @@ from ipufs import cli
 from ipufs.daemon import config as cfg
 from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.settings import BY_KEY, RUN_SETTINGS, SETTINGS, Form, example_file, given, mount_argv
+from ipufs.fuse.transports import SWITCHES
 from scripts import generate_settings
 
 
@@ -44,7 +45,8 @@ def test_the_shipped_file_names_every_setting_and_loads(tmp_path: Path) -> None:
 
 
 def test_every_setting_builds_the_config_and_nothing_else_does() -> None:
-    built = {f.name for f in fields(DaemonConfig)} - {"ownership"} | {"owner", "group", "mode", "cdi"}
+    built = ({f.name for f in fields(DaemonConfig)} - {"ownership", "transports"}
+             | {"owner", "group", "mode", "cdi"} | set(SWITCHES))
     assert built == set(BY_KEY)
 
 
