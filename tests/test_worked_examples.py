@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import inspect
 import os
@@ -125,6 +126,12 @@ def test_adding_a_mount_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     bad.write_text('max_clients = "eight"\n')
     with pytest.raises(ValueError, match="max_clients = .* must be an integer, such as max_clients = 64"):
         cfg.load(bad)
+    # The field, and no line more: daemon_config() fills it from the setting.
+    with_field = dataclasses.make_dataclass("DaemonConfig", [("max_clients", int, dataclasses.field(default=64))],
+                                            bases=(cfg.DaemonConfig,))
+    monkeypatch.setattr(cfg, "DaemonConfig", with_field)
+    assert cfg.daemon_config({"max_clients": 8}).max_clients == 8  # type: ignore[attr-defined]
+    assert cfg.daemon_config({}).max_clients == 64  # type: ignore[attr-defined]
 
 
 def _plain_transport() -> dict[str, Any]:
