@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ipufs.container import cdi
+from ipufs.daemon import small_file
 from ipufs.daemon.settings import BY_KEY, SETTINGS
 from ipufs.driver.nodes import Ownership
 from ipufs.fuse import transports
@@ -116,10 +117,13 @@ def mode_of(value: str | int) -> int:
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The settings of a configuration file, each checked for its type;
-    every error names the file and the key."""
+    every error names the file and the key. A file that is not a regular
+    file, or is larger than small_file.MAX_BYTES, is refused unread."""
+    text = small_file.read(path)
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = tomllib.loads(text.decode())
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not valid TOML: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
     settings = data.get("ipufs", data)

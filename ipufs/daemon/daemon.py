@@ -28,6 +28,7 @@ from ipufs.daemon.utilisation import Utilisation
 from ipufs.daemon.faults import Fault, FaultError, FaultInjector
 from ipufs.daemon.fields import Limits
 from ipufs.daemon.plan import FaultPlan
+from ipufs.daemon import small_file
 from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.statelock import StateLock
 from ipufs.daemon.timers import Timers
@@ -76,11 +77,15 @@ class Serving:
 
 
 def _read_plan(path: str, limits: Limits) -> FaultPlan:
-    """The fault plan a mount starts with (FaultError naming the file)."""
-    with open(path) as f:
-        text = f.read()
+    """The fault plan a mount starts with (FaultError naming the file; a
+    file that is not a regular one, or too large, is refused unread)."""
     try:
+        text = small_file.read(path).decode()
         return FaultPlan.parse(text, limits)
+    except UnicodeDecodeError:
+        raise FaultError(f"fault plan {path}: not UTF-8 text") from None
+    except small_file.FileRefused as exc:
+        raise FaultError(f"fault plan {exc}") from None
     except FaultError as exc:
         raise FaultError(f"fault plan {path}: {exc}") from None
 
