@@ -106,7 +106,7 @@ SETTINGS: tuple[Setting, ...] = (
     *map(switch_setting, SWITCHES.values()),  # the transports' switches (ipufs/fuse/transports.py)
     Setting("fast_path", B, "answer the hot requests (MAILBOX_READ_ONLY, MAILBOX_GET_OFFSETS) in "
             "native code, without Python, while no trace or fault plan needs each one (the default; "
-            "docs/architecture.md)", "true", Form.OFF, run=True,
+            "docs/serving.md)", "true", Form.OFF, run=True,
             off_help="serve every request in Python (for comparison: docs/performance.md)"),
     Setting("control", S, "control socket path (default MOUNTPOINT.ctl)", '"/run/ipufs.ctl"'),
     Setting("dev_dir", S, "where to make the /dev links (default /dev)", '"/dev"'),
