@@ -40,7 +40,8 @@ def _links(page: Path) -> list[tuple[str, str]]:
             if target or anchor]
 
 
-@pytest.mark.parametrize("page", [*PAGES, ROOT / "README.md"], ids=[*(p.name for p in PAGES), "README.md"])
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "README.md", ROOT / "CONTRIBUTING.md"],
+                         ids=[*(p.name for p in PAGES), "README.md", "CONTRIBUTING.md"])
 def test_every_link_reaches_a_page_and_a_heading(page: Path) -> None:
     broken = []
     for target, anchor in _links(page):
