@@ -25,7 +25,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from ipufs.fuse import mount as fmount
     from ipufs.daemon import config as cfg
     from ipufs.daemon import descriptors
-    from ipufs.fuse import uring
+    from ipufs.fuse import transports
 
     settings: dict[str, Any] = {}
     try:
@@ -40,7 +40,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise Problem(f"{exc.filename} does not exist", "name a configuration file that does (docs/systemd.md)",
                       status=USAGE) from None
     try:
-        uring.choose(config.uring)  # the daemon chooses again; this says why not, in one line, before starting
+        transports.choose(config.transports)  # the daemon chooses again; this says why not, in one line, before starting
     except ValueError as exc:
         raise Problem(str(exc)) from None
     mountpoint = config.mountpoint

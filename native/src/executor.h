@@ -9,7 +9,7 @@
  * instruction is, and which native form executes it, comes from the model's
  * tables: the decoder fills the decode cache (ipufs_x_learn) from the
  * semantic rules' `native` column. Anything else returns to Python, which
- * executes that turn and calls again. docs/execution.md, "Speed". */
+ * executes that turn and calls again. docs/executor-speed.md. */
 
 enum {
     /* per context, IPUFS_X_CONTEXT_FIELDS int64 each */

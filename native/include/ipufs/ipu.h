@@ -298,7 +298,7 @@ static inline int ipufs_tdi_errno_(int result)
 #define IPUFS_BRI_WORD 0x40800000u
 #define IPUFS_PUT_DBG_DATA_WORD 0x43008070u
 /* `get $mN, CSR` is IPUFS_GET_WORD | N << 16 | CSR; `put CSR, $mN` is IPUFS_PUT_WORD | N << 20 | CSR.
- * The CSRs a debugger moves (docs/execution.md, "Breakpoints"). */
+ * The CSRs a debugger moves (docs/debugging.md, "Breakpoints"). */
 #define IPUFS_GET_WORD 0x41000000u
 #define IPUFS_PUT_WORD 0x43008000u
 #define IPUFS_CSR_PC 0x00u
