@@ -231,9 +231,17 @@ static inline void set(uint32_t *file, uint32_t reg, uint32_t value)
         file[reg] = value;
 }
 
-/* A tile address's byte in the tile's SRAM (TileMemory.locate's offset). */
+/* What offset_of gives an address where there is no memory. */
+#define NO_MEMORY 0xFFFFFFFFu
+
+/* A tile address's byte in the tile's SRAM (TileMemory.offset), or
+ * NO_MEMORY. */
 static inline uint32_t offset_of(const struct ipufs_x *x, uint32_t address)
 {
+    if (x->bounded) {
+        uint32_t o = address - x->memory_base;  /* below the base: wraps past sram */
+        return o < x->sram ? o : NO_MEMORY;
+    }
     uint32_t o = address & 0x1FFFFFu & (x->window - 1);
     return o >= x->sram ? o - x->sram : o;
 }
@@ -255,7 +263,7 @@ static inline uint8_t *access(const struct ipufs_x *x, uint8_t *sram, uint32_t a
     if (address & (uint32_t)(width - 1))
         return NULL;
     uint32_t o = offset_of(x, address);
-    if (kind == K_A128 && o < x->sram / 2)  /* ld128: region 1 only */
+    if (o == NO_MEMORY || (kind == K_A128 && o < x->region1))  /* no memory; ld128: region 1 only */
         return NULL;
     return sram + o;
 }
@@ -589,7 +597,7 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
     }
     case F_RUN: case F_RUNALL: {  /* system.py _run, _runall */
         uint32_t entry = m[o[0]], vbase = m[o[1]] + (h->form == F_RUN ? o[2] * 4 + x->memory_base : 0);
-        if (((entry | vbase) & 3) || offset_of(x, entry) >= x->sram / 2)  /* faults */
+        if (((entry | vbase) & 3) || offset_of(x, entry) >= x->region1)  /* faults (NO_MEMORY too) */
             return IPUFS_X_PYTHON;
         if (!room(x, w->count - 1))
             return IPUFS_X_FULL;
@@ -671,14 +679,14 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, struct tur
         return IPUFS_X_PYTHON;
     uint8_t *sram = w->sram;
     uint32_t at = offset_of(x, pc);
-    if (at >= x->sram / 2)  /* code is fetched from region 0 only */
+    if (at >= x->region1)  /* code is fetched from region 0 only (NO_MEMORY too) */
         return IPUFS_X_PYTHON;
     uint32_t word, second;
     memcpy(&word, sram + at, 4);
     uint64_t key = word;
     if (word & 0x80000000u) {  /* a bundle: 8-byte aligned, both words in region 0 */
         uint32_t then = offset_of(x, pc + 4);
-        if ((pc & 7) || then >= x->sram / 2)
+        if ((pc & 7) || then >= x->region1)
             return IPUFS_X_PYTHON;
         memcpy(&second, sram + then, 4);
         key |= (uint64_t)second << 32;

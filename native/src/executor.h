@@ -79,6 +79,8 @@ struct ipufs_x {
     uint32_t zone_local;      /* sync 2 and 3: what the sync instruction's zone field holds for them */
     uint32_t zone_internal;
     uint32_t memory_base;     /* the tile address of SRAM's first byte (run's vertex base adds it) */
+    uint32_t region1;         /* the SRAM offset where region 1 starts: code is fetched below it */
+    uint32_t bounded;         /* 1: only [memory_base, + sram) is memory (GC200); 0: addresses alias (GC2) */
     const uint8_t *csr_ops;   /* [supervisor, worker][IPUFS_X_ACCESSES][256]: what get/put/uget/uput
                                * of each index does (ipufs_x_csr_op_name), from csr.py */
     uint32_t event_capacity;

@@ -16,7 +16,7 @@ from ipufs.abi.registers import ExceptionCause, TdiCommand, TdiResult
 from ipufs.model.debug.registers import TdiRefused
 from ipufs.model.debug.tile import TileDebug
 from ipufs.model.memory import BarMemory
-from ipufs.model.tiles import MisalignedAccess, TileMemory
+from ipufs.model.tiles import MisalignedAccess, NoMemory, TileMemory
 
 REG = R.REGISTERS
 _U32 = struct.Struct("<I")
@@ -101,6 +101,9 @@ class Aperture:
         except MisalignedAccess:
             self.raise_exception(ExceptionCause.MISALIGNED, tile, self._reg("TDI_ADDRESS"), unit.tile(tile).owner)
             return TdiResult.MISALIGNED
+        except NoMemory:
+            self.raise_exception(ExceptionCause.INVALID_ADDRESS, tile, self._reg("TDI_ADDRESS"), unit.tile(tile).owner)
+            return TdiResult.NO_MEMORY
         except TdiRefused as refused:
             return TdiResult(refused.result)
         self._set("TDI_DATA_LO", data & 0xFFFFFFFF)

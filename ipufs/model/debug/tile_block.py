@@ -1,9 +1,10 @@
-# The per-tile TDI registers of profiles that place them in config space
-# (ipu1: from 0x30000, one 0x40 stride per tile instance, a register every 4
-# bytes; docs/registers.md says which public constants that comes from).
-# Register R of tile T reads what the TDI's READ_REG of (T, R) would answer,
-# and a store to it is the TDI's WRITE_REG of (T, R): the same debug unit
-# as the TDI aperture. Mapped reads reach no daemon code, so the model
+# The per-tile TDI registers in config space: from 0x30000, one 0x40
+# stride per tile instance, a register every 4 bytes, instances numbered
+# by physical tile (ipu1: research/ipu1/ipu1_consts.c; the GC200: a runtime
+# that drives a real C600, osmarks/ipu-stack crates/ipu-driver/src/lib.rs;
+# docs/registers.md). Register R of the instance of logical tile T reads
+# what the TDI's READ_REG of (T, R) would answer, and a store to it is the
+# TDI's WRITE_REG of (T, R): the same debug unit as the TDI aperture. Mapped reads reach no daemon code, so the model
 # keeps the block current: every tile whose debug state changed (the
 # unit's ``changed``) is published into it. Stores reach the model by
 # pwrite (write_words) or, through a mapping, when the register watcher
@@ -60,6 +61,9 @@ class TileBlock:
         self.start = profile.tdi_tile_base
         self.end = self.start + profile.tdi_tile_span
         self.tiles = profile.tiles
+        #: logical tile -> its instance (physical tile), and back
+        self.instance = profile.tile_map.physical
+        self.tile_of = profile.tile_map.logical
         self.config = config
         self.registers = registers
         self._first = self.start // 4
@@ -69,6 +73,8 @@ class TileBlock:
         #: tiles whose registers must be published (the unit's: the executor adds those it changed)
         self.dirty = registers.changed
         self.dirty.clear()
+        #: instances holding no tile that a client stored into: they read 0 again
+        self._stray: set[int] = set()
         config.clear(self.start, self.end - self.start)  # a persistent BAR's old values go
 
     def overlaps(self, offset: int, length: int) -> bool:
@@ -79,24 +85,26 @@ class TileBlock:
         self.config.clear(self.start, self.end - self.start)
         self.expect[self.expect != 0] = 0  # only written pages: the rest stay the zero page
         self.dirty.clear()
+        self._stray.clear()
 
     # --- what a read answers ------------------------------------------------------
-    def values(self, tile: int) -> list[int]:
-        """The 16 registers of ``tile`` as a read answers them (0 for a tile
+    def values(self, instance: int) -> list[int]:
+        """The 16 registers of ``instance`` as a read answers them (0 for an
         instance that holds no tile)."""
-        if not 0 <= tile < self.tiles:
+        if not 0 <= instance < self.tiles:
             return [0] * PER_TILE
-        return [v & 0xFFFFFFFF for v in self.registers.values(tile)]
+        return [v & 0xFFFFFFFF for v in self.registers.values(self.tile_of[instance])]
 
     def publish(self) -> None:
         """Store the registers of every dirty tile. A word a client stored
         and the model has not acted on yet is left for it to act on."""
-        if not self.dirty:
+        if not self.dirty and not self._stray:
             return
         words, expect, config = self.words, self.expect, self.config
-        for tile in sorted(self.dirty):
-            at = tile * PER_TILE
-            now = self.values(tile)
+        instances = sorted({self.instance[tile] for tile in self.dirty if 0 <= tile < self.tiles} | self._stray)
+        for instance in instances:
+            at = instance * PER_TILE
+            now = self.values(instance)
             held, stored = words[at : at + PER_TILE].tolist(), expect[at : at + PER_TILE].tolist()
             if now != stored or held != stored:
                 for reg in _PUBLISH:
@@ -104,15 +112,17 @@ class TileBlock:
                         config.store_word(self._first + at + reg, now[reg])
                 expect[at : at + PER_TILE] = now
         self.dirty.clear()
+        self._stray.clear()
 
     # --- stores ---------------------------------------------------------------------
-    def write(self, tile: int, reg: int, value: int) -> int:
-        """A store of ``value`` to register ``reg`` of ``tile``: the TDI's
-        WRITE_REG. Returns its TDI_RESULT (a refusal also sets TDI_STS as
-        the aperture's does)."""
-        if not 0 <= tile < self.tiles:
-            self.dirty.add(tile)  # restore what a mapped store changed
+    def write(self, instance: int, reg: int, value: int) -> int:
+        """A store of ``value`` to register ``reg`` of ``instance``: the
+        TDI's WRITE_REG of its tile. Returns its TDI_RESULT (a refusal also
+        sets TDI_STS as the aperture's does)."""
+        if not 0 <= instance < self.tiles:
+            self._stray.add(instance)  # restore what a mapped store changed
             return TdiResult.BAD_TILE
+        tile = self.tile_of[instance]
         self.dirty.add(tile)
         try:
             return self.registers.write(tile, reg, value & 0xFFFFFFFF)
@@ -128,12 +138,13 @@ class TileBlock:
         done = 0
         try:
             for at in range(0, len(data), TDI_REGISTER_WIDTH):
-                tile, reg = divmod((offset + at - self.start) // TDI_REGISTER_WIDTH, PER_TILE)
-                result = self.write(tile, reg, int.from_bytes(data[at : at + TDI_REGISTER_WIDTH], "little"))
+                instance, reg = divmod((offset + at - self.start) // TDI_REGISTER_WIDTH, PER_TILE)
+                result = self.write(instance, reg, int.from_bytes(data[at : at + TDI_REGISTER_WIDTH], "little"))
                 if result != TdiResult.OK:
                     if done:
                         return done
-                    raise TdiRefused(result, f"tile {tile} TDI register 0x{reg:02x}: {TdiResult(result).name}")
+                    raise TdiRefused(result, f"physical tile {instance} TDI register 0x{reg:02x}: "
+                                             f"{TdiResult(result).name}")
                 done += TDI_REGISTER_WIDTH
             return done
         finally:
@@ -175,8 +186,8 @@ class TileBlock:
             return False
         values = self.words[where]
         stores = [(int(i) // PER_TILE, int(i) % PER_TILE, int(v)) for i, v in zip(where, values, strict=True)]
-        for tile, reg, value in sorted(stores, key=lambda s: (s[0], _ORDER.get(s[1], s[1]))):
-            self.write(tile, reg, value)
+        for instance, reg, value in sorted(stores, key=lambda s: (s[0], _ORDER.get(s[1], s[1]))):
+            self.write(instance, reg, value)
         self.expect[where] = values  # acted on: publish stores what the registers now read
         self.publish()
         return True

@@ -39,15 +39,31 @@ class TileAccess:
         self._window = tiles.window
         self._base = tiles.exchange_base
         self._sram = tiles.sram
+        #: SRAM offsets below this are region 0 (code); the rest region 1
+        self._region1 = tiles.region1 - tiles.base
+        self._memory_base = tiles.base
+        self._aliasing = tiles.aliasing
+
+    def _offset(self, address: int) -> int:
+        """TileMemory.offset, inline (it runs per access): -1 where there is no memory."""
+        if self._aliasing:
+            return (address & _ADDRESS) % self._window % self._sram
+        offset = address - self._memory_base
+        return offset if 0 <= offset < self._sram else -1
 
     def executable(self, address: int) -> bool:
-        """Code is fetched from region 0 only (the programmer's guide)."""
-        return self.tiles.locate(address).region == 0
+        """Code is fetched from region 0 only (the programmer's guide; the
+        C600's memory map)."""
+        return 0 <= self._offset(address) < self._region1
 
     def require_region1(self, t: TileState, address: int) -> None:
-        if self.tiles.locate(address).region != 1:
+        if self._offset(address) < self._region1:
             raise TileFault(Etype.INVALID_ADDR, ExceptionCause.INVALID_ADDRESS, address & MASK,
                             f"128-bit access at 0x{address & MASK:x} outside the interleaved region")
+
+    def _no_memory(self, address: int, what: str) -> TileFault:
+        return TileFault(Etype.INVALID_ADDR, ExceptionCause.INVALID_ADDRESS, address, f"{what} at 0x{address:x}: "
+                         f"no tile memory there (0x{self._memory_base:x}..0x{self._memory_base + self._sram:x})")
 
     def load(self, t: TileState, address: int, width: int) -> int:
         address &= MASK
@@ -57,11 +73,13 @@ class TileAccess:
                             f"{width}-byte load at 0x{address:x}")
         if self.watch is not None and hits(self.watch, address, width, False):
             raise self._data_break(address, width, "load")
+        offset = self._offset(address)
+        if offset < 0:
+            raise self._no_memory(address, f"{width}-byte load")
         if tiles.bad_parity and tiles.bad_word(t.tile, address, width):
             raise TileFault(*PARITY_FAULT, address, f"parity error loading 0x{address:x}")
         if width == 4:  # the common case, one word of the BAR without building bytes
-            return self._words[(self._base + t.tile * self._window
-                                + (address & _ADDRESS) % self._window % self._sram) >> 2]
+            return self._words[(self._base + t.tile * self._window + offset) >> 2]
         return int.from_bytes(tiles.read(t.tile, address, width), "little")
 
     def store(self, t: TileState, address: int, width: int, value: int) -> None:
@@ -71,18 +89,19 @@ class TileAccess:
                             f"{width}-byte store at 0x{address:x}")
         if self.watch is not None and hits(self.watch, address, width, True):
             raise self._data_break(address, width, "store")
+        offset = self._offset(address)
+        if offset < 0:
+            raise self._no_memory(address, f"{width}-byte store")
         tiles = self.tiles
         if width == 4 and not tiles.bad_parity:  # one word, recorded dirty as BarMemory.write does
-            at = self._base + t.tile * self._window + (address & _ADDRESS) % self._window % self._sram
-            tiles.exchange.store_word(at >> 2, value & MASK)
+            tiles.exchange.store_word((self._base + t.tile * self._window + offset) >> 2, value & MASK)
             return
         tiles.write(t.tile, address, (value & ((1 << 8 * width) - 1)).to_bytes(width, "little"))
 
     def fetch(self, t: TileState, address: int) -> int:
         """The instruction word at ``address`` (INVALID_PC outside region 0)."""
-        # TileMemory.locate's offset and region, inline: this runs per fetch.
-        offset = (address & _ADDRESS) % self._window % self._sram
-        if offset >= self._sram >> 1:
+        offset = self._offset(address)
+        if not 0 <= offset < self._region1:
             raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, address,
                             f"fetch at 0x{address:x} outside region 0")
         tiles = self.tiles

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
+#: $TILE_ID reads the tile's physical number, held in its supervisor's row (Execution.state)
 PC, SR, TILE_ID, DBG_DATA, DBG_BRK_ID, CTXT_STS = 0x00, 0x01, 0x03, 0x70, 0x71, 0x72
 CR, WORKER0_BASE, SCOUNT_L, SCOUNT_U = 0x02, 0x21, 0x60, 0x61
 VERTEX_BASE, WORKER_BASE, REPEAT_COUNT, REPEAT_FIRST, REPEAT_END = 0x02, 0x03, 0x04, 0x05, 0x06
@@ -66,8 +67,6 @@ def read(ex: Machine, t: TileState, c: Context, index: int) -> int:
     if not c.is_worker:
         if index == SR:
             return (c.sr & ~1) | t.link
-        if index == TILE_ID:
-            return t.tile
         if index == CTXT_STS:
             return t.ctxt_sts()
         if index in (SCOUNT_L, SCOUNT_U):
@@ -145,7 +144,7 @@ def write_upper(ex: Machine, t: TileState, c: Context, index: int, value: int) -
 
 #: what the native loop's get does with the registers read() computes, by context
 #: ($DBG_BRK_ID is plain: the breaks write the channel into the context's CSRs)
-_SUPERVISOR_GETS = {PC: "pc", SR: "ssr", TILE_ID: "tile", CTXT_STS: "ctxt_sts", SCOUNT_L: "scount_l",
+_SUPERVISOR_GETS = {PC: "pc", SR: "ssr", CTXT_STS: "ctxt_sts", SCOUNT_L: "scount_l",
                     SCOUNT_U: "scount_u", DBG_DATA: "python"}
 _WORKER_GETS = {PC: "pc", SR: "wsr", WORKER_BASE: "worker_base", SCOUNT_L: "count_l", SCOUNT_U: "count_u",
                 REPEAT_COUNT: "repeat_count", REPEAT_FIRST: "repeat_first", REPEAT_END: "repeat_end",

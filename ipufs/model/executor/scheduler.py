@@ -54,6 +54,8 @@ class Execution:
         self.memory_base = tiles.base
         self.workers = profile.workers_per_tile
         self.tiles = tiles
+        #: each logical tile's $TILE_ID: where it sits (its physical number)
+        self.tile_ids = profile.tile_map.physical
         self.device = device
         self.debugger = debugger
         #: every tile's registers, PC, status, turns..., shared by both paths
@@ -85,6 +87,7 @@ class Execution:
             a = self.arrays
             t = self.states[tile] = TileState(tile, self.workers, a.registers[tile], a.fields[tile], a.counters[tile],
                                               a.csrs[tile])
+            t.supervisor.csrs[csr.TILE_ID] = self.tile_ids[tile]
         return t
 
     def reset(self) -> None:
@@ -242,7 +245,7 @@ class Execution:
         if self._loop is None:
             t = self.tiles
             self._loop = native.Loop(self.arrays, t.exchange, t.exchange_base, t.window, t.sram, self.memory_base,
-                                     csr.native_ops(self.arch))
+                                     csr.native_ops(self.arch), region1=t.region1 - t.base, bounded=not t.aliasing)
             self._loop.stop_when(self._stop)
         return self._loop
 

@@ -17,7 +17,7 @@ from ipufs.model.executor.state import Etype, Status
 from ipufs.model.ipu import Ipu
 from ipufs.model.debug import TdiRegister, TdiStatus
 from tests.model.executor.kit import assemble, load, m, memory_word, start, tdi_read, tdi_write, word
-from tests.model.executor.test_native import WORDS, _run, _same, program
+from tests.model.executor.test_native import CODE, DATA as ANY_DATA, WORDS, _run, _same, program
 from tests.model.test_ipu import make, reg
 
 DATA = 0x60000  # as test_native's
@@ -313,13 +313,13 @@ def armed(draw: st.DrawFn) -> dict[str, int]:
     break somewhere in the first 64 words, a data break over the data, and
     retirement breaks for some contexts."""
     return {
-        "ibrk_ctl": draw(st.integers(0, 7)), "ibrk_pc": 0x40000 + 4 * draw(st.integers(0, 63)),
-        "ibrk_vert": DATA + 4 * draw(st.integers(0, 8)),
+        "ibrk_ctl": draw(st.integers(0, 7)), "ibrk_pc": CODE + 4 * draw(st.integers(0, 63)),
+        "ibrk_vert": ANY_DATA + 4 * draw(st.integers(0, 8)),
         "dbrk_ctl": (draw(st.integers(0, 3)) | draw(st.integers(0, 7)) << breaks.SIZE_SHIFT
                      | draw(st.integers(0, 0x7F)) << breaks.CTXT_SHIFT),
-        "dbrk_base": DATA + 4 * draw(st.integers(0, WORDS)),
+        "dbrk_base": ANY_DATA + 4 * draw(st.integers(0, WORDS)),
         "rbrk": draw(st.sampled_from([0, 0, 1, 0x7E, 0x7F])) | draw(st.sampled_from([0, breaks.RBRK_VM_EN])),
-        "rbrk_vert": DATA + 4 * draw(st.integers(0, 8)),
+        "rbrk_vert": ANY_DATA + 4 * draw(st.integers(0, 8)),
     }
 
 

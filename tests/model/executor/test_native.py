@@ -30,7 +30,9 @@ from ipufs.model.profile import PROFILES, Region
 from tests.model.executor.kit import assemble, load, start
 from tests.model.test_ipu import make, reg
 
-DATA = 0x60000  # region 1 of every profile here: ld128 may use it
+#: code and data addresses every profile here has: code in region 0, data
+#: in region 1 (ld128 may use it); on ipu1 they alias to 0x4c000 and 0x60000
+CODE, DATA = 0x4C000, 0xA0000
 WORDS = 64
 R = st.integers(1, 9)  # the registers programs compute in
 ALU = ["add", "sub", "mul", "max", "min", "and", "andc", "or", "xor", "xnor", "cmpeq", "cmpne", "cmpslt", "cmpult"]
@@ -225,7 +227,7 @@ def block(draw: st.DrawFn, p: Program, base: int, worker: bool, depth: int = 0) 
 @st.composite
 def program(draw: st.DrawFn) -> str:
     p = Program()
-    sup: list[str] = ["setzi $m14, 0x60000", "setzi $m8, 0"]
+    sup: list[str] = [f"setzi $m14, {DATA}", "setzi $m8, 0"]
     workers: list[str] = []
     for _ in range(draw(st.integers(1, 6))):
         sup += draw(block(p, 14, False))
@@ -245,7 +247,7 @@ def program(draw: st.DrawFn) -> str:
                 sup += [f"run $m0, $m1, {draw(st.integers(0, 4))}"]
             if draw(st.booleans()):
                 sup += ["sync 2"]
-    return "\n".join([".text 0x40000", ".supervisor", "_start:", *sup, "trap 0", ".worker", *workers])
+    return "\n".join([f".text {CODE}", ".supervisor", "_start:", *sup, "trap 0", ".worker", *workers])
 
 
 #: one IPU of each profile with the native loop and one without, reset for each example
@@ -300,10 +302,14 @@ def _record_exceptions(ipu: Ipu) -> None:
 
 def _same(a: Ipu, b: Ipu, tiles: int) -> None:
     ea, eb = a.execution, b.execution
-    assert np.array_equal(ea.arrays.counters, eb.arrays.counters), "turns, instruction counts, turn order"
-    assert np.array_equal(ea.arrays.fields, eb.arrays.fields), "PC, status, wait, delay"
-    assert np.array_equal(ea.arrays.registers, eb.arrays.registers), "registers"
-    assert np.array_equal(ea.arrays.csrs, eb.arrays.csrs), "CSRs"
+    # The tiles with state now: a tile's rows of the arrays are zeroed when
+    # its state is made, so rows of tiles an earlier program on this IPU
+    # used and this one did not are nobody's.
+    used = sorted(set(range(tiles)) | set(ea.states) | set(eb.states))
+    assert np.array_equal(ea.arrays.counters[used], eb.arrays.counters[used]), "turns, instruction counts, turn order"
+    assert np.array_equal(ea.arrays.fields[used], eb.arrays.fields[used]), "PC, status, wait, delay"
+    assert np.array_equal(ea.arrays.registers[used], eb.arrays.registers[used]), "registers"
+    assert np.array_equal(ea.arrays.csrs[used], eb.arrays.csrs[used]), "CSRs"
     window = a.tiles.window
     assert a.tiles.exchange.bytes[:tiles * window].tobytes() == b.tiles.exchange.bytes[:tiles * window].tobytes()
     assert a.tiles.exchange.take_dirty() == b.tiles.exchange.take_dirty()
