@@ -25,6 +25,7 @@ from ipufs.model.sync import SyncGroup, SyncRefused, interrupt_for
 from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
 from ipufs.model.executor import Execution, debug as tile_debug
 from ipufs.model import power
+from ipufs.model.link import LinkErrors
 from ipufs.model.tile_registers import TileRegisters
 from ipufs.model.tiles import MisalignedAccess, TileMemory
 
@@ -97,6 +98,7 @@ class Ipu:
         self.sync_counts = {1: 0, 2: 0}
         self.tdi_result = 0
         self.link_down = False
+        self.link_errors = LinkErrors()  # corrected on the link (the `link-errors` fault)
         #: UTILISATION, in hundredths of a percent: what the daemon last
         #: sampled of the tiles' work (the model reads no clocks)
         self.utilisation = 0
