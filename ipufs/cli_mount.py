@@ -54,7 +54,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
 
         from ipufs.cli_exporter import open_exporter
 
-        exporter = open_exporter(Path(mountpoint), config.exporter)
+        exporter = open_exporter(Path(mountpoint), config.exporter, pod_resources=None)  # pods: `ipufs exporter`
     # the usual soft limit is too low for 128 IPUs; the exporter's connections count too
     descriptors.ensure(config.ipus, exporter.limits.descriptors if exporter is not None else 0)
 

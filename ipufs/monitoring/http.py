@@ -100,6 +100,11 @@ class HttpServer:
         self.answered: Counter[int] = Counter()
 
     async def serve(self, listener: trio.SocketListener) -> None:
+        """Accept and answer until cancelled; the listener is closed then."""
+        async with listener:
+            await self._accept(listener)
+
+    async def _accept(self, listener: trio.SocketListener) -> None:
         slots = trio.Semaphore(self.max_connections)
         async with trio.open_nursery() as nursery:
             while True:
@@ -143,12 +148,11 @@ class HttpServer:
             stream = tls
         buffer = bytearray()
         while True:
-            received_any = bool(buffer)
             head: bytes | None = None
             with trio.move_on_after(self.request_timeout):
                 head = await self._head(stream, buffer)
-            if head is None:
-                if buffer or received_any:
+            if head is None:  # timed out: a slow client if it had begun a request, else an idle one
+                if buffer:
                     self.dropped["timeout"] += 1
                 return
             if head == b"":
@@ -186,7 +190,11 @@ class HttpServer:
             response = plain(exc.status, f"{exc}\n")
             response.close = True
         else:
-            response = await self.handler(request)
+            try:
+                response = await self.handler(request)
+            except Exception as exc:  # one failed answer: say so, keep serving
+                log.warning("exporter: answering %s %s failed: %s", request.method, request.path, exc, exc_info=exc)
+                response = plain(500, f"the answer failed: {exc}\n")
         self.answered[response.status] += 1
         has_body = request is not None and (request.headers.get("content-length", "0") not in ("", "0")
                                             or "transfer-encoding" in request.headers)

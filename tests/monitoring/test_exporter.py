@@ -237,3 +237,36 @@ def test_the_scrape_benchmark_runs() -> None:
                          capture_output=True, text=True, timeout=110)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("scrape of 2 × ipu2: p50 ")
+
+
+def test_a_failed_answer_is_a_500_and_it_keeps_serving(tmp_path: Path) -> None:
+    import trio
+
+    from ipufs.monitoring.http import HttpServer, Request, Response
+
+    async def handler(request: Request) -> Response:
+        if request.path == "/boom":
+            raise RuntimeError("a bug")
+        return Response(200, b"fine")
+
+    async def main() -> list[bytes]:
+        server = HttpServer(handler, request_timeout=5)
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        answers = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.serve, listeners[0])
+            for path in ("/boom", "/ok"):
+                stream = await trio.open_tcp_stream("127.0.0.1", port)
+                await stream.send_all(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+                data = b""
+                while chunk := await stream.receive_some():
+                    data += chunk
+                answers.append(data)
+                await stream.aclose()
+            nursery.cancel_scope.cancel()
+        return answers
+
+    boom, ok = trio.run(main)
+    assert boom.startswith(b"HTTP/1.1 500 ") and b"the answer failed: a bug" in boom
+    assert ok.startswith(b"HTTP/1.1 200 ") and ok.endswith(b"fine")
