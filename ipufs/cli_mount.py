@@ -48,15 +48,15 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise Problem(f"{mountpoint} is already mounted by a running ipufs daemon",
                       f"use it as it is, unmount it first (`ipufs umount {mountpoint}`), or name another mount point")
 
-    descriptors.ensure(config.ipus)  # the usual soft limit is too low for 128 IPUs
-
     exporter = None
     if config.exporter:  # bound now, so that a busy address fails before mounting
         from pathlib import Path
 
         from ipufs.cli_exporter import open_exporter
 
-        exporter = open_exporter(Path(mountpoint), config.exporter)
+        exporter = open_exporter(Path(mountpoint), config.exporter, pod_resources=None)  # pods: `ipufs exporter`
+    # the usual soft limit is too low for 128 IPUs; the exporter's connections count too
+    descriptors.ensure(config.ipus, exporter.limits.descriptors if exporter is not None else 0)
 
     async def main() -> None:
         daemon = Daemon(config)

@@ -130,6 +130,11 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
         "link-up", "the link comes back", "`STATUS` bit 2 clears", (),
         lambda ipu, p, later: ipu.set_link(True)),
     FaultKind(
+        "link-errors", "the link corrects some errors (replayed transfers)",
+        "`link correctable error count` and its session figure grow by `--count`; the link stays up",
+        (Integer("count", "how many errors", default=1, option="--count", lo=1, hi=U32_MAX),),
+        lambda ipu, p, later: ipu.link_errors.add(p["count"], time.monotonic())),
+    FaultKind(
         "telemetry", "change telemetry",
         "the TEMPERATURE, POWER, CLOCK registers and the ICU's telemetry answers",
         (Integer("temperature_mc", "temperature", optional=True, option="--temperature", scale=1000,

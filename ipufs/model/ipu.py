@@ -29,6 +29,7 @@ from ipufs.model.sync import HostSync, SyncGroup, interrupt_for
 from ipufs.model.executor import Execution
 from ipufs.model.executor.debuggee import Debuggee
 from ipufs.model import power
+from ipufs.model.link import LinkErrors
 from ipufs.model.tiles import TileMemory
 
 REG = R.REGISTERS
@@ -96,6 +97,7 @@ class Ipu:
         #: SYNC_STATUS and the sync counters: this IPU's requests of its group
         self.host_sync = HostSync(index, self.group)
         self.link_down = False
+        self.link_errors = LinkErrors()  # corrected on the link (the `link-errors` fault)
         #: UTILISATION, in hundredths of a percent: what the daemon last
         #: sampled of the tiles' work (the model reads no clocks)
         self.utilisation = 0

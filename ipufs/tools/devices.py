@@ -7,11 +7,12 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from ipufs.client import Control, ControlError, Device, IoctlError
 from ipufs.client.where import MOUNT_ENV
 from ipufs.abi.icu import ERROR_MARKER, op_word
+from ipufs.abi.ipu_view import IpuView
 from ipufs.abi.registers import REGISTERS
 from ipufs.problems import Problem
 
@@ -98,19 +99,35 @@ def _icu_answer(dev: Device, op: int, *args: int) -> tuple[int, ...] | None:
     return None if answer[0] == ERROR_MARKER else answer
 
 
-def daemon_view(root: Path, index: int) -> dict[str, Any] | None:
+def daemon_view(root: Path, index: int) -> IpuView | None:
     """The control channel's view of one IPU, or None when unreachable. The
     attached process's pid is as this process sees it: the daemon's, or
     its pid in this PID namespace when it lives here (inside `ipufs run`)."""
     try:
         with Control.of_mount(mountpoint_of(root, index), timeout=2) as control:
-            view = control.request("ipu", ipu=index)
+            view = cast(IpuView, control.request("ipu", ipu=index))
     except (OSError, ControlError, ValueError):
         return None
-    attached = view.get("attached")
-    if isinstance(attached, dict):
-        where = attached.get("namespace")
-        if isinstance(where, dict) and where.get("pid_ns") == _own_pid_namespace():
+    return seen_here(view)
+
+
+def daemon_views(root: Path, timeout: float | None = None) -> dict[int, IpuView]:
+    """Every IPU's view from one `status` request to the daemon serving
+    ``root`` (pids as daemon_view gives them). Raises OSError when there is
+    no daemon to ask, ControlError when it refuses, ControlTimeout when it
+    does not answer within ``timeout`` (Control.TIMEOUT unless told)."""
+    with Control.of_mount(mountpoint_of(root, indices(root)[0]), timeout) as control:
+        answer = control.request("status")
+    views = cast(list[IpuView], answer["ipus"])
+    return {view["ipu"]: seen_here(view) for view in views}
+
+
+def seen_here(view: IpuView) -> IpuView:
+    """``view`` with the attached pid as this process sees it."""
+    attached = view["attached"]
+    if attached is not None:
+        where = attached["namespace"]
+        if where is not None and where["pid_ns"] == _own_pid_namespace():
             attached["pid"] = where["pid"]
     return view
 
