@@ -105,7 +105,7 @@ def test_injected_faults_show(board: RunningDaemon, attached: PyClient, exporter
     m = str(board.mountpoint)
     before = scrape(exporter)
     ipufs("inject", "--dev", m, "link-down", "-d", "1")
-    ipufs("inject", "--dev", m, "parity", "-d", "2", "--tile", "3", "--addr", "0x40010")
+    ipufs("inject", "--dev", m, "parity", "-d", "2", "--tile", "3", "--addr", "0x4c010")
     ipufs("inject", "--dev", m, "reset", "-d", "3")
     ipufs("inject", "--dev", m, "telemetry", "-d", "0", "--temperature", "88", "--clock", "665")
     s = scrape(exporter)
