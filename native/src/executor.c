@@ -4,9 +4,9 @@
  * for those, on the same arrays, and hands every other turn back: system
  * instructions with side effects outside these arrays, the floating point
  * it does not take, and any instruction that would fault (a misaligned
- * access, a bad PC, a shift past 31, a NaN operand), which Python then
- * executes and turns into the exception with its cause and address. The
- * rules and their sources: docs/execution.md. */
+ * access, a bad PC, a shift past 31, an enabled floating-point exception),
+ * which Python then executes and turns into the exception with its cause
+ * and address. The rules and their sources: docs/execution.md. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -403,52 +403,68 @@ static inline int csr_read(const struct turn *w, int op, uint32_t slot, uint32_t
     return 1;
 }
 
-/* Floating point (fp.py): an f32 operand as a double; 0 for NaN, infinity
- * and subnormals, which Python faults on. */
-static inline int fp_operand(uint32_t bits, double *value)
+/* Floating point (fp.py, ieee.py) for the f32 forms. $FP_STS's flags and
+ * $FP_CTL's enables share bits INV[0] DIV0[1] OFLO[2]; $FP_CTL also holds
+ * RND[18:16] and ESR[19] (R research/ipu1/ipu1_consts.c, CSR_W_FP_*). */
+enum { FP_INV = 1 << 0, FP_DIV0 = 1 << 1, FP_OFLO = 1 << 2, FP_ENABLES = FP_INV | FP_DIV0 | FP_OFLO,
+       FP_RND = 7 << 16, FP_ESR = 1 << 19 };
+enum { F32_SIGN = 0x80000000u, F32_INFINITY = 0x7F800000u, F32_QUIET = 0x00400000u,
+       F32_DEFAULT_NAN = 0x7FC00000u };
+
+static inline int f32_nan(uint32_t bits)
 {
-    uint32_t exponent = bits >> 23 & 0xFF;
-    if (exponent == 0xFF || (exponent == 0 && (bits & 0x7FFFFF)))
-        return 0;
-    float v;
-    memcpy(&v, &bits, 4);
-    *value = v;
-    return 1;
+    return (bits & ~F32_SIGN) > F32_INFINITY;
 }
 
-enum { FP_INV = 1 << 0, FP_OFLO = 1 << 2, FP_RND = 7 << 16, FP_ESR = 1 << 19, FP_NANOO = 1 << 20 };
-
-/* One f32 lane (fp.py's _rounded and _compare): the exact result in binary64
- * rounded once to binary32, to nearest even (the default mode); 0 where
- * Python faults (a rounding mode or stochastic rounding set, a subnormal
- * result, an overflow with NANOO or with OFLO enabled). `sts`: $FP_STS. */
-static inline int fp_lane(int kind, double x, double y, uint32_t ctl, uint32_t *sts, uint32_t *out)
+/* One f32 lane (ieee.py's arith and compare): a NaN operand raises INV
+ * and, in arithmetic, gives the first NaN operand quieted; compares are
+ * IEEE's (false with a NaN, but not-equal true); the rest is the binary64
+ * result of the two binary32 operands (exact for a product, correctly
+ * rounded for a sum) rounded once to binary32 under the C default mode,
+ * to nearest even, subnormals included: ∞ − ∞ and 0 × ∞ give the default
+ * NaN and INV, an infinite operand an exact ∞, a finite result past the
+ * largest ±∞ and OFLO. `flags` gathers what the lane raises. 0 where
+ * Python must take the turn: a finite result to round while $FP_CTL sets
+ * a rounding mode or stochastic rounding (not public). */
+static inline int fp_lane(int kind, uint32_t xb, uint32_t yb, uint32_t ctl, uint32_t *flags, uint32_t *out)
 {
+    float xf, yf;
+    memcpy(&xf, &xb, 4);
+    memcpy(&yf, &yb, 4);
+    int nan = f32_nan(xb) || f32_nan(yb);
+    if (nan)
+        *flags |= FP_INV;
     double r;
     switch (kind) {
-    case K_CMPEQ: *out = x == y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPNE: *out = x != y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPLT: *out = x < y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPLE: *out = x <= y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPGT: *out = x > y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPGE: *out = x >= y ? 0xFFFFFFFFu : 0; return 1;
-    case K_ADD: r = x + y; break;
-    case K_SUB: r = x - y; break;
-    case K_MUL: r = x * y; break;
+    case K_CMPEQ: *out = xf == yf ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPNE: *out = xf != yf ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPLT: *out = xf < yf ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPLE: *out = xf <= yf ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPGT: *out = xf > yf ? 0xFFFFFFFFu : 0; return 1;
+    case K_CMPGE: *out = xf >= yf ? 0xFFFFFFFFu : 0; return 1;
+    case K_ADD: r = (double)xf + (double)yf; break;
+    case K_SUB: r = (double)xf - (double)yf; break;
+    case K_MUL: r = (double)xf * (double)yf; break;
     default: return 0;
+    }
+    if (nan) {
+        *out = (f32_nan(xb) ? xb : yb) | F32_QUIET;
+        return 1;
+    }
+    if (isnan(r)) {
+        *flags |= FP_INV;
+        *out = F32_DEFAULT_NAN;
+        return 1;
+    }
+    if (isinf(r)) {  /* an infinite operand: exact */
+        *out = r < 0 ? F32_SIGN | F32_INFINITY : F32_INFINITY;
+        return 1;
     }
     if (ctl & (FP_RND | FP_ESR))
         return 0;
-    if (r != 0 && fabs(r) < 0x1p-126)
-        return 0;
     float v = (float)r;
-    if (isinf(v)) {
-        if (ctl & (FP_NANOO | FP_OFLO))
-            return 0;
-        *sts |= FP_OFLO;
-        *out = r < 0 ? 0xFF800000u : 0x7F800000u;
-        return 1;
-    }
+    if (isinf(v))
+        *flags |= FP_OFLO;
     memcpy(out, &v, 4);
     return 1;
 }
@@ -643,14 +659,14 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
     }
     case F_F32: case F_F32V2: case F_F32V2B: {  /* fp.py _vector: lane by lane, written at the end */
         int lanes = h->form == F_F32 ? 1 : 2;
-        uint32_t sts = u[0], out[2];
-        for (int i = 0; i < lanes; i++) {
-            double xv, yv;
-            if (!fp_operand(a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], &xv)
-                || !fp_operand(a[o[2] + (uint32_t)i], &yv) || !fp_lane(h->kind, xv, yv, u[2], &sts, &out[i]))
+        uint32_t flags = 0, out[2];
+        for (int i = 0; i < lanes; i++)
+            if (!fp_lane(h->kind, a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], a[o[2] + (uint32_t)i], u[2],
+                         &flags, &out[i]))
                 return IPUFS_X_PYTHON;
-        }
-        u[0] = sts;
+        if (flags & u[2] & FP_ENABLES)  /* an enabled flag: the exception is Python's to raise */
+            return IPUFS_X_PYTHON;
+        u[0] |= flags;
         for (int i = 0; i < lanes; i++)
             set(a, o[0] + (uint32_t)i, out[i]);
         break;
