@@ -5,7 +5,8 @@
 # $a holding NaNs (quiet, signalling, either sign), ±∞, ±0, subnormals,
 # the largest numbers and values whose sums and products overflow, under
 # $FP_CTL values that enable each exception, set NANOO, a rounding mode or
-# stochastic rounding.
+# stochastic rounding. And a shift past 31 faults at its own address
+# whichever path runs it.
 from __future__ import annotations
 
 import random
@@ -14,10 +15,11 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from ipufs.abi.registers import ExceptionCause
 from ipufs.model.executor import fp
 from ipufs.model.isa import Row, encode_row
 from ipufs.model.isa.rows import ROWS
-from tests.model.executor.kit import assemble
+from tests.model.executor.kit import assemble, reg, run_until_idle
 from tests.model.executor.test_native import EDGES, MAIN_HALVES, _IPUS, _one_turn_both_ways, operand_value
 
 FP_ROWS = sorted((r for r in ROWS if r.variant in fp.RULES), key=lambda r: r.variant)
@@ -83,3 +85,18 @@ def test_the_native_loop_takes_special_values_itself() -> None:
         worker = ex.state(0).contexts[1]
         assert ex._loop is not None and ex._loop.retired - before == 1, source
         assert {r: worker.a[r] for r in want} == want and worker.upper[0] == flags, source
+
+
+def _shift_fault(source: str, use_native: bool) -> tuple[int, int, int]:
+    program = assemble(source)
+    ipu = run_until_idle(source, (0,), 1000, native=use_native)
+    return reg(ipu, "EXC_CAUSE"), reg(ipu, "EXC_ADDRESS"), program.symbols["here"][1]
+
+
+def test_a_shift_past_31_faults_at_its_own_address_on_both_paths() -> None:
+    for shift in ("shl $m3, $m1, $m2", "shr $m3, $m1, 40", "shrs $m3, $m1, $m2"):
+        source = "\n".join([".text 0x40000", ".supervisor", "_start:", "setzi $m1, 1", "setzi $m2, 32", "nop",
+                            "here:", shift, "trap 0"])
+        for use_native in (True, False):
+            cause, address, here = _shift_fault(source, use_native)
+            assert (cause, address) == (ExceptionCause.NOT_EXECUTABLE, here), (shift, use_native)
