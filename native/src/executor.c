@@ -29,7 +29,9 @@
     X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay") X(SYNC, "sync") \
     X(RPTM, "rptm") X(RPTI, "rpti") X(RUN, "run") X(RUNALL, "runall") X(EXIT, "exit") \
     X(GET, "get") X(PUT, "put") X(UGET, "uget") X(UPUT, "uput") \
-    X(F32, "f32") X(F32V2, "f32v2") X(F32V2B, "f32v2b")
+    X(F32, "f32") X(F32V2, "f32v2") X(F32V2B, "f32v2b") \
+    X(F16V2, "f16v2") X(F16V2L, "f16v2l") X(F16V2U, "f16v2u") X(F16V4, "f16v4") X(F16V4L, "f16v4l") \
+    X(F16V4U, "f16v4u")
 
 /* The kinds: which operation a form applies, or which access it makes. */
 #define KINDS(X) \
@@ -144,6 +146,7 @@ static int aux_form(int form)
     switch (form) {
     case F_ARR: case F_ARI: case F_PRR: case F_ANOT: case F_PNOT: case F_SETZIA:
     case F_F32: case F_F32V2: case F_F32V2B:
+    case F_F16V2: case F_F16V2L: case F_F16V2U: case F_F16V4: case F_F16V4L: case F_F16V4U:
         return 1;
     default:
         return 0;
@@ -403,69 +406,125 @@ static inline int csr_read(const struct turn *w, int op, uint32_t slot, uint32_t
     return 1;
 }
 
-/* Floating point (fp.py, ieee.py) for the f32 forms. $FP_STS's flags and
- * $FP_CTL's enables share bits INV[0] DIV0[1] OFLO[2]; $FP_CTL also holds
- * RND[18:16] and ESR[19] (R research/ipu1/ipu1_consts.c, CSR_W_FP_*). */
+/* Floating point (fp.py, ieee.py) for the f32 and f16 forms. $FP_STS's
+ * flags and $FP_CTL's enables share bits INV[0] DIV0[1] OFLO[2]; $FP_CTL
+ * also holds RND[18:16], ESR[19] and NANOO[20] (R
+ * research/ipu1/ipu1_consts.c, CSR_W_FP_*). */
 enum { FP_INV = 1 << 0, FP_DIV0 = 1 << 1, FP_OFLO = 1 << 2, FP_ENABLES = FP_INV | FP_DIV0 | FP_OFLO,
-       FP_RND = 7 << 16, FP_ESR = 1 << 19 };
-enum { F32_SIGN = 0x80000000u, F32_INFINITY = 0x7F800000u, F32_QUIET = 0x00400000u,
-       F32_DEFAULT_NAN = 0x7FC00000u };
+       FP_RND = 7 << 16, FP_ESR = 1 << 19, FP_NANOO = 1 << 20 };
 
-static inline int f32_nan(uint32_t bits)
+/* An IEEE binary format as a lane holds it (ieee.py's Format). */
+struct fp_format {
+    uint32_t sign, infinity, quiet, largest, ones;
+    int half;  /* binary16: overflow saturates, or gives NaN with NANOO (Poplar) */
+};
+static const struct fp_format FP32 = { 0x80000000u, 0x7F800000u, 0x00400000u, 0x7F7FFFFFu, 0xFFFFFFFFu, 0 };
+static const struct fp_format FP16 = { 0x8000u, 0x7C00u, 0x0200u, 0x7BFFu, 0xFFFFu, 1 };
+
+static inline int fp_nan(const struct fp_format *f, uint32_t bits)
 {
-    return (bits & ~F32_SIGN) > F32_INFINITY;
+    return (bits & (f->sign - 1)) > f->infinity;
 }
 
-/* One f32 lane (ieee.py's arith and compare): a NaN operand raises INV
- * and, in arithmetic, gives the first NaN operand quieted; compares are
- * IEEE's (false with a NaN, but not-equal true); the rest is the binary64
- * result of the two binary32 operands (exact for a product, correctly
- * rounded for a sum) rounded once to binary32 under the C default mode,
- * to nearest even, subnormals included: ∞ − ∞ and 0 × ∞ give the default
- * NaN and INV, an infinite operand an exact ∞, a finite result past the
- * largest ±∞ and OFLO. `flags` gathers what the lane raises. 0 where
- * Python must take the turn: a finite result to round while $FP_CTL sets
- * a rounding mode or stochastic rounding (not public). */
-static inline int fp_lane(int kind, uint32_t xb, uint32_t yb, uint32_t ctl, uint32_t *flags, uint32_t *out)
+/* A lane's value, exactly (a NaN: a NaN). */
+static inline double fp_value(const struct fp_format *f, uint32_t bits)
 {
-    float xf, yf;
-    memcpy(&xf, &xb, 4);
-    memcpy(&yf, &yb, 4);
-    int nan = f32_nan(xb) || f32_nan(yb);
+    if (!f->half) {
+        float v;
+        memcpy(&v, &bits, 4);
+        return v;
+    }
+    uint32_t exponent = bits >> 10 & 0x1F, fraction = bits & 0x3FF;
+    double v = exponent == 0x1F ? (fraction ? NAN : INFINITY)
+             : exponent ? ldexp((double)(fraction | 0x400), (int)exponent - 25) : ldexp((double)fraction, -24);
+    return bits & 0x8000u ? -v : v;
+}
+
+/* `r` (finite) rounded to binary16, to nearest even (nearbyint under the C
+ * default mode) at the quantum of its binade, subnormals included; 0 if
+ * it rounds past the largest. */
+static inline int f16_round(double r, uint32_t *out)
+{
+    double m = fabs(r);
+    int e;
+    frexp(m, &e);  /* m in [2**(e-1), 2**e) */
+    int exponent = e - 1 < -14 ? -14 : e - 1;  /* below 2**-14 the quantum stays 2**-24 */
+    uint32_t n = (uint32_t)nearbyint(ldexp(m, 10 - exponent));  /* exact scaling, one rounding */
+    if (n == 2048) {  /* rounded up to the next power of two */
+        n = 1024;
+        exponent++;
+    }
+    if (exponent > 15)
+        return 0;
+    *out = (signbit(r) ? FP16.sign : 0) | (n < 1024 ? n : (uint32_t)(exponent + 15) << 10 | (n - 1024));
+    return 1;
+}
+
+/* `r` (finite) rounded to the format; past its largest finite it
+ * overflows: binary32 ±∞, binary16 the largest of its sign or, with
+ * NANOO, the default NaN and INV; OFLO either way. */
+static inline uint32_t fp_round(const struct fp_format *f, double r, uint32_t ctl, uint32_t *flags)
+{
+    uint32_t out;
+    if (!f->half) {
+        float v = (float)r;  /* to nearest even, subnormals included: the C default */
+        memcpy(&out, &v, 4);
+        if (isinf(v))
+            *flags |= FP_OFLO;
+        return out;
+    }
+    if (f16_round(r, &out))
+        return out;
+    *flags |= FP_OFLO;
+    if (ctl & FP_NANOO) {
+        *flags |= FP_INV;
+        return f->infinity | f->quiet;
+    }
+    return (r < 0 ? f->sign : 0) | f->largest;
+}
+
+/* One lane (ieee.py's arith and compare): a NaN operand raises INV and, in
+ * arithmetic, gives the first NaN operand quieted; compares are IEEE's
+ * (false with a NaN, but not-equal true), all ones or zero; the rest is
+ * the binary64 result of the two operands (exact for a product, correctly
+ * rounded for a sum; f16 ones exact) rounded once: ∞ − ∞ and 0 × ∞ give
+ * the default NaN and INV, an infinite operand an exact ∞. `flags`
+ * gathers what the lane raises. 0 where Python must take the turn: a
+ * finite result to round while $FP_CTL sets a rounding mode or
+ * stochastic rounding (not public). */
+static inline int fp_lane(const struct fp_format *f, int kind, uint32_t xb, uint32_t yb, uint32_t ctl,
+                          uint32_t *flags, uint32_t *out)
+{
+    int nan = fp_nan(f, xb) || fp_nan(f, yb), holds;
     if (nan)
         *flags |= FP_INV;
-    double r;
+    double x = fp_value(f, xb), y = fp_value(f, yb), r;
     switch (kind) {
-    case K_CMPEQ: *out = xf == yf ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPNE: *out = xf != yf ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPLT: *out = xf < yf ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPLE: *out = xf <= yf ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPGT: *out = xf > yf ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPGE: *out = xf >= yf ? 0xFFFFFFFFu : 0; return 1;
-    case K_ADD: r = (double)xf + (double)yf; break;
-    case K_SUB: r = (double)xf - (double)yf; break;
-    case K_MUL: r = (double)xf * (double)yf; break;
+    case K_CMPEQ: holds = x == y; break;
+    case K_CMPNE: holds = x != y; break;
+    case K_CMPLT: holds = x < y; break;
+    case K_CMPLE: holds = x <= y; break;
+    case K_CMPGT: holds = x > y; break;
+    case K_CMPGE: holds = x >= y; break;
+    case K_ADD: r = x + y; goto arithmetic;
+    case K_SUB: r = x - y; goto arithmetic;
+    case K_MUL: r = x * y; goto arithmetic;
     default: return 0;
     }
-    if (nan) {
-        *out = (f32_nan(xb) ? xb : yb) | F32_QUIET;
-        return 1;
-    }
-    if (isnan(r)) {
+    *out = holds ? f->ones : 0;
+    return 1;
+arithmetic:
+    if (nan)
+        *out = (fp_nan(f, xb) ? xb : yb) | f->quiet;
+    else if (isnan(r)) {
         *flags |= FP_INV;
-        *out = F32_DEFAULT_NAN;
-        return 1;
-    }
-    if (isinf(r)) {  /* an infinite operand: exact */
-        *out = r < 0 ? F32_SIGN | F32_INFINITY : F32_INFINITY;
-        return 1;
-    }
-    if (ctl & (FP_RND | FP_ESR))
+        *out = f->infinity | f->quiet;
+    } else if (isinf(r))
+        *out = (r < 0 ? f->sign : 0) | f->infinity;
+    else if (ctl & (FP_RND | FP_ESR))
         return 0;
-    float v = (float)r;
-    if (isinf(v))
-        *flags |= FP_OFLO;
-    memcpy(out, &v, 4);
+    else
+        *out = fp_round(f, r, ctl, flags);
     return 1;
 }
 
@@ -661,14 +720,33 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
         int lanes = h->form == F_F32 ? 1 : 2;
         uint32_t flags = 0, out[2];
         for (int i = 0; i < lanes; i++)
-            if (!fp_lane(h->kind, a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], a[o[2] + (uint32_t)i], u[2],
-                         &flags, &out[i]))
+            if (!fp_lane(&FP32, h->kind, a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], a[o[2] + (uint32_t)i],
+                         u[2], &flags, &out[i]))
                 return IPUFS_X_PYTHON;
         if (flags & u[2] & FP_ENABLES)  /* an enabled flag: the exception is Python's to raise */
             return IPUFS_X_PYTHON;
         u[0] |= flags;
         for (int i = 0; i < lanes; i++)
             set(a, o[0] + (uint32_t)i, out[i]);
+        break;
+    }
+    case F_F16V2: case F_F16V2L: case F_F16V2U: case F_F16V4: case F_F16V4L: case F_F16V4U: {
+        /* the same on halves: lanes low half, low register first; :BL/:BU
+         * give every lane the first source's lower/upper half */
+        int f = h->form, lanes = f == F_F16V4 || f == F_F16V4L || f == F_F16V4U ? 4 : 2;
+        int lower = f == F_F16V2L || f == F_F16V4L, upper = f == F_F16V2U || f == F_F16V4U;
+        uint32_t flags = 0, out[4];
+        for (int i = 0; i < lanes; i++) {
+            uint32_t x = lower ? a[o[1]] : upper ? a[o[1]] >> 16 : a[o[1] + (uint32_t)i / 2] >> (16 * (i % 2));
+            uint32_t y = a[o[2] + (uint32_t)i / 2] >> (16 * (i % 2));
+            if (!fp_lane(&FP16, h->kind, x & 0xFFFF, y & 0xFFFF, u[2], &flags, &out[i]))
+                return IPUFS_X_PYTHON;
+        }
+        if (flags & u[2] & FP_ENABLES)
+            return IPUFS_X_PYTHON;
+        u[0] |= flags;
+        for (int i = 0; i < lanes; i += 2)
+            set(a, o[0] + (uint32_t)i / 2, out[i] | out[i + 1] << 16);
         break;
     }
     default: return IPUFS_X_PYTHON;

@@ -230,8 +230,10 @@ RULES: dict[str, Rule] = {
     "f16v4maxc_aaan": Rule(_lateral(F16, 2, lambda x, y, ctl: ieee.extremum(F16, x, y, True)),
                            A.format("f16v4maxc") + " (lanes 0,1 to the low half, 2,3 to the high: inferred)"),
 }
-#: the native loop's forms of f32 lanes (native/src/executor.c: the same results, flags and hand-backs)
-_NATIVE_FORMS = {("f32", "n"): "f32", ("f32v2", "n"): "f32v2", ("f32v2", "t"): "f32v2b"}
+#: the native loop's forms of f32 and f16 lanes (native/src/executor.c: the same results, flags and hand-backs)
+_NATIVE_FORMS = {("f32", "n"): "f32", ("f32v2", "n"): "f32v2", ("f32v2", "t"): "f32v2b", ("f16v2", "n"): "f16v2",
+                 ("f16v2", "l"): "f16v2l", ("f16v2", "u"): "f16v2u", ("f16v4", "n"): "f16v4", ("f16v4", "l"): "f16v4l",
+                 ("f16v4", "u"): "f16v4u"}
 _NATIVE_LANE_OPS = frozenset({"add", "sub", "mul", "cmpeq", "cmpne", "cmplt", "cmple", "cmpgt", "cmpge"})
 for _prefix, (_fmt, _count, _extra) in _SHAPES.items():
     RULES[f"{_prefix}clamp_aaan"] = Rule(_clamp(_fmt, _count), A.format(f"{_prefix}clamp")

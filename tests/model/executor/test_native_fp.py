@@ -1,7 +1,7 @@
 # The native loop against the Python path at floating-point special
 # values: every f32 and f16 encoding with a rule (the native forms take
-# f32 add, sub, mul and the compares; the rest go back to Python, which
-# must find the same), alone and as the aux half of a bundle, once, with
+# add, sub, mul and the compares of f32, f32v2, f16v2 and f16v4; the rest
+# go back to Python, which must find the same), alone and as the aux half of a bundle, once, with
 # $a holding NaNs (quiet, signalling, either sign), ±∞, ±0, subnormals,
 # the largest numbers and values whose sums and products overflow, under
 # $FP_CTL values that enable each exception, set NANOO, a rounding mode or
@@ -29,16 +29,17 @@ F32_SPECIAL = [0x7FC00000, 0xFFC00001, 0x7F800001, 0xFFA00000, 0x7F800000, 0xFF8
                0x4F000000, 0xCF000000, 0x4F800000, 0x3F000000]  # ±2**31, 2**32, 0.5: integer conversions' edges
 F16_SPECIAL = [0x7E00, 0xFE01, 0x7C01, 0x7C00, 0xFC00, 0, 0x8000, 1, 0x83FF, 0x0400, 0x7BFF, 0xFBFF, 0x7800,
                0x3C00, 0xC000]
-FP_WORDS = F32_SPECIAL + [a | b << 16 for a in F16_SPECIAL for b in F16_SPECIAL]
+F16_WORDS = [a | b << 16 for a in F16_SPECIAL for b in F16_SPECIAL]
+FP_WORDS = F32_SPECIAL + F16_WORDS
 
 
-def _turn(rows: tuple[Row, ...], data: st.DataObject, values: list[int]) -> None:
+def _turn(rows: tuple[Row, ...], data: st.DataObject, values: list[int] | st.SearchStrategy[int]) -> None:
     words = [encode_row(row, [data.draw(operand_value(op.kind, op.width)) for op in row.operands], len(rows) == 2)
              for row in rows]
     seed = data.draw(st.integers(0, 1 << 32))
     pick = random.Random(seed)
-    registers = [pick.choice(EDGES) for _ in range(16)] + data.draw(st.lists(st.sampled_from(values), min_size=16,
-                                                                             max_size=16))
+    values = st.sampled_from(values) if isinstance(values, list) else values
+    registers = [pick.choice(EDGES) for _ in range(16)] + data.draw(st.lists(values, min_size=16, max_size=16))
     _one_turn_both_ways(words, data.draw(st.integers(1, 6)), registers, seed)
 
 
@@ -51,7 +52,19 @@ def test_every_fp_instruction_agrees_with_python_at_special_values(row: Row, dat
 @settings(max_examples=800, deadline=None)
 @given(st.sampled_from(NATIVE_FP_ROWS), st.data())
 def test_the_native_fp_forms_agree_with_python_at_special_values(row: Row, data: st.DataObject) -> None:
-    _turn((row,), data, F32_SPECIAL)
+    _turn((row,), data, F16_WORDS if "f16" in row.mnemonic else F32_SPECIAL)
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.sampled_from(NATIVE_FP_ROWS), st.data())
+def test_the_native_fp_forms_round_as_python_does(row: Row, data: st.DataObject) -> None:
+    """Any bit patterns (the rounding of ordinary values, their overflow
+    and underflow), and halves or floats of close magnitudes, whose sums
+    and differences often fall halfway between two neighbours."""
+    near = st.integers(0x3800, 0x4800) | st.integers(0xB800, 0xC800)
+    close = st.one_of(st.tuples(near, near).map(lambda h: h[0] | h[1] << 16),
+                      st.integers(0x3F000000, 0x40800000) | st.integers(0xBF000000, 0xC0800000))
+    _turn((row,), data, st.integers(0, (1 << 32) - 1) | close)
 
 
 @settings(max_examples=400, deadline=None)
@@ -66,14 +79,18 @@ def _f32_product(x: int, y: int) -> int:
 
 
 def test_the_native_loop_takes_special_values_itself() -> None:
-    """NaN, infinities, subnormals and overflow in f32 add, sub, mul and
-    compares retire in the native loop (so the agreement above is between
-    two paths), with their results and flags."""
+    """NaN, infinities, subnormals and overflow in f32 and f16 add, sub,
+    mul and compares retire in the native loop (so the agreement above is
+    between two paths), with their results and flags."""
     nan, tiny, largest, inf = 0xFF800001, 0x00000003, 0x7F7FFFFF, 0x7F800000
     cases = [("f32add $a0, $a1, $a2", [nan, tiny], {0: 0xFFC00001}, 1),  # the NaN quieted, INV
              ("f32v2mul $a4:5, $a2:B, $a2:3", [0, largest, tiny], {4: inf, 5: _f32_product(largest, tiny)}, 4),  # ∞, OFLO
              ("f32sub $a6, $a3, $a3", [0, 0, inf], {6: 0x7FC00000}, 1),  # ∞ − ∞
-             ("f32cmplt $a6, $a1, $a2", [nan, 0], {6: 0}, 1)]
+             ("f32cmplt $a6, $a1, $a2", [nan, 0], {6: 0}, 1),
+             ("f16v2add $a0, $a1, $a2", [0x7BFF0001, 0x7BFF0001], {0: 0x7BFF0002}, 4),  # saturated; 2 × 2**-24
+             ("f16v4mul $a4:5, $a1:BU, $a2:3", [0xFC000000, 0x00013C00, 0x7E010000], {4: 0xFC00FC00, 5: 0x7E017E00},
+              1),  # -∞ × 1, × 2**-24; × 0: invalid; × NaN: the NaN
+             ("f16v2cmpne $a6, $a1:BL, $a2", [0x00003C00, 0x7E003C00], {6: 0xFFFF0000}, 1)]  # 1 ≠ 1, 1 ≠ NaN
     for source, values, want, flags in cases:
         program = assemble(f".text 0x40000\n.worker\n{source}")
         word = int.from_bytes(bytes(program.sections[0].data[:4]), "little")
