@@ -3,7 +3,7 @@
 # subnormals), rounding to nearest even, and the flags each operation
 # raises, in $FP_STS's layout. Pure: bits in, (bits, flags) out; fp.py
 # puts them in registers and CSRs, native/src/executor.c does the same for
-# its f32 forms.
+# its f32 and f16 forms.
 #
 # Sources (keys as in docs/execution.md): half and float are IEEE 16- and
 # 32-bit (W: Poplar's supported types; A hover: "IEEE 754-2008").
