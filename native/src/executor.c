@@ -4,9 +4,9 @@
  * for those, on the same arrays, and hands every other turn back: system
  * instructions with side effects outside these arrays, the floating point
  * it does not take, and any instruction that would fault (a misaligned
- * access, a bad PC, a shift past 31, a NaN operand), which Python then
- * executes and turns into the exception with its cause and address. The
- * rules and their sources: docs/execution.md. */
+ * access, a bad PC, a shift past 31, an enabled floating-point exception),
+ * which Python then executes and turns into the exception with its cause
+ * and address. The rules and their sources: docs/execution.md. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,7 +29,9 @@
     X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay") X(SYNC, "sync") \
     X(RPTM, "rptm") X(RPTI, "rpti") X(RUN, "run") X(RUNALL, "runall") X(EXIT, "exit") \
     X(GET, "get") X(PUT, "put") X(UGET, "uget") X(UPUT, "uput") \
-    X(F32, "f32") X(F32V2, "f32v2") X(F32V2B, "f32v2b")
+    X(F32, "f32") X(F32V2, "f32v2") X(F32V2B, "f32v2b") \
+    X(F16V2, "f16v2") X(F16V2L, "f16v2l") X(F16V2U, "f16v2u") X(F16V4, "f16v4") X(F16V4L, "f16v4l") \
+    X(F16V4U, "f16v4u")
 
 /* The kinds: which operation a form applies, or which access it makes. */
 #define KINDS(X) \
@@ -58,6 +60,9 @@
 enum { FORMS(ENUM_F) F_COUNT };
 enum { KINDS(ENUM_K) K_COUNT };
 enum { CSR_OPS(ENUM_C) C_COUNT };
+
+#include "executor_fp.h"  /* the f32 and f16 lanes, on the K_ names */
+
 static const char *const form_names[] = { FORMS(NAME) };
 static const char *const kind_names[] = { KINDS(NAME) };
 static const char *const csr_op_names[] = { CSR_OPS(NAME) };
@@ -144,6 +149,7 @@ static int aux_form(int form)
     switch (form) {
     case F_ARR: case F_ARI: case F_PRR: case F_ANOT: case F_PNOT: case F_SETZIA:
     case F_F32: case F_F32V2: case F_F32V2B:
+    case F_F16V2: case F_F16V2L: case F_F16V2U: case F_F16V4: case F_F16V4L: case F_F16V4U:
         return 1;
     default:
         return 0;
@@ -411,56 +417,6 @@ static inline int csr_read(const struct turn *w, int op, uint32_t slot, uint32_t
     return 1;
 }
 
-/* Floating point (fp.py): an f32 operand as a double; 0 for NaN, infinity
- * and subnormals, which Python faults on. */
-static inline int fp_operand(uint32_t bits, double *value)
-{
-    uint32_t exponent = bits >> 23 & 0xFF;
-    if (exponent == 0xFF || (exponent == 0 && (bits & 0x7FFFFF)))
-        return 0;
-    float v;
-    memcpy(&v, &bits, 4);
-    *value = v;
-    return 1;
-}
-
-enum { FP_INV = 1 << 0, FP_OFLO = 1 << 2, FP_RND = 7 << 16, FP_ESR = 1 << 19, FP_NANOO = 1 << 20 };
-
-/* One f32 lane (fp.py's _rounded and _compare): the exact result in binary64
- * rounded once to binary32, to nearest even (the default mode); 0 where
- * Python faults (a rounding mode or stochastic rounding set, a subnormal
- * result, an overflow with NANOO or with OFLO enabled). `sts`: $FP_STS. */
-static inline int fp_lane(int kind, double x, double y, uint32_t ctl, uint32_t *sts, uint32_t *out)
-{
-    double r;
-    switch (kind) {
-    case K_CMPEQ: *out = x == y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPNE: *out = x != y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPLT: *out = x < y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPLE: *out = x <= y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPGT: *out = x > y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPGE: *out = x >= y ? 0xFFFFFFFFu : 0; return 1;
-    case K_ADD: r = x + y; break;
-    case K_SUB: r = x - y; break;
-    case K_MUL: r = x * y; break;
-    default: return 0;
-    }
-    if (ctl & (FP_RND | FP_ESR))
-        return 0;
-    if (r != 0 && fabs(r) < 0x1p-126)
-        return 0;
-    float v = (float)r;
-    if (isinf(v)) {
-        if (ctl & (FP_NANOO | FP_OFLO))
-            return 0;
-        *sts |= FP_OFLO;
-        *out = r < 0 ? 0xFF800000u : 0x7F800000u;
-        return 1;
-    }
-    memcpy(out, &v, 4);
-    return 1;
-}
-
 /* One instruction (or half of a bundle) of the turn `w` on $a `a` and the
  * upper CSRs `u` (a bundle's aux half: copies); `pc` holds the address
  * after it and becomes where the context goes on. OK, or why Python must
@@ -651,16 +607,35 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
     }
     case F_F32: case F_F32V2: case F_F32V2B: {  /* fp.py _vector: lane by lane, written at the end */
         int lanes = h->form == F_F32 ? 1 : 2;
-        uint32_t sts = u[0], out[2];
-        for (int i = 0; i < lanes; i++) {
-            double xv, yv;
-            if (!fp_operand(a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], &xv)
-                || !fp_operand(a[o[2] + (uint32_t)i], &yv) || !fp_lane(h->kind, xv, yv, u[2], &sts, &out[i]))
+        uint32_t flags = 0, out[2];
+        for (int i = 0; i < lanes; i++)
+            if (!fp_lane(&FP32, h->kind, a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], a[o[2] + (uint32_t)i],
+                         u[2], &flags, &out[i]))
                 return IPUFS_X_PYTHON;
-        }
-        u[0] = sts;
+        if (flags & u[2] & FP_ENABLES)  /* an enabled flag: the exception is Python's to raise */
+            return IPUFS_X_PYTHON;
+        u[0] |= flags;
         for (int i = 0; i < lanes; i++)
             set(a, o[0] + (uint32_t)i, out[i]);
+        break;
+    }
+    case F_F16V2: case F_F16V2L: case F_F16V2U: case F_F16V4: case F_F16V4L: case F_F16V4U: {
+        /* the same on halves: lanes low half, low register first; :BL/:BU
+         * give every lane the first source's lower/upper half */
+        int f = h->form, lanes = f == F_F16V4 || f == F_F16V4L || f == F_F16V4U ? 4 : 2;
+        int lower = f == F_F16V2L || f == F_F16V4L, upper = f == F_F16V2U || f == F_F16V4U;
+        uint32_t flags = 0, out[4];
+        for (int i = 0; i < lanes; i++) {
+            uint32_t x = lower ? a[o[1]] : upper ? a[o[1]] >> 16 : a[o[1] + (uint32_t)i / 2] >> (16 * (i % 2));
+            uint32_t y = a[o[2] + (uint32_t)i / 2] >> (16 * (i % 2));
+            if (!fp_lane(&FP16, h->kind, x & 0xFFFF, y & 0xFFFF, u[2], &flags, &out[i]))
+                return IPUFS_X_PYTHON;
+        }
+        if (flags & u[2] & FP_ENABLES)
+            return IPUFS_X_PYTHON;
+        u[0] |= flags;
+        for (int i = 0; i < lanes; i += 2)
+            set(a, o[0] + (uint32_t)i / 2, out[i] | out[i + 1] << 16);
         break;
     }
     default: return IPUFS_X_PYTHON;

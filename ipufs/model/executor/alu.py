@@ -46,11 +46,17 @@ def _unary(op: Callable[[int], int]) -> Handler:
     return run
 
 
-def _shift_amount(n: int) -> int:
-    if n > 31:
-        raise TileFault(Etype.INVALID_OP, ExceptionCause.NOT_EXECUTABLE, 0,
-                        f"shift by {n}: the result of shifts by 32 or more is not public")
-    return n
+def _shift(op: Callable[[int, int], int], immediate: bool) -> Handler:
+    """d, x, and a shift amount (a register or zi12): A says "up-to
+    31-bits", and no source gives the result of a larger amount, so one
+    faults at the instruction's address."""
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        n = o[2] if immediate else c.m[o[2]]
+        if n > 31:
+            raise TileFault(Etype.INVALID_OP, ExceptionCause.NOT_EXECUTABLE, c.pc,
+                            f"shift by {n}: the result of shifts by 32 or more is not public")
+        c.set_m(o[0], op(c.m[o[1]], n))
+    return run
 
 
 def _add(x: int, y: int) -> int: return u32(x + y)
@@ -67,9 +73,9 @@ def _cmpeq(x: int, y: int) -> int: return int(u32(x) == u32(y))
 def _cmpne(x: int, y: int) -> int: return int(u32(x) != u32(y))
 def _cmpslt(x: int, y: int) -> int: return int(s32(u32(x)) < s32(u32(y)))
 def _cmpult(x: int, y: int) -> int: return int(u32(x) < u32(y))
-def _shl(x: int, n: int) -> int: return (x << _shift_amount(n)) & MASK
-def _shr(x: int, n: int) -> int: return x >> _shift_amount(n)
-def _shrs(x: int, n: int) -> int: return u32(s32(x) >> _shift_amount(n))
+def _shl(x: int, n: int) -> int: return (x << n) & MASK
+def _shr(x: int, n: int) -> int: return x >> n
+def _shrs(x: int, n: int) -> int: return u32(s32(x) >> n)
 def _abs(x: int) -> int: return 0 if x == 0x80000000 else u32(abs(s32(x)))  # J: abs of INT_MIN gives 0
 def _clz(x: int) -> int: return 32 - x.bit_length()
 def _popc(x: int) -> int: return bin(x).count("1")
@@ -172,12 +178,12 @@ RULES: dict[str, Rule] = {
     "cmpslt_mmmn_si": Rule(_imm(_imm_cmp(_cmpslt)), A.format("cmpslt"), "mri.cmpslt"),
     "cmpult_mmmn": Rule(_reg3(_cmpult), A.format("cmpult") + " (unsigned)", "mrr.cmpult"),
     "cmpult_mmmn_zi": Rule(_imm(_imm_cmp(_cmpult)), A.format("cmpult"), "mri.cmpult"),
-    "shl_mmmn": Rule(_reg3(_shl), A.format("shl") + " (amounts over 31 not public: fault)", "mrr.shl"),
-    "shl_mmmn_zi": Rule(_imm(_shl), A.format("shl"), "mri.shl"),
-    "shr_mmmn": Rule(_reg3(_shr), A.format("shr") + " (logical)", "mrr.shr"),
-    "shr_mmmn_zi": Rule(_imm(_shr), A.format("shr"), "mri.shr"),
-    "shrs_mmmn": Rule(_reg3(_shrs), A.format("shrs") + " (arithmetic)", "mrr.shrs"),
-    "shrs_mmmn_zi": Rule(_imm(_shrs), A.format("shrs"), "mri.shrs"),
+    "shl_mmmn": Rule(_shift(_shl, False), A.format("shl") + " (amounts over 31 not public: fault)", "mrr.shl"),
+    "shl_mmmn_zi": Rule(_shift(_shl, True), A.format("shl"), "mri.shl"),
+    "shr_mmmn": Rule(_shift(_shr, False), A.format("shr") + " (logical)", "mrr.shr"),
+    "shr_mmmn_zi": Rule(_shift(_shr, True), A.format("shr"), "mri.shr"),
+    "shrs_mmmn": Rule(_shift(_shrs, False), A.format("shrs") + " (arithmetic)", "mrr.shrs"),
+    "shrs_mmmn_zi": Rule(_shift(_shrs, True), A.format("shrs"), "mri.shrs"),
     "clz_mmmn": Rule(_unary(_clz), A.format("clz"), "mr.clz"),
     "cms_mmmn": Rule(_unary(_cms), A.format("cms") + " (leading bits equal to bit 31)", "mr.cms"),
     "popc_mmmn": Rule(_unary(_popc), A.format("popc"), "mr.popc"),

@@ -40,8 +40,8 @@ SHIFTS = ["shl", "shr", "shrs"]
 UNARY = ["abs", "clz", "cms", "popc", "bitrev8"]
 M_LOADS = ["ld32", "lds16", "ldz16", "lds8", "ldz8"]
 FP = ["add", "sub", "mul", "cmpeq", "cmpne", "cmplt", "cmple", "cmpgt", "cmpge"]
-#: $FP_CTL values: exceptions enabled (INV, OFLO), a rounding mode, stochastic rounding, NANOO
-FP_CTLS = [0, 0, 1, 4, 5, 1 << 16, 1 << 19, 1 << 20]
+#: $FP_CTL values: exceptions enabled (INV, DIV0, OFLO), a rounding mode, stochastic rounding, NANOO
+FP_CTLS = [0, 0, 1, 2, 4, 5, 7, 1 << 16, 1 << 19, 1 << 20, 1 << 20 | 4]
 
 
 def _make(profile: str) -> Ipu:
