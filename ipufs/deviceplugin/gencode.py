@@ -2,7 +2,7 @@
 # podresources.proto (the kubelet's pod-resources API, which the exporter
 # reads): NAME_pb2.py (the messages) and NAME_pb2.pyi (their types, for
 # mypy). They are committed, and tests/deviceplugin/test_command.py checks
-# that they still describe the .proto files; docs/architecture.md says why they are committed rather than
+# that they still describe the .proto files; docs/dependencies.md says why they are committed rather than
 # built at install time. The services are not generated: rpc.py binds them
 # by hand, typed. Needs grpcio-tools (the test extra):
 #     python -m ipufs.deviceplugin.gencode
