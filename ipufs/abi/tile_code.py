@@ -28,7 +28,9 @@ CSR_DBG_DBRK0_CTL, CSR_DBG_DBRK0_BASE = 0x90, 0x91
 IBRK_ENS, IBRK_ENW = 0x1, 0x2  # $DBG_IBRK0_CTL: the supervisor, the workers
 #: CTXT_STS: two bits per context, context 0 (the supervisor) lowest
 CONTEXT_BITS = 2
-CONTEXT_INACTIVE, CONTEXT_ACTIVE, CONTEXT_EXCEPTED = 0, 1, 2  # (a test checks them against the model's)
+#: CTXT_STS states: a debug exception (break, trap) shows EXCEPTED, any other EXCEPTED_NDBG
+#: (a test checks them against the model's)
+CONTEXT_INACTIVE, CONTEXT_ACTIVE, CONTEXT_EXCEPTED, CONTEXT_EXCEPTED_NDBG = 0, 1, 2, 3
 
 
 def branch_word(entry: int) -> int:

@@ -113,7 +113,7 @@ def test_tdi_registers() -> None:
     assert tdi(ipu, TdiCommand.WRITE_REG, tile=2, reg=TdiRegister.DBG_DATA, data_lo=42, data_hi=1) == TdiResult.OK
     put(ipu, "TDI_DATA_LO", 0)
     assert tdi(ipu, TdiCommand.READ_REG) == TdiResult.OK
-    assert (reg(ipu, "TDI_DATA_LO"), reg(ipu, "TDI_DATA_HI")) == (42, 1)
+    assert (reg(ipu, "TDI_DATA_LO"), reg(ipu, "TDI_DATA_HI")) == (42, 0)  # DBG_DATA holds 32 bits (the C600's)
     assert tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.DBG_IOWNER, data_lo=3, data_hi=0) == TdiResult.OK
     assert tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.DBG_IOWNER, data_lo=7) == TdiResult.BAD_VALUE
     assert tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.CTXT_STS) == TdiResult.OK
@@ -127,7 +127,8 @@ def test_tdi_registers() -> None:
 
 def test_dbg_iexec_of_a_word_that_is_no_instruction_reports_unsupported_and_sets_inv() -> None:
     ipu = make()
-    assert tdi(ipu, TdiCommand.WRITE_REG, tile=1, reg=TdiRegister.DBG_IEXEC, data_lo=0x1234) == TdiResult.UNSUPPORTED
+    assert tdi(ipu, TdiCommand.WRITE_REG, tile=1, reg=TdiRegister.DBG_IOWNER, data_lo=1) == TdiResult.OK  # a worker
+    assert tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.DBG_IEXEC, data_lo=0x1234) == TdiResult.UNSUPPORTED
     assert tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.TDI_STS) == TdiResult.OK
     assert reg(ipu, "TDI_DATA_LO") & TdiStatus.INV
     assert tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.TDI_CLR, data_lo=TdiStatus.INV) == TdiResult.OK
@@ -135,16 +136,17 @@ def test_dbg_iexec_of_a_word_that_is_no_instruction_reports_unsupported_and_sets
     assert reg(ipu, "TDI_DATA_LO") == 0
 
 
-def test_an_exception_marks_its_context_in_ctxt_sts_and_dbg_ecsr() -> None:
+def test_an_exception_marks_its_context_in_ctxt_sts_and_dbg_eclr_clears_it() -> None:
     ipu = make()
     tdi(ipu, TdiCommand.WRITE_REG, tile=4, reg=TdiRegister.DBG_IOWNER, data_lo=2, data_hi=0)
     assert tdi(ipu, TdiCommand.READ_MEM, address=0x40001, width=2) == TdiResult.MISALIGNED
     assert reg(ipu, "EXC_CONTEXT") == 2
     tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.CTXT_STS)
-    assert reg(ipu, "TDI_DATA_LO") == 2 << 4  # context 2 excepted: CTXT_STS has 2 bits per context
-    tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.DBG_ECSR)
-    assert reg(ipu, "TDI_DATA_LO") == ExceptionCause.MISALIGNED
-    tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.DBG_ECLR, data_lo=1)
+    assert reg(ipu, "TDI_DATA_LO") == 3 << 4  # context 2 EXCEPTED_NDBG (a fault): 2 bits per context
+    tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.DBG_ECLR, data_lo=1)  # the supervisor's bit: nothing to clear
+    tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.CTXT_STS)
+    assert reg(ipu, "TDI_DATA_LO") == 3 << 4
+    tdi(ipu, TdiCommand.WRITE_REG, reg=TdiRegister.DBG_ECLR, data_lo=1 << 2)  # a fault: it cannot go on
     tdi(ipu, TdiCommand.READ_REG, reg=TdiRegister.CTXT_STS)
     assert reg(ipu, "TDI_DATA_LO") == 0
 

@@ -61,7 +61,7 @@ def test_identity_registers_say_where_the_windows_and_tile_registers_are() -> No
 
 def test_an_instruction_injected_by_pwrite_carries_a_register_out_through_dbg_data() -> None:
     ipu = make()
-    write(ipu, 7, T.DBG_IOWNER, 0)
+    write(ipu, 7, T.DBG_IOWNER, 1)  # an inactive worker takes injections (A114 hover/$DBG_IEXEC.md)
     write(ipu, 7, T.DBG_IEXEC, SETZI_M3)
     assert read(ipu, 7, T.DBG_IEXEC) == 0  # taken, not yet retired
     retire(ipu, 7)
@@ -100,6 +100,7 @@ def test_mapped_stores_act_when_polled_in_the_order_of_a_hosts_sequence() -> Non
 
 def test_a_second_instruction_while_the_first_is_busy_is_refused_with_dble() -> None:
     ipu = make()
+    write(ipu, 5, T.DBG_IOWNER, 1)
     store(ipu, 5, T.DBG_IEXEC, SETZI_M3)
     ipu.poll_registers()
     assert read(ipu, 5, T.TDI_STS) == TdiStatus.BUSY
@@ -143,7 +144,7 @@ def test_a_host_polling_the_mapping_sees_tdi_sts_in_step_with_what_it_waits_for(
         store_word(index, value)
 
     monkeypatch.setattr(ipu.config, "store_word", recording)
-    write(ipu, 9, T.DBG_IOWNER, 0)
+    write(ipu, 9, T.DBG_IOWNER, 1)
     write(ipu, 9, T.DBG_IEXEC, SETZI_M3)
     ipu.execution.run(0)
     store(ipu, 9, T.DBG_IEXEC, PUT_DBG_DATA_M3)
@@ -162,9 +163,13 @@ def test_a_program_started_through_the_tile_registers_runs_and_shows_its_state()
                        "  setzi $m2, 0x60000\n  st32 $m1, $m2, $m15, 0\nloop:\n  bri loop\n")
     load(ipu, program, (1215,))
     write(ipu, 1215, T.DBG_IOWNER, 0)
+    write(ipu, 1215, T.DBG_RBRK, 1)  # stopped, though inactive
+    assert read(ipu, 1215, T.CTXT_STS) == 2
     write(ipu, 1215, T.DBG_IEXEC, word("bri_mmmn_zi", program.entry))
-    assert read(ipu, 1215, T.CTXT_STS) == 0  # accepted; it starts when it retires
     retire(ipu, 1215)
+    assert read(ipu, 1215, T.CTXT_STS) == 2  # the branch gave it a PC; it has not started
+    write(ipu, 1215, T.DBG_RBRK, 0)
+    write(ipu, 1215, T.DBG_ECLR, 1)
     assert read(ipu, 1215, T.CTXT_STS) == 1  # the supervisor is active
     assert read(ipu, 1215, T.DBG_DATA) == 0  # no turn taken yet
     ipu.execution.run(100)
@@ -181,12 +186,12 @@ def test_a_program_started_through_the_tile_registers_runs_and_shows_its_state()
     assert read(ipu, 1215, T.CTXT_STS) == 0 and read(ipu, 1215, T.DBG_DATA) == 0
 
 
-def test_an_exception_shows_in_ctxt_sts_and_dbg_ecsr() -> None:
+def test_an_exception_shows_in_ctxt_sts_and_dbg_eclr_clears_it() -> None:
     ipu = make()
     ipu.raise_exception(8, tile=9, context=0)
-    assert read(ipu, 9, T.CTXT_STS) == 2 and read(ipu, 9, T.DBG_ECSR) == 8
+    assert read(ipu, 9, T.CTXT_STS) == 3  # raised from outside its program: not a debug exception
     write(ipu, 9, T.DBG_ECLR, 1)
-    assert read(ipu, 9, T.CTXT_STS) == 0 and read(ipu, 9, T.DBG_ECSR) == 0
+    assert read(ipu, 9, T.CTXT_STS) == 0
 
 
 def test_aperture_writes_show_in_the_tile_registers() -> None:
@@ -200,10 +205,9 @@ def test_aperture_writes_show_in_the_tile_registers() -> None:
     (1216, T.DBG_IOWNER, 0, TdiResult.BAD_TILE),  # instances 1216..1279 hold no tile
     (1279, T.DBG_DATA, 1, TdiResult.BAD_TILE),
     (0, T.CTXT_STS, 1, TdiResult.BAD_REGISTER),  # read-only
-    (0, T.DBG_RBRK, 1 << 30, TdiResult.BAD_VALUE),  # ATOV: its meaning is not public
+    (0, T.EXCHANGE_CTL, 1, TdiResult.BAD_REGISTER),  # the C600's: a mirror of $EXCHANGE_CTL
     (0, 0xF, 1, TdiResult.BAD_REGISTER),
     (0, T.DBG_IOWNER, 7, TdiResult.BAD_VALUE),
-    (0, T.DBG_IEXEC, 0xFFFFFFFF, TdiResult.UNSUPPORTED),
 ])
 def test_refused_writes_say_why_and_leave_the_registers_as_they_were(tile: int, register: int, value: int,
                                                                       result: TdiResult) -> None:
@@ -228,9 +232,9 @@ def test_partial_and_multi_word_writes() -> None:
     assert refused.value.result == TdiResult.BAD_WIDTH
     with pytest.raises(TdiRefused):
         ipu.write_config(at(0, T.DBG_DATA), b"\x01\x02")
-    # DBG_IOWNER then DBG_ECSR (read-only): the first is done, the write ends short
-    assert ipu.write_config(at(0, T.DBG_IOWNER), struct.pack("<II", 4, 1)) == 4
-    assert read(ipu, 0, T.DBG_IOWNER) == 4
+    # TDI_CTL then the end of the tile's registers: the first is done, the write ends short
+    assert ipu.write_config(at(0, T.TDI_CTL), struct.pack("<II", 4, 1)) == 4
+    assert read(ipu, 0, T.TDI_CTL) == 4
     # a write that starts in ordinary config space and ends in the block
     assert ipu.write_config(BASE - 4, struct.pack("<II", 0xABCD, 6)) == 4  # CTXT_STS refused
     assert (ipu.config.words[BASE // 4 - 1], read(ipu, 0, T.CTXT_STS)) == (0xABCD, 0)

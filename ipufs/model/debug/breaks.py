@@ -22,19 +22,14 @@ ENS, ENW, EVM = 1 << 0, 1 << 1, 1 << 2
 #: $DBG_DBRK0_CTL: MLD[0] MSTNI[1] SIC[2] SIZE[5:3] MDNR[6] CTXT[21:15]
 MLD, MSTNI, SIC, MDNR = 1 << 0, 1 << 1, DBRK_SIC, DBRK_MDNR
 SIZE_SHIFT, CTXT_SHIFT = 3, 15
+#: TDI DBG_ECSR (and CSR $DBG_ECSR): EPCM[0] CTXT[3:1] BOS[5] (R CSR_S_DBG_ECSR__*)
+ECSR_BOS = 1 << 5
 #: TDI DBG_RBRK: EN[6:0] (one bit per context), ATOV[30], VM_EN[31]
 RBRK_EN, RBRK_ATOV, RBRK_VM_EN = 0x7F, 1 << 30, 1 << 31
 #: the worker CSR holding the vertex base
 _VERTEX_BASE = 0x02
 #: addresses compare as 21-bit tile addresses, word-aligned where the field is ADDR[18:2] (ours)
 _ADDRESS, _WORD = 0x1FFFFF, 0x1FFFFC
-
-
-def refused_rbrk(value: int) -> str | None:
-    """Why a write of ``value`` to TDI DBG_RBRK is refused, or None."""
-    if value & RBRK_ATOV:
-        return "DBG_RBRK.ATOV: what it does is not public"
-    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,17 +44,21 @@ class Breakpoints:
     dbrk_base: int = 0
     rbrk: int = 0
     rbrk_vert: int = 0
+    #: DBG_ECSR.BOS[5]: the supervisor breaks before a `sync`
+    bos: bool = False
 
     @classmethod
-    def read(cls, supervisor_csrs: memoryview, rbrk: int, rbrk_vert: int) -> Breakpoints:
+    def read(cls, supervisor_csrs: memoryview, rbrk: int, rbrk_vert: int, ecsr: int) -> Breakpoints:
         """What breaks on a tile whose supervisor's CSRs are ``supervisor_csrs``
-        and whose TDI holds DBG_RBRK ``rbrk`` and DBG_RBRK_VERT ``rbrk_vert``."""
+        and whose TDI holds DBG_RBRK ``rbrk``, DBG_RBRK_VERT ``rbrk_vert`` and
+        DBG_ECSR ``ecsr``."""
         c = supervisor_csrs
-        return cls(c[IBRK_CTL], c[IBRK_PC], c[IBRK_VERT], c[DBRK_CTL], c[DBRK_BASE], rbrk, rbrk_vert)
+        return cls(c[IBRK_CTL], c[IBRK_PC], c[IBRK_VERT], c[DBRK_CTL], c[DBRK_BASE], rbrk, rbrk_vert,
+                   bool(ecsr & ECSR_BOS))
 
     def any(self) -> bool:
         return bool(self.ibrk_ctl & (ENS | ENW) or self.dbrk_ctl & (MLD | MSTNI) and self._dbrk_contexts()
-                    or self.rbrk & RBRK_EN)
+                    or self.rbrk & RBRK_EN or self.bos)
 
     def _dbrk_contexts(self) -> int:
         return (self.dbrk_ctl >> CTXT_SHIFT) & 0x7F
@@ -70,7 +69,13 @@ class Breakpoints:
         bit = 1 << context
         ibrk = self.ibrk_ctl & (ENW if context else ENS)
         dbrk = self.dbrk_ctl & (MLD | MSTNI) and self._dbrk_contexts() & bit
-        return bool(ibrk or dbrk or self.rbrk & bit)
+        return bool(ibrk or dbrk or self.rbrk & bit or self.bos and context == 0)
+
+    def on_sync(self, c: Context) -> bool:
+        """BOS: the supervisor breaks before a `sync` while DBG_ECSR.BOS is
+        set (the C600's EXCEPTION_STATE bit 5: osmarks/ipu-stack
+        crates/ipu-driver/src/lib.rs; R CSR_S_DBG_ECSR__BOS)."""
+        return self.bos and c.number == 0
 
     @staticmethod
     def _vertex(c: Context, want: int) -> bool:

@@ -34,14 +34,9 @@ class TdiStatus(enum.IntFlag):
 ERRORS = TdiStatus.CNQ | TdiStatus.INV | TdiStatus.DBLE
 CONTEXTS = 7  # supervisor 0, workers 1..6
 APERTURE = 16  # register indices per tile (TDBG_TDI_APERTURE_SPACE)
-CONTEXT_IDLE = 0
-CONTEXT_EXCEPTED = 2
-#: registers that read what was last written
-HELD = tuple(int(r) for r in (TdiRegister.DBG_RBRK, TdiRegister.DBG_RBRK_VERT, TdiRegister.DBG_IOWNER,
-                              TdiRegister.DBG_DATA, TdiRegister.EXCHANGE_CTL, TdiRegister.TDI_CTL))
-READ_ONLY = frozenset({TdiRegister.CTXT_STS, TdiRegister.DBG_ECSR, TdiRegister.TDI_STS, TdiRegister.INCOMING_DCOUNT})
+#: the registers a read does not answer (writes act): their order matters
+#: to a host that polls a mapping (tile_block.py)
 WRITE_ONLY = frozenset({TdiRegister.DBG_IEXEC, TdiRegister.DBG_ECLR, TdiRegister.TDI_CLR})
-KNOWN = frozenset(int(r) for r in TdiRegister)
 
 
 class TdiRefused(Exception):

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 #: $TILE_ID reads the tile's physical number, held in its supervisor's row (Execution.state)
 PC, SR, TILE_ID, DBG_DATA, DBG_BRK_ID, CTXT_STS = 0x00, 0x01, 0x03, 0x70, 0x71, 0x72
 CR, WORKER0_BASE, SCOUNT_L, SCOUNT_U = 0x02, 0x21, 0x60, 0x61
+#: the exchange CSRs the TDI mirrors (the C600's INCOMING_DCOUNT, EXCHANGE_CONTROL)
+INCOMING_DCOUNT, EXCHANGE_CTL = 0xA6, 0xA9
 VERTEX_BASE, WORKER_BASE, REPEAT_COUNT, REPEAT_FIRST, REPEAT_END = 0x02, 0x03, 0x04, 0x05, 0x06
 FP_STS, FP_CLR, FP_CTL, PRNG_0_0, PRNG_SEED = 0, 1, 2, 3, 7
 CR_LC_CLR, CR_LC_SET = 1 << 0, 1 << 1

@@ -1,16 +1,23 @@
 # The executor as the tile debug unit sees it (ipufs/model/debug/): what a
 # context's status is, which words may be injected, and the few things
 # the unit does to contexts: execute an injected instruction, hold a
-# context (it stops and reads excepted), release it (excepted becomes
-# inactive), and watch breakpoints. Rules: A114 hover/$DBG_IEXEC.md and
-# R docs/tdi.md, as docs/execution.md states them.
+# context (it stops where it is and reads excepted), release it (it goes
+# on where it stopped, or back to inactive), and watch breakpoints.
+# Rules: A114 hover/$DBG_IEXEC.md, R docs/tdi.md, and what a runtime that
+# drives a real C600 shows (osmarks/ipu-stack crates/ipu-driver/src/lib.rs:
+# RUN_BREAK stops a context, EXCEPTION_CLEAR resumes it at its PC), as
+# docs/debugging.md states them.
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from ipufs.abi.registers import TdiResult
 from ipufs.model.executor import native
 from ipufs.model.executor.ports import TileBreaks
 from ipufs.model.executor.scheduler import Execution
-from ipufs.model.executor.state import MASK, Status, TileFault
+from ipufs.model.executor.state import (
+    ERPT, ETYPE_MASK, ETYPE_SHIFT, MASK, Context, Etype, Status, TileFault, excepted_status,
+)
 from ipufs.model.isa import Group
 
 
@@ -26,9 +33,18 @@ class Debuggee:
         return Status.INACTIVE if t is None else t.contexts[context].status
 
     def ctxt_sts(self, tile: int) -> int | None:
-        """CTXT_STS of ``tile``, or None if it never ran."""
+        """CTXT_STS of ``tile`` (two bits per context, the exchange receive
+        error in bits 27..29), or None if it never ran."""
         t = self.execution.states.get(tile)
-        return None if t is None else t.ctxt_sts()
+        return None if t is None else t.ctxt_sts() | (t.receive_error & 7) << 27
+
+    def supervisor_csrs(self, tile: int) -> memoryview:
+        return self.execution.state(tile).supervisor.csrs
+
+    def supervisor_csr(self, tile: int, index: int) -> int:
+        """The supervisor's lower CSR ``index`` (0 for a tile that never ran)."""
+        t = self.execution.states.get(tile)
+        return 0 if t is None else int(t.supervisor.csrs[index])
 
     def wake(self) -> None:
         """There is work for the executor (an injection to retire, a sync
@@ -36,36 +52,57 @@ class Debuggee:
         if self.execution.wake is not None:
             self.execution.wake()
 
-    def supervisor_csrs(self, tile: int) -> memoryview:
-        return self.execution.state(tile).supervisor.csrs
-
     def accepts(self, context: int, word: int) -> bool:
         """Whether ``word`` may be injected into ``context``."""
         return context <= self.workers and self.execution.interpreter.injectable(context, word) is not None
 
-    def hold(self, tile: int, context: int) -> None:
-        """``context`` stops where it is and reads excepted (an exception
-        raised for it from outside its program: the TDI, the fault API)."""
+    def hold(self, tile: int, context: int, etype: Etype, when: Callable[[Context], bool] | None = None) -> None:
+        """``context`` stops where it is and reads excepted, with ``etype``:
+        the host's RUN_BREAK (RBRK), or an exception raised for it from
+        outside its program (the fault API, the TDI's memory commands);
+        ``when``: only if it holds of the context. A context stopped while
+        inactive has nothing to resume; one stopped while running keeps
+        what it waited for (a sync, a delay, an rpt)."""
         if context > self.workers:
             return
         ex = self.execution
         t = ex.state(tile)
         c = t.contexts[context]
-        if c.status is not Status.EXCEPTED:
-            if context == 0 and c.status is Status.ACTIVE:
+        if c.status.excepted or when is not None and not when(c):
+            return
+        if c.status is Status.ACTIVE:
+            if context == 0:
                 ex.syncs.leaves(t)
-            c.stop()
-            c.status = Status.EXCEPTED
-            ex.debugger.changed.add(tile)
-            self.wake()  # what can run, or a sync's members, changed
+        else:
+            c.held_idle = True
+        c.status = excepted_status(etype)
+        c.sr = (c.sr & ~ETYPE_MASK) | int(etype) << ETYPE_SHIFT
+        ex.debugger.changed.add(tile)
+        self.wake()  # what can run, or a sync's members, changed
 
-    def release(self, tile: int, context: int) -> None:
-        """An excepted ``context`` becomes inactive (DBG_ECLR)."""
-        t = self.execution.states.get(tile)
-        if t is not None and context <= self.workers and t.contexts[context].status is Status.EXCEPTED:
-            t.contexts[context].stop()
-            t.contexts[context].sr &= ~0xF0
-            self.execution.debugger.changed.add(tile)
+    def release(self, tile: int, context: int) -> bool:
+        """EXCEPTION_CLEAR: an excepted ``context`` goes on at its PC, as
+        it was when it stopped, ignoring IBRK, DBRK and BOS for its first
+        instruction unless an injected branch gave it a new PC; one that
+        stopped while inactive and was given no PC,
+        or whose exception is not a debug one (EXCEPTED_NDBG: a fault,
+        malign), becomes inactive. Returns whether it is active now."""
+        ex = self.execution
+        t = ex.states.get(tile)
+        if t is None or context > self.workers or not t.contexts[context].status.excepted:
+            return False
+        c = t.contexts[context]
+        ex.debugger.changed.add(tile)
+        c.sr &= ~(ETYPE_MASK | ERPT)
+        if c.status is Status.EXCEPTED_NDBG or c.held_idle:
+            c.stop()
+            return False
+        c.status = Status.ACTIVE
+        c.resumed = not c.redirected and bool(c.fields[native.BREAK])  # read on breaking turns only
+        c.redirected = False
+        ex.activate(t)
+        ex.event(t, "start", context, c.pc)
+        return True
 
     def watch(self, tile: int, breaks: TileBreaks | None) -> None:
         """What breaks on ``tile`` from now (None: nothing); each context's
@@ -77,15 +114,19 @@ class Debuggee:
         else:
             table[tile] = breaks
         for c in t.contexts:
-            c.fields[native.BREAK] = applies = breaks is not None and breaks.applies(c.number)
+            applies = breaks is not None and breaks.applies(c.number)
+            c.fields[native.BREAK] = applies or c.doomed
             if not applies:  # the flags are read on breaking turns only
                 c.resumed = c.retired_break = False
 
-    def execute(self, tile: int, context: int, word: int) -> TdiResult:
+    def execute(self, tile: int, context: int, word: int, *, rbrk: bool = False) -> TdiResult:
         """Retire one injected instruction. A control instruction (a branch,
-        call, brnzdec) leaves the context active where it leads: a branch
-        to a program's entry starts it. NOT_QUIESCENT if the context became
-        active meanwhile; TDI_ERROR if it faulted on an excepted context."""
+        call, brnzdec) gives the context the PC where it leads, for
+        EXCEPTION_CLEAR to start it there (breaks applying to its first
+        instruction, as they do to a program's); the context does not start (an
+        inactive one with RBRK enabled, ``rbrk``, stops there: ours).
+        NOT_QUIESCENT if the context became active meanwhile; TDI_ERROR if
+        it faulted on an excepted context."""
         ex = self.execution
         t = ex.state(tile)
         c = t.contexts[context]
@@ -99,7 +140,7 @@ class Debuggee:
         try:
             rule.handler(ex, t, c, inst.operands)
         except TileFault as fault:
-            if was is Status.EXCEPTED:
+            if was.excepted:
                 return TdiResult.TDI_ERROR
             ex.fault(t, c, fault)
             return TdiResult.OK
@@ -108,9 +149,8 @@ class Debuggee:
             f = c.fields
             if f[native.REPEAT] and not f[native.REPEAT_FIRST] <= c.pc < f[native.REPEAT_END]:
                 c.repeat = None  # the rpt a break kept (fault()) is left: resumed elsewhere
-            c.status = Status.ACTIVE
-            c.resumed = was is Status.EXCEPTED and bool(c.fields[native.BREAK])
-            c.sr &= ~0xF0
-            ex.activate(t)
-            ex.event(t, "start", context, c.pc)
+            if c.status is Status.INACTIVE and rbrk:
+                self.hold(tile, context, Etype.RBRK)
+            c.held_idle, c.redirected = False, True  # it has somewhere to go
+        ex.debugger.changed.add(tile)
         return TdiResult.OK

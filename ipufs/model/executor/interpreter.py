@@ -83,29 +83,41 @@ class Interpreter:
             self.fault(t, c, fault)
 
     def _watched_issue(self, t: TileState, c: Context) -> None:
-        """A turn of a context a breakpoint applies to (docs/execution.md,
-        "Breakpoints"): RBRK pending from its last instruction, then IBRK at
-        the PC, then the instruction with DBRK watching its accesses; a
-        context the host just resumed ignores IBRK and DBRK for one
-        instruction."""
-        b = self.breaks[t.tile]
+        """A turn of a context a breakpoint applies to, or that runall
+        doomed (docs/debugging.md, "Breakpoints"): RBRK pending from its
+        last instruction, then IBRK at the PC, then break on sync, then the
+        instruction with DBRK watching its accesses; a context the host
+        just resumed ignores IBRK, BOS and DBRK for one instruction."""
+        b = self.breaks.get(t.tile)
         resumed, c.resumed = c.resumed, False
         pc = c.pc
-        if c.retired_break:
-            c.retired_break = False
-            if b.retirement(c):
-                raise TileFault(Etype.RBRK, ExceptionCause.BREAKPOINT, pc, f"retirement break before 0x{pc:x}")
-        if not resumed and b.instruction(c, pc):
-            c.csrs[csr.DBG_BRK_ID] = csr.IBRK_CHANNEL
-            raise TileFault(Etype.IBRK, ExceptionCause.BREAKPOINT, pc, f"instruction break at 0x{pc:x}")
         access = self.access
-        access.watch, access.watcher = None if resumed else b.watch(c), c
+        if b is not None:
+            if c.retired_break:
+                c.retired_break = False
+                if b.retirement(c):
+                    raise TileFault(Etype.RBRK, ExceptionCause.BREAKPOINT, pc, f"retirement break before 0x{pc:x}")
+            if not resumed and b.instruction(c, pc):
+                c.csrs[csr.DBG_BRK_ID] = csr.IBRK_CHANNEL
+                raise TileFault(Etype.IBRK, ExceptionCause.BREAKPOINT, pc, f"instruction break at 0x{pc:x}")
+            if not resumed and b.on_sync(c) and self._is_sync(t, pc):
+                raise TileFault(Etype.BOS, ExceptionCause.BREAKPOINT, pc, f"break on sync at 0x{pc:x}")
+            access.watch, access.watcher = None if resumed else b.watch(c), c
         try:
             self.retired += self.issue(t, c)
         finally:
             access.watch = None
-        if c.status is Status.ACTIVE and b.retirement(c):
+        if c.doomed:  # A hover/runall.md: it raises an exception as this instruction retires
+            c.doomed = False
+            c.fields[native.BREAK] = b is not None and b.applies(c.number)
+            raise TileFault(Etype.INVALID_OP, ExceptionCause.INVALID_OPERATION, pc,
+                            f"runall while this worker was active (exception at 0x{pc:x} as it retired)")
+        if b is not None and c.status is Status.ACTIVE and b.retirement(c):
             c.retired_break = True
+
+    def _is_sync(self, t: TileState, pc: int) -> bool:
+        decoded = self.decode(t, pc)
+        return not isinstance(decoded, str) and len(decoded) == 3 and decoded[0].mnemonic == "sync"
 
     def decode(self, t: TileState, pc: int) -> Decoded:
         fetch = self.access.fetch

@@ -100,5 +100,8 @@ class TileBreaks(Protocol):
     def watch(self, c: Context) -> Watch | None:
         """DBRK: what ``c``'s next instruction's accesses are watched for."""
 
+    def on_sync(self, c: Context) -> bool:
+        """BOS: whether ``c`` breaks before a `sync`."""
+
     def retirement(self, c: Context) -> bool:
         """RBRK: whether ``c`` breaks after the instruction it retired."""

@@ -21,7 +21,9 @@ from ipufs.model.executor import csr, native, system
 from ipufs.model.executor.access import TileAccess
 from ipufs.model.executor.interpreter import Interpreter
 from ipufs.model.executor.ports import Debugger, Device
-from ipufs.model.executor.state import MASK, Context, Etype, Status, TileFault, TileState, Wait
+from ipufs.model.executor.state import (
+    ERPT, ETYPE_MASK, ETYPE_SHIFT, MASK, Context, Etype, Status, TileFault, TileState, Wait, excepted_status,
+)
 from ipufs.model.executor.syncs import Syncs
 from ipufs.model.isa import Arch
 from ipufs.model.profile import Profile
@@ -300,15 +302,19 @@ class Execution:
 
     # --- exceptions ------------------------------------------------------------------------
     def fault(self, t: TileState, c: Context, fault: TileFault) -> None:
-        """Context ``c`` takes an exception: it stops (EXCEPTED), its
-        $SSR/$WSR.ETYPE is set, and the IPU raises it (EXC_*, signal 44).
-        A breakpoint keeps a running rpt, for the resume to go on in it."""
-        repeat = c.repeat if fault.etype in _BREAKS else None
+        """Context ``c`` takes an exception: it stops, EXCEPTED (a debug
+        exception) or EXCEPTED_NDBG, its $SSR/$WSR.ETYPE is set, and the IPU
+        raises it (EXC_*, signal 44). A break keeps a running rpt, for a
+        resume to go on in it; an exception inside the rpt body is malign
+        whatever its type and sets $WSR.ERPT (A hover/rpt.md)."""
+        f = c.fields
+        in_body = bool(f[native.REPEAT]) and f[native.REPEAT_FIRST] <= c.pc < f[native.REPEAT_END]
+        repeat = c.repeat if fault.etype in _BREAKS and not in_body else None
         if c.number == 0:
             self.syncs.leaves(t)
         c.stop()
         c.repeat = repeat
-        c.status = Status.EXCEPTED
-        c.sr = (c.sr & ~0xF0) | int(fault.etype) << 4
+        c.status = Status.EXCEPTED_NDBG if in_body else excepted_status(fault.etype)
+        c.sr = (c.sr & ~(ETYPE_MASK | ERPT)) | int(fault.etype) << ETYPE_SHIFT | (ERPT if in_body else 0)
         self.event(t, "exception", c.number, c.pc, f"{fault.etype.name}: {fault}")
         self.device.raise_exception(int(fault.cause), t.tile, fault.address & MASK, c.number)

@@ -24,11 +24,19 @@ SUPERVISOR = 0
 
 
 class Status(enum.IntEnum):
-    """A context's 2-bit CTXT_STS field (TileCtxtStatus)."""
+    """A context's 2-bit CTXT_STS field (TileCtxtStatus): a debug
+    exception (a break, `trap`, break on sync) leaves it EXCEPTED (2,
+    EXCEPTED_DBG), any other EXCEPTED_NDBG (3), as a real C600 shows them
+    (osmarks/ipu-stack docs/PATCHED_BREAKPOINT_RE_FINDINGS.md)."""
 
     INACTIVE = 0
     ACTIVE = 1
-    EXCEPTED = 2  # EXCEPTED_DBG (breaks and faults); ipufs never reports EXCEPTED_NDBG (3)
+    EXCEPTED = 2
+    EXCEPTED_NDBG = 3
+
+    @property
+    def excepted(self) -> bool:
+        return self >= Status.EXCEPTED
 
 
 class Etype(enum.IntEnum):
@@ -53,6 +61,17 @@ class Etype(enum.IntEnum):
 
 
 _ACTIVE = int(Status.ACTIVE)
+#: the ETYPEs of debug exceptions (a context they stop reads EXCEPTED, 2)
+DEBUG_ETYPES = frozenset({Etype.RBRK, Etype.PBRK0, Etype.PBRK1, Etype.BOS, Etype.DBRK, Etype.IBRK})
+#: $WSR.ERPT: an exception inside an rpt body, which makes it malign (A hover/rpt.md; R CSR_W_WSR__ERPT)
+ERPT = 1 << 9
+#: $SSR/$WSR.ETYPE
+ETYPE_SHIFT, ETYPE_MASK = 4, 0xF0
+
+
+def excepted_status(etype: Etype) -> Status:
+    """The status an exception of ``etype`` leaves its context in."""
+    return Status.EXCEPTED if etype in DEBUG_ETYPES else Status.EXCEPTED_NDBG
 
 
 class Wait(enum.Enum):
@@ -117,7 +136,7 @@ class Context:
     (native.Arrays) and are read and written there in place."""
 
     __slots__ = ("number", "m", "a", "fields", "csr_row", "csrs", "upper", "next_pc", "wait_zone", "resumed",
-                 "retired_break")
+                 "retired_break", "held_idle", "redirected", "doomed")
 
     def __init__(self, number: int, registers: memoryview | None = None, fields: memoryview | None = None,
                  csrs: memoryview | None = None) -> None:
@@ -138,6 +157,12 @@ class Context:
         self.resumed = False
         #: an instruction retired with RBRK enabled: the context breaks before its next one
         self.retired_break = False
+        #: stopped by the host while inactive, with nowhere to go: DBG_ECLR leaves it inactive
+        self.held_idle = False
+        #: given a PC by an injected branch since it stopped: DBG_ECLR starts it there, breaks applying
+        self.redirected = False
+        #: active when runall was refused: it faults when it retires its next instruction (A hover/runall.md)
+        self.doomed = False
 
     pc = _Field(PC)
     delay = _Field(DELAY)  # turns still to stall (delay)
@@ -210,7 +235,7 @@ class Context:
         self.wait = Wait.NONE
         self.delay = 0
         self.repeat = None
-        self.resumed = self.retired_break = False
+        self.resumed = self.retired_break = self.held_idle = self.redirected = self.doomed = False
 
 
 class TileState:
@@ -237,6 +262,8 @@ class TileState:
         self.contexts = [Context(i, registers[i].data, fields[i].data, csrs[i].data) for i in range(n)]
         self.fields = counters.data  # turn, turns, instructions, link, count offset (native.py's layout)
         self.link = 1
+        #: the exchange receive error the tile's TDI shows in CTXT_STS bits 27..29 (TEXCH_RERR_*; 0 none)
+        self.receive_error = 0
 
     turn = _Field(TURN)  # the context whose turn comes next
     turns = _Field(TURNS)  # turns taken since reset (the tile's clock: $SCOUNT, $COUNT)

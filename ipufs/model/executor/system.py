@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ipufs.abi.registers import ExceptionCause
-from ipufs.model.executor import csr
+from ipufs.model.executor import csr, native
 from ipufs.model.executor.rule import Rule, s32
 from ipufs.model.executor.state import Etype, Status, TileFault, Wait
 from ipufs.model.sync import HOST_ZONES, Zone
@@ -42,8 +42,16 @@ def _run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
 def _runall(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     entry, vbase = c.m[o[0]], c.m[o[1]]
     _check_launch(ex, c, entry, vbase)
-    if any(w.status is not Status.INACTIVE for w in t.contexts[1:]):
-        c.sr |= 1 << 3  # $SSR.RAERR
+    active = [w for w in t.contexts[1:] if w.status is not Status.INACTIVE]
+    if active:
+        # A hover/runall.md: $SSR.RAERR, and every active worker raises an
+        # exception as it retires its next instruction (its turns go to the
+        # Python path, which raises it)
+        c.sr |= 1 << 3
+        for w in active:
+            if w.status is Status.ACTIVE:
+                w.doomed = True
+                w.fields[native.BREAK] = 1
         raise TileFault(Etype.INVALID_OP, ExceptionCause.INVALID_OPERATION, c.pc,
                         "runall while a worker is active")
     for n, w in enumerate(t.contexts[1:]):

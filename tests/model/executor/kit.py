@@ -60,12 +60,26 @@ def _write(ipu: Ipu, tile: int, address: int, data: bytes) -> None:
         ipu.tiles.write(tile, address + at, data[at:at + 4].ljust(4, b"\0"))
 
 
-def start(ipu: Ipu, entry: int, tiles: tuple[int, ...] = (0,), context: int = 0) -> None:
-    """Start ``entry`` on ``context`` as a host does: DBG_IOWNER, then
-    `bri entry` injected through DBG_IEXEC."""
+def start(ipu: Ipu, entry: int, tiles: tuple[int, ...] = (0,), context: int = 0, rbrk: int = 0) -> None:
+    """Start ``entry`` on ``context`` as a host does (A114 hover/$DBG_IEXEC.md,
+    docs/debugging.md): DBG_IOWNER, stop the context with DBG_RBRK (an
+    inactive one too), inject `bri entry` through DBG_IEXEC and let it
+    retire, set DBG_RBRK to ``rbrk`` (0: no retirement breaks), then
+    DBG_ECLR starts the context there."""
     for tile in tiles:
         assert tdi_write(ipu, tile, TdiRegister.DBG_IOWNER, context) == TdiResult.OK
+        assert tdi_write(ipu, tile, TdiRegister.DBG_RBRK, 1 << context) == TdiResult.OK
         assert tdi_write(ipu, tile, TdiRegister.DBG_IEXEC, word("bri_mmmn_zi", entry)) == TdiResult.OK
+    ipu.execution.run(0)  # the injections retire (TDI_STS.BUSY clears)
+    for tile in tiles:
+        assert tdi_read(ipu, tile, TdiRegister.TDI_STS) == 0
+        assert tdi_write(ipu, tile, TdiRegister.DBG_RBRK, rbrk) == TdiResult.OK
+        resume(ipu, tile, context)
+
+
+def resume(ipu: Ipu, tile: int, context: int = 0) -> None:
+    """DBG_ECLR: ``context`` goes on where it stopped."""
+    assert tdi_write(ipu, tile, TdiRegister.DBG_ECLR, 1 << context) == TdiResult.OK
 
 
 def one_worker(body: str, *, vertex: int, prelude: str = "", data: str = "") -> str:

@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 from ipufs.abi.registers import ExceptionCause, TdiResult
 from ipufs.model.debug import breaks
 from ipufs.model.executor import csr
-from ipufs.model.executor.state import Etype, Status
+from ipufs.model.executor.state import DEBUG_ETYPES, ERPT, Etype, Status
 from ipufs.model.ipu import Ipu
 from ipufs.model.debug import TdiRegister, TdiStatus
-from tests.model.executor.kit import assemble, load, m, memory_word, start, tdi_read, tdi_write, word
+from tests.model.executor.kit import assemble, load, m, memory_word, resume, start, tdi_read, tdi_write, word
 from tests.model.executor.test_native import CODE, DATA as ANY_DATA, WORDS, _run, _same, program
 from tests.model.test_ipu import make, reg
 
@@ -32,8 +32,7 @@ def _ready(source: str, *, rbrk: int | None = None, rbrk_vert: int = 0, native: 
     load(ipu, program)
     if rbrk is not None:
         assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK_VERT, rbrk_vert) == TdiResult.OK
-        assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, rbrk) == TdiResult.OK
-    start(ipu, program.entry)
+    start(ipu, program.entry, rbrk=rbrk or 0)
     return ipu, program.entry
 
 
@@ -41,19 +40,25 @@ def _stopped(ipu: Ipu, context: int = 0) -> tuple[Etype, int, int, int]:
     """The break a context took: its ETYPE, the EXC_CAUSE and EXC_ADDRESS
     raised, and its PC; the IPU's exception is cleared for the next."""
     c = ipu.execution.states[0].contexts[context]
-    assert c.status is Status.EXCEPTED
-    assert (tdi_read(ipu, 0, TdiRegister.CTXT_STS) >> 2 * context) & 3 == 2  # EXCEPTED_DBG
-    held = Etype((c.sr >> 4) & 0xF), reg(ipu, "EXC_CAUSE"), reg(ipu, "EXC_ADDRESS"), c.pc
+    etype = Etype((c.sr >> 4) & 0xF)
+    shown = Status.EXCEPTED if etype in DEBUG_ETYPES else Status.EXCEPTED_NDBG  # debug exceptions: 2, the rest 3
+    assert c.status is shown
+    assert (tdi_read(ipu, 0, TdiRegister.CTXT_STS) >> 2 * context) & 3 == shown
+    held = etype, reg(ipu, "EXC_CAUSE"), reg(ipu, "EXC_ADDRESS"), c.pc
     assert reg(ipu, "EXC_CONTEXT") == context
     ipu.clear_exception()
     return held
 
 
 def _resume(ipu: Ipu, pc: int, context: int = 0) -> None:
-    """What a host does: a branch to where the context stopped, injected
-    through DBG_IEXEC into the excepted context."""
-    assert tdi_write(ipu, 0, TdiRegister.DBG_IOWNER, context) == TdiResult.OK
-    assert tdi_write(ipu, 0, TdiRegister.DBG_IEXEC, word("bri_mmmn_zi", pc)) == TdiResult.OK
+    """What a host does: DBG_ECLR resumes the excepted context where it
+    stopped (after a branch to ``pc`` injected into it, if that is
+    elsewhere)."""
+    if ipu.execution.states[0].contexts[context].pc != pc:
+        assert tdi_write(ipu, 0, TdiRegister.DBG_IOWNER, context) == TdiResult.OK
+        assert tdi_write(ipu, 0, TdiRegister.DBG_IEXEC, word("bri_mmmn_zi", pc)) == TdiResult.OK
+        ipu.execution.run(0)
+    resume(ipu, 0, context)
 
 
 def _brk_id(ipu: Ipu, context: int = 0) -> int:
@@ -254,11 +259,15 @@ worker:
     assert _stopped(ipu)[0] is Etype.PBRK0
 
 
-def test_rbrk_fields_whose_meaning_is_not_public_are_refused() -> None:
-    ipu = make()
-    assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, breaks.RBRK_ATOV | 1) == TdiResult.BAD_VALUE
-    assert tdi_read(ipu, 0, TdiRegister.DBG_RBRK) == 0 and tdi_read(ipu, 0, TdiRegister.TDI_STS) & TdiStatus.INV
+def test_rbrk_atov_is_held_and_stops_nothing() -> None:
+    # a C600's captured configuration writes 0x40000000 (ATOV) to every
+    # tile's RUN_BREAK (osmarks/ipu-stack c600-init.ipucfg): held, no break
+    ipu, _ = _ready(".text 0x40000\n.supervisor\n_start:\n  setzi $m1, 3\nloop:\n  brnzdec $m1, loop\n  trap 0\n")
+    assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, breaks.RBRK_ATOV) == TdiResult.OK
+    assert tdi_read(ipu, 0, TdiRegister.DBG_RBRK) == breaks.RBRK_ATOV and tdi_read(ipu, 0, TdiRegister.TDI_STS) == 0
     assert 0 not in ipu.execution.interpreter.breaks
+    ipu.execution.run(1000)
+    assert _stopped(ipu)[0] is Etype.PBRK0
 
 
 def test_trap_raises_patched_breakpoint_0_or_1_and_refuses_other_immediates() -> None:
@@ -293,15 +302,14 @@ _start:
     ipu, entry = _ready(source)
     ipu.execution.run(100)
     assert _stopped(ipu)[0] is Etype.PBRK0
-    assert tdi_write(ipu, 0, TdiRegister.DBG_ECLR, 1) == TdiResult.OK
-    assert ipu.execution.states[0].supervisor.status is Status.INACTIVE
-    # injected: a store into the watched bytes (not stopped), then a start at the break's PC (not a resume: stopped)
+    # injected into the stopped supervisor: a store into the watched bytes
+    # (not stopped), then a start at the break's PC (a new PC: it stops there)
     for w in _words(f"setzi $m1, {DATA}\nsetzi $m2, 5\nst32 $m2, $m1, $m15, 0\n"):
         assert tdi_write(ipu, 0, TdiRegister.DBG_IEXEC, w) == TdiResult.OK
         ipu.execution.run(0)
         assert tdi_read(ipu, 0, TdiRegister.TDI_STS) == 0
     assert memory_word(ipu, 0, DATA) == 5 and reg(ipu, "EXC_CAUSE") == 0
-    assert ipu.execution.states[0].supervisor.status is Status.INACTIVE
+    assert ipu.execution.states[0].supervisor.status is Status.EXCEPTED
     start(ipu, entry)
     ipu.execution.run(100)
     assert _stopped(ipu)[:3] == (Etype.IBRK, ExceptionCause.BREAKPOINT, entry)
@@ -342,9 +350,7 @@ def _resume_breaks(ipu: Ipu, tiles: int) -> None:
     for tile in range(tiles):
         for c in ipu.execution.state(tile).contexts:
             if c.status is Status.EXCEPTED and Etype((c.sr >> 4) & 0xF) in _BREAKS:
-                assert tdi_write(ipu, tile, TdiRegister.DBG_IOWNER, c.number) == TdiResult.OK
-                assert tdi_write(ipu, tile, TdiRegister.DBG_IEXEC, word("bri_mmmn_zi", c.pc)) == TdiResult.OK
-                ipu.execution.run(0)
+                resume(ipu, tile, c.number)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -398,18 +404,25 @@ _start:
     assert ipu.execution.debug_data(0) == csr.DBRK_CHANNEL
 
 
-#: worker 1 sums 3 four times in an rpt body and stores the sum at 0x61000
+#: worker 1 sums 3 four times in an rpt body and stores the sum at 0x61000;
+#: the supervisor first arms an instruction break for workers at {at}
 RPT_WORKER = """
 .text 0x40000
 .worker
 worker:
   setzi $m2, 0
+before:
   rpt 4, 0
-  { add $m2, $m2, 3 ; fnop }
+body:
+  {{ add $m2, $m2, 3 ; fnop }}
   st32 $m2, $m13, $m15, 0
   exitz $m15
 .supervisor
 _start:
+  setzi $m1, {at}
+  put $DBG_IBRK0_PC, $m1
+  setzi $m1, 2
+  put $DBG_IBRK0_CTL, $m1
   setzi $m0, worker
   setzi $m1, 0x21000
   run $m0, $m1, 0
@@ -419,33 +432,32 @@ _start:
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_single_stepping_an_rpt_body_runs_it_every_time(native: bool) -> None:
-    # a break inside a running rpt keeps the loop: resumed, the body goes on to its count
-    ipu, _ = _ready(RPT_WORKER, rbrk=1 << 1, native=native)
+def test_a_break_inside_an_rpt_body_is_malign(native: bool) -> None:
+    # A hover/rpt.md: an exception in the body, a debug one too, is malign
+    # and sets $WSR.ERPT; the worker shows EXCEPTED_NDBG and DBG_ECLR leaves
+    # it inactive (it cannot go on)
+    ipu, _ = _ready(RPT_WORKER.format(at="body"), native=native)
     worker = ipu.execution.states[0].contexts[1]
-    pcs = []
     ipu.execution.run(100)
-    while worker.status is Status.EXCEPTED:
-        etype, _, _, pc = _stopped(ipu, 1)
-        assert etype is Etype.RBRK
-        pcs.append(pc)
-        _resume(ipu, pc, 1)
-        ipu.execution.run(100)
-    body = pcs[0] + 4
-    assert pcs == [body - 4, body, body, body, body, body + 8, body + 12]
-    assert memory_word(ipu, 0, 0x61000) == 12
+    assert worker.status is Status.EXCEPTED_NDBG and worker.sr & ERPT
+    assert (tdi_read(ipu, 0, TdiRegister.CTXT_STS) >> 2) & 3 == 3
+    assert Etype((worker.sr >> 4) & 0xF) is Etype.IBRK and reg(ipu, "EXC_CONTEXT") == 1
+    ipu.clear_exception()
+    resume(ipu, 0, 1)
+    assert worker.status is Status.INACTIVE and not worker.sr & ERPT
+    ipu.execution.run(100)
+    assert _stopped(ipu)[0] is Etype.PBRK0 and memory_word(ipu, 0, 0x61000) == 0
 
 
-def test_a_context_resumed_outside_its_rpt_body_leaves_the_rpt() -> None:
-    # stopped in the body, the worker is sent back to its entry: its rpt starts afresh
-    ipu, _ = _ready(RPT_WORKER, rbrk=1 << 1)
+@pytest.mark.parametrize("native", [True, False])
+def test_a_break_before_an_rpt_goes_on_into_the_loop(native: bool) -> None:
+    # the same break on the rpt itself is an ordinary debug break: resumed, the loop runs its count
+    ipu, _ = _ready(RPT_WORKER.format(at="before"), native=native)
+    worker = ipu.execution.states[0].contexts[1]
     ipu.execution.run(100)
-    rpt = _stopped(ipu, 1)[3]  # retired the setzi: before the rpt
-    _resume(ipu, rpt, 1)
-    ipu.execution.run(100)
-    assert _stopped(ipu, 1)[3] == rpt + 4  # retired the rpt: in the body
-    assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, 0) == TdiResult.OK
-    _resume(ipu, rpt - 4, 1)  # the worker's entry
+    etype, _, _, pc = _stopped(ipu, 1)
+    assert etype is Etype.IBRK and not worker.sr & ERPT
+    _resume(ipu, pc, 1)
     ipu.execution.run(100)
     assert _stopped(ipu)[0] is Etype.PBRK0
     assert memory_word(ipu, 0, 0x61000) == 12

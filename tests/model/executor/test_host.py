@@ -36,8 +36,24 @@ def _name(ipu: Ipu, tiles: tuple[int, ...], context: int = 0) -> None:
         assert tdi_write(ipu, tile, TdiRegister.DBG_IOWNER, context) == TdiResult.OK
 
 
-def _start_one(ipu: Ipu, tile: int) -> None:
+def _stop_and_inject(ipu: Ipu, tile: int) -> None:
+    """The first half of a start: the supervisor stopped by DBG_RBRK, the
+    branch to its entry injected (busy until the executor retires it)."""
+    assert tdi_write(ipu, tile, TdiRegister.DBG_RBRK, 1) == TdiResult.OK
     assert tdi_write(ipu, tile, TdiRegister.DBG_IEXEC, BRI) == TdiResult.OK
+
+
+def _go(ipu: Ipu, tile: int) -> None:
+    """The second half: the injection retired, DBG_RBRK cleared, DBG_ECLR starts it."""
+    ipu.execution.run(0)
+    assert tdi_read(ipu, tile, TdiRegister.TDI_STS) == 0
+    assert tdi_write(ipu, tile, TdiRegister.DBG_RBRK, 0) == TdiResult.OK
+    assert tdi_write(ipu, tile, TdiRegister.DBG_ECLR, 1) == TdiResult.OK
+
+
+def _start_one(ipu: Ipu, tile: int) -> None:
+    _stop_and_inject(ipu, tile)
+    _go(ipu, tile)
 
 
 def test_a_sync_waits_for_every_named_tile_started_one_at_a_time() -> None:
@@ -55,7 +71,7 @@ def test_a_sync_waits_for_every_named_tile_started_one_at_a_time() -> None:
 
 
 def test_a_tile_released_before_it_starts_stops_counting() -> None:
-    for release in ("worker", "injection", "reset"):
+    for release in ("worker", "stopped and let go", "reset"):
         ipu = _loaded(SYNCS, (0, 1))
         _name(ipu, (0, 1))
         _start_one(ipu, 0)
@@ -63,8 +79,14 @@ def test_a_tile_released_before_it_starts_stops_counting() -> None:
         assert ipu.host_sync.counts[1] == 0
         if release == "worker":
             _name(ipu, (1,), context=1)  # DBG_IOWNER names a worker: the supervisor is no longer named
-        elif release == "injection":  # an injection that does not start it (reading a register)
+        elif release == "stopped and let go":  # stopped, read, let go with nowhere to run: inactive again
+            assert tdi_write(ipu, 1, TdiRegister.DBG_RBRK, 1) == TdiResult.OK
             assert tdi_write(ipu, 1, TdiRegister.DBG_IEXEC, word("put_mmmn_zi", 0x70, 1)) == TdiResult.OK
+            ipu.execution.run(0)
+            assert tdi_write(ipu, 1, TdiRegister.DBG_RBRK, 0) == TdiResult.OK
+            assert 1 in ipu.debug.named  # a read does not start it: still a member
+            assert tdi_write(ipu, 1, TdiRegister.DBG_ECLR, 1) == TdiResult.OK
+            assert tdi_read(ipu, 1, TdiRegister.CTXT_STS) == Status.INACTIVE
         else:
             ipu.reset()
             assert not ipu.debug.named and not ipu.execution.states
@@ -88,9 +110,9 @@ def test_naming_a_running_supervisor_does_not_hold_syncs_back() -> None:
 def test_an_injection_is_busy_until_the_executor_retires_it() -> None:
     ipu = _loaded(SYNCS, (0,))
     _name(ipu, (0,))
-    _start_one(ipu, 0)
+    _stop_and_inject(ipu, 0)
     assert tdi_read(ipu, 0, TdiRegister.TDI_STS) == TdiStatus.BUSY
-    assert tdi_read(ipu, 0, TdiRegister.CTXT_STS) == 0  # not started yet
+    assert tdi_read(ipu, 0, TdiRegister.CTXT_STS) == Status.EXCEPTED  # stopped, not started
     # TDI_CLR clears error flags, not BUSY; a second injection while busy is refused with DBLE
     assert tdi_write(ipu, 0, TdiRegister.TDI_CLR, 0xF) == TdiResult.OK
     assert tdi_read(ipu, 0, TdiRegister.TDI_STS) == TdiStatus.BUSY
@@ -98,14 +120,21 @@ def test_an_injection_is_busy_until_the_executor_retires_it() -> None:
     assert tdi_read(ipu, 0, TdiRegister.TDI_STS) == TdiStatus.BUSY | TdiStatus.DBLE
     ipu.execution.run(0)  # the executor's next slice retires it, taking no turn
     assert tdi_read(ipu, 0, TdiRegister.TDI_STS) == TdiStatus.DBLE
-    assert tdi_read(ipu, 0, TdiRegister.CTXT_STS) == Status.ACTIVE
-    assert ipu.execution.states[0].turns == 0
+    assert tdi_read(ipu, 0, TdiRegister.CTXT_STS) == Status.EXCEPTED  # the branch gave it a PC, no more
+    assert ipu.execution.states[0].supervisor.pc == BASE and ipu.execution.states[0].turns == 0
     assert tdi_write(ipu, 0, TdiRegister.TDI_CLR, int(TdiStatus.DBLE)) == TdiResult.OK
     assert tdi_read(ipu, 0, TdiRegister.TDI_STS) == 0
-    # refused at once, never busy: sync, and an active context
+    assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, 0) == TdiResult.OK
+    assert tdi_write(ipu, 0, TdiRegister.DBG_ECLR, 1) == TdiResult.OK
+    assert tdi_read(ipu, 0, TdiRegister.CTXT_STS) == Status.ACTIVE
+    # refused at once, never busy: an active supervisor; an inactive one without RBRK
+    # (A114 hover/$DBG_IEXEC.md); sync
     assert tdi_write(ipu, 0, TdiRegister.DBG_IEXEC, BRI) == TdiResult.NOT_QUIESCENT
     assert tdi_read(ipu, 0, TdiRegister.TDI_STS) == TdiStatus.CNQ
     ipu.reset()
+    assert tdi_write(ipu, 0, TdiRegister.DBG_IEXEC, BRI) == TdiResult.NOT_QUIESCENT
+    assert tdi_write(ipu, 0, TdiRegister.TDI_CLR, int(TdiStatus.CNQ)) == TdiResult.OK
+    assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, 1) == TdiResult.OK
     assert tdi_write(ipu, 0, TdiRegister.DBG_IEXEC, word("sync_mmmn_zi", 3)) == TdiResult.UNSUPPORTED
     assert tdi_read(ipu, 0, TdiRegister.TDI_STS) == TdiStatus.INV
 

@@ -212,7 +212,7 @@ _start:
     assert (reg(ipu, "EXC_CAUSE"), reg(ipu, "EXC_TILE"), reg(ipu, "EXC_ADDRESS"), reg(ipu, "EXC_CONTEXT")) == (
         ExceptionCause.MISALIGNED, 3, 0x60002, 0)
     assert ipu.interrupts.raised[Interrupt.EXCEPTION] == 1
-    assert tdi_read(ipu, 3, TdiRegister.CTXT_STS) == Status.EXCEPTED
+    assert tdi_read(ipu, 3, TdiRegister.CTXT_STS) == Status.EXCEPTED_NDBG  # a fault, not a debug exception
 
 
 def test_an_instruction_without_public_semantics_is_a_named_exception() -> None:
@@ -371,6 +371,7 @@ _start:
     assert tdi_write(ipu, 0, TdiRegister.TDI_CLR, int(TdiStatus.CNQ)) == TdiResult.OK
     ipu.reset()
     assert not ipu.execution.running and tdi_read(ipu, 0, TdiRegister.CTXT_STS) == 0
+    assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, 1) == TdiResult.OK  # the supervisor must be stopped
     assert tdi_write(ipu, 0, TdiRegister.DBG_IEXEC, word("sync_mmmn_zi", 3)) == TdiResult.UNSUPPORTED
 
 

@@ -51,8 +51,8 @@ def test_the_register_numbers_and_context_states_are_the_models() -> None:
     assert (tile_code.IBRK_ENS, tile_code.IBRK_ENW) == (breaks.ENS, breaks.ENW)
     assert (tile_code.TDI_STS_CNQ, tile_code.TDI_STS_INV, tile_code.TDI_STS_DBLE, tile_code.TDI_STS_BUSY) == (
         TdiStatus.CNQ, TdiStatus.INV, TdiStatus.DBLE, TdiStatus.BUSY)
-    assert (tile_code.CONTEXT_INACTIVE, tile_code.CONTEXT_ACTIVE, tile_code.CONTEXT_EXCEPTED) == (
-        Status.INACTIVE, Status.ACTIVE, Status.EXCEPTED)
+    assert (tile_code.CONTEXT_INACTIVE, tile_code.CONTEXT_ACTIVE, tile_code.CONTEXT_EXCEPTED,
+            tile_code.CONTEXT_EXCEPTED_NDBG) == (Status.INACTIVE, Status.ACTIVE, Status.EXCEPTED, Status.EXCEPTED_NDBG)
 
 
 def test_ctxt_sts_of_a_tile_that_never_ran_shows_a_held_exception() -> None:
@@ -61,4 +61,4 @@ def test_ctxt_sts_of_a_tile_that_never_ran_shows_a_held_exception() -> None:
 
     ipu = make()
     ipu.raise_exception(3, tile=5, context=2)  # as a fault would, on a tile that never ran
-    assert tdi_read(ipu, 5, TdiRegister.CTXT_STS) == tile_code.CONTEXT_EXCEPTED << (2 * tile_code.CONTEXT_BITS)
+    assert tdi_read(ipu, 5, TdiRegister.CTXT_STS) == tile_code.CONTEXT_EXCEPTED_NDBG << (2 * tile_code.CONTEXT_BITS)
