@@ -152,7 +152,7 @@ def test_each_section_shows_its_own_labels(tmp_path: Path, capsys: pytest.Captur
     assert "<second>" in b and "sync 3" in b and "<first>" not in b
 
 
-@pytest.mark.parametrize("command", ["disasm", "asm", "load"])
+@pytest.mark.parametrize("command", ["disasm", "asm", "load", "exec"])
 def test_a_fifo_or_a_device_is_refused_not_read(command: str, tmp_path: Path) -> None:
     """A FIFO once hung the tools and /dev/zero was read until memory ran
     out: only regular files are read."""
