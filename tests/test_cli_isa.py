@@ -213,3 +213,15 @@ def test_asm_says_warnings_and_still_writes(tmp_path: Path, capsys: pytest.Captu
     status, _, err = _run(["asm", str(tmp_path / "w.s"), "-o", str(tmp_path / "w.elf")], capsys)
     assert status == 0 and (tmp_path / "w.elf").exists()
     assert err == f"{tmp_path}/w.s:3: warning: the rpt's body (3 more bundles) runs past the end of its section\n"
+
+
+def test_disasm_source_of_runs_of_rpt_words_assembles_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rpt $m0, 5` then `rpt $m0, 0` and nops: the source listing once
+    stopped with "Indices for islice()"."""
+    words = [0x4300A005, 0x4300A000] + [0x19E00000] * 6
+    (tmp_path / "r.bin").write_bytes(b"".join(w.to_bytes(4, "little") for w in words))
+    status, out, err = _run(["disasm", "--raw", "--source", str(tmp_path / "r.bin")], capsys)
+    assert (status, err) == (0, "")
+    (tmp_path / "r.s").write_text(out)
+    assert _run(["asm", str(tmp_path / "r.s"), "-o", str(tmp_path / "r.elf")], capsys)[0] == 0
+    assert elf.read_elf((tmp_path / "r.elf").read_bytes()).sections[0].data == (tmp_path / "r.bin").read_bytes()

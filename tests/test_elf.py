@@ -98,3 +98,11 @@ def test_a_section_not_allocated_is_written_without_a_segment() -> None:
     image = elf.read_elf(elf.write_elf("ipu1", 0x40000, [TEXT, note], []))
     assert [s.address for s in image.segments] == [0x40000]
     assert [s.name for s in image.sections] == [".text"]  # the reader lists allocated sections
+
+
+def test_sixty_five_thousand_program_headers_are_refused_by_their_sizes() -> None:
+    """65,535 headers once kept disasm busy for over a minute; what they
+    claim together is bounded before any is copied."""
+    data = _header(phnum=65535) + b"".join(_segment(0x40000, 0, 64) for _ in range(65535))
+    with pytest.raises(elf.ElfError, match="the segments hold more than 0x200000 bytes"):
+        elf.read_elf(data)
