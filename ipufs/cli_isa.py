@@ -51,22 +51,24 @@ def cmd_disasm(args: argparse.Namespace) -> int:
     from ipufs.model.isa.decoder import Decoder
     from ipufs.model.isa.syntax import Syntax
 
+    from ipufs.model.isa.assembler import TILE_MEMORY_END
+    from ipufs.tools.inputs import read_input
+
     path = Path(args.file)
-    data = path.read_bytes()
     symbols: dict[int, str] = {}
     globals_: frozenset[str] = frozenset()
     if args.raw:
+        data = read_input(path, TILE_MEMORY_END)  # a memory image: no bigger than a tile's memory
         arch = _arch(args.arch)
         base = args.base if args.base is not None else _default_base(arch)
+        if base + len(data) > 1 << 32:
+            raise ValueError(f"{path}: {len(data):#x} bytes at {base:#x} run past the 32-bit address space")
         chunks = [Chunk(".data" if args.data else ".text", base, data, not args.data)]
         form = "binary"
     else:
         if args.base is not None:
             raise ValueError("--base goes with --raw (an ELF says where its bytes go)")
-        try:
-            image = elf.read_elf(data)
-        except elf.ElfError as exc:
-            raise elf.ElfError(f"{path}: {exc}") from None
+        image = read_image(path)
         arch = _arch(args.arch, image.arch)
         chunks = _chunks(image)
         symbols, globals_ = _symbols(image)
@@ -90,6 +92,19 @@ def cmd_disasm(args: argparse.Namespace) -> int:
         print(f"ipufs disasm: {path}: {problems}", file=sys.stderr)
         return 1
     return 0
+
+
+def read_image(path: Path) -> elf.ElfImage:
+    """The elf32-colossus file at ``path``, bounded as every tool reads one:
+    a regular file (tools/inputs.py), whose loadable bytes fit the largest
+    tile memory; ElfError naming the file otherwise."""
+    from ipufs.model.isa.assembler import TILE_MEMORY_END
+    from ipufs.tools.inputs import read_input
+
+    try:
+        return elf.read_elf(read_input(path), TILE_MEMORY_END)
+    except elf.ElfError as exc:
+        raise elf.ElfError(f"{path}: {exc}") from None
 
 
 def _batched(lines: Iterator[str], size: int = 4096) -> Iterator[list[str]]:
@@ -122,20 +137,24 @@ def _default_base(arch: Any) -> int:
 
 def cmd_asm(args: argparse.Namespace) -> int:
     from ipufs.model.isa.assembler import Assembler, AssemblyError
+    from ipufs.tools.inputs import read_text
 
     source = Path(args.file)
-    arch = _arch(args.arch)
+    if args.dev is not None and args.arch is not None:
+        raise ValueError("give --arch or --dev, not both: --dev takes the architecture of the mount's IPU")
+    arch = _arch(_mount_arch(args.dev, args.ipu) if args.dev is not None else args.arch)
+    context = {"supervisor": True, "worker": False, None: None}[args.context]
     try:
-        result = Assembler(arch, str(source)).assemble(source.read_text())
+        result = Assembler(arch, str(source), context, _defsyms(args.defsym)).assemble(read_text(source))
     except AssemblyError as exc:
         for line in exc.problems:
             print(line, file=sys.stderr)
         return 1
-    except UnicodeDecodeError:
-        raise ValueError(f"{source}: not a text file") from None
+    for line in result.warnings:
+        print(line, file=sys.stderr)
     sections = [elf.Section(s.name, s.address or 0, bytes(s.data),
-                            elf.SHF_ALLOC | (elf.SHF_EXECINSTR if s.code else 0) | (elf.SHF_WRITE if "w" in s.flags
-                                                                                    else 0))
+                            (elf.SHF_ALLOC if s.loaded else 0) | (elf.SHF_EXECINSTR if s.code else 0)
+                            | (elf.SHF_WRITE if "w" in s.flags else 0))
                 for s in result.sections]
     symbols = [elf.Symbol(name, address, section, name in result.globals)
                for name, (section, address) in sorted(result.symbols.items(), key=lambda kv: kv[1][1])]
@@ -144,20 +163,48 @@ def cmd_asm(args: argparse.Namespace) -> int:
     return 0
 
 
+def _mount_arch(dev: str, ipu: int) -> str:
+    """The architecture of IPU ``ipu`` of the mount (or node directory)
+    ``dev``: its config space's ARCH register."""
+    import os
+
+    from ipufs.abi.nodes import node_name
+    from ipufs.abi.registers import ARCH_CODES, REGISTERS
+
+    path = Path(dev) / node_name(ipu)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        code = int.from_bytes(os.pread(fd, 4, REGISTERS["ARCH"].offset), "little")
+    finally:
+        os.close(fd)
+    name = next((n for n, c in ARCH_CODES.items() if c == code), None)
+    if name is None:
+        raise ValueError(f"{path}: ARCH register {code:#x} names no architecture ipufs knows")
+    return name
+
+
+def _defsyms(given: list[str] | None) -> dict[str, int]:
+    out = {}
+    for text in given or ():
+        name, _, value = text.partition("=")
+        try:
+            out[name.strip()] = int(value, 0) if value else 1
+        except ValueError:
+            raise ValueError(f"--defsym {text}: write NAME=NUMBER") from None
+    return out
+
+
 def cmd_load(args: argparse.Namespace) -> int:
     from ipufs.client import Device
     from ipufs.client.loader import parse_tiles
     from ipufs.tools import devices
 
-    data = Path(args.file).read_bytes()
+    image = read_image(Path(args.file))
     root = devices.root(args.dev)
     with Device(args.ipu, root) as device:
         count = device.read_register("TILE_COUNT")
         tiles = parse_tiles(args.tiles, count) if args.tiles else list(range(count))
-        try:
-            written = device.load_elf(data, tiles)
-        except elf.ElfError as exc:
-            raise elf.ElfError(f"{args.file}: {exc}") from None
+        written = device.load_elf(image, tiles)
     print(f"loaded {written:,} bytes into each of {len(tiles)} tile{'s' if len(tiles) != 1 else ''} "
           f"of ipu{args.ipu}")
     return 0
@@ -200,7 +247,17 @@ def add_commands(sub: Any, tool: Any) -> None:
                                    "status 1.")
     a.add_argument("file", metavar="FILE.s")
     a.add_argument("-o", "--output", metavar="FILE.elf", help="the output (default FILE.elf)")
-    a.add_argument("--arch", choices=["ipu1", "ipu2", "ipu21"], help="the tile architecture (default ipu1)")
+    a.add_argument("--arch", choices=["ipu1", "ipu2", "ipu21"],
+                   help="the tile architecture (default ipu1, or the IPU's with --dev)")
+    a.add_argument("--dev", metavar="DIR", help="assemble for the IPU of this mount (or directory of nodes): "
+                                                "its architecture and tile memory (see --ipu)")
+    a.add_argument("--ipu", type=int, default=0, help="with --dev: which IPU (default 0)")
+    a.add_argument("--context", choices=["supervisor", "worker"],
+                   help="the context of code before any .supervisor/.worker (llvm-mc's -mattr=+supervisor, or "
+                        "its default, a worker); default: either, so instructions and CSR names of both are "
+                        "read")
+    a.add_argument("--defsym", action="append", metavar="NAME=VALUE",
+                   help="set NAME to VALUE before the first line, as llvm-mc's -defsym (repeatable)")
     a.set_defaults(func=cmd_asm)
 
     ld = tool("load", "load an elf32-colossus file into tiles' memory through the exchange BAR")

@@ -150,3 +150,78 @@ def test_each_section_shows_its_own_labels(tmp_path: Path, capsys: pytest.Captur
     a, b = out.split("Disassembly of section .text.b:")
     assert "<first>" in a and "sync 2" in a and "<second>" not in a
     assert "<second>" in b and "sync 3" in b and "<first>" not in b
+
+
+@pytest.mark.parametrize("command", ["disasm", "asm", "load", "exec"])
+def test_a_fifo_or_a_device_is_refused_not_read(command: str, tmp_path: Path) -> None:
+    """A FIFO once hung the tools and /dev/zero was read until memory ran
+    out: only regular files are read."""
+    import os
+    import subprocess
+    import sys
+
+    fifo = tmp_path / "in.fifo"
+    os.mkfifo(fifo)
+    for path, kind in ((fifo, "a FIFO"), (Path("/dev/zero"), "a character device")):
+        done = subprocess.run([sys.executable, "-m", "ipufs", command, str(path), "--dev", str(tmp_path)]
+                              if command in ("load", "exec") else [sys.executable, "-m", "ipufs", command, str(path)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 1 and done.stderr == f"ipufs {command}: {path}: not a regular file ({kind})\n"
+
+
+@pytest.mark.parametrize("source,problem", [
+    (".p2align 40\n", "x.s:1: .p2align 40: more than the tile memory"),
+    (".text 0xfffffffc\nnop\n", "x.s:1: 0xfffffffc is past the end of tile memory"),
+    (".text 0x19bff8\n.word 1, 2, 3\n", "x.s:2: section .text grows past the end of tile memory"),
+    (".balign 0x4000000\n", "x.s:1: alignment 67108864 is not a power of two up to"),
+])
+def test_asm_bounds_addresses_and_sizes_by_tile_memory(source: str, problem: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "x.s").write_text(source)
+    status, _, err = _run(["asm", str(tmp_path / "x.s"), "-o", str(tmp_path / "x.elf")], capsys)
+    assert status == 1 and err.startswith(f"{tmp_path}/{problem}") and len(err.splitlines()) == 1, err
+    assert not (tmp_path / "x.elf").exists()
+
+
+def test_a_hostile_elf_header_costs_no_memory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import resource
+    import struct
+
+    # 172 bytes claiming a 1 GiB .bss: refused in one line before anything is allocated.
+    shdrs = bytes(40) + struct.pack("<10I", 0, elf.SHT_NOBITS, elf.SHF_ALLOC, 0x40000, 0, 1 << 30, 0, 0, 8, 0) + \
+        struct.pack("<10I", 0, elf.SHT_STRTAB, 0, 0, 0, 0, 0, 0, 1, 0)
+    head = struct.pack("<16sHHIIIIIHHHHHH", b"\x7fELF\x01\x01\x01" + bytes(9), 2, 248, 1, 0x40000, 0, 52, 1, 52, 32, 0,
+                       40, 3, 2)
+    (tmp_path / "h.elf").write_bytes(head + shdrs)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    status, _, err = _run(["disasm", str(tmp_path / "h.elf")], capsys)
+    assert status == 1 and "reaches past the end of tile memory" in err and len(err.splitlines()) == 1
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000  # KiB: far from 1 GiB
+
+
+def test_asm_takes_llvm_mcs_context_and_defsym(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "c.s").write_text(".ifdef FAST\nsync 2\n.endif\n")
+    path, out = str(tmp_path / "c.s"), str(tmp_path / "c.elf")
+    assert _run(["asm", path, "-o", out, "--context", "supervisor", "--defsym", "FAST=1"], capsys)[0] == 0
+    assert elf.read_elf((tmp_path / "c.elf").read_bytes()).sections[0].data == (0x41800002).to_bytes(4, "little")
+    status, _, err = _run(["asm", path, "-o", out, "--context", "worker", "--defsym", "FAST"], capsys)
+    assert status == 1 and "sync is a supervisor instruction (this is .worker code)" in err
+
+
+def test_asm_says_warnings_and_still_writes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "w.s").write_text(".worker\n.align 8\n{ rpt $m0, 3 ; fnop }\n{ nop ; fnop }\n")
+    status, _, err = _run(["asm", str(tmp_path / "w.s"), "-o", str(tmp_path / "w.elf")], capsys)
+    assert status == 0 and (tmp_path / "w.elf").exists()
+    assert err == f"{tmp_path}/w.s:3: warning: the rpt's body (3 more bundles) runs past the end of its section\n"
+
+
+def test_disasm_source_of_runs_of_rpt_words_assembles_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`rpt $m0, 5` then `rpt $m0, 0` and nops: the source listing once
+    stopped with "Indices for islice()"."""
+    words = [0x4300A005, 0x4300A000] + [0x19E00000] * 6
+    (tmp_path / "r.bin").write_bytes(b"".join(w.to_bytes(4, "little") for w in words))
+    status, out, err = _run(["disasm", "--raw", "--source", str(tmp_path / "r.bin")], capsys)
+    assert (status, err) == (0, "")
+    (tmp_path / "r.s").write_text(out)
+    assert _run(["asm", str(tmp_path / "r.s"), "-o", str(tmp_path / "r.elf")], capsys)[0] == 0
+    assert elf.read_elf((tmp_path / "r.elf").read_bytes()).sections[0].data == (tmp_path / "r.bin").read_bytes()

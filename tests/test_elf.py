@@ -46,3 +46,63 @@ def test_bad_files_are_refused_in_one_line(data: bytes, problem: str) -> None:
     with pytest.raises(elf.ElfError) as caught:
         elf.read_elf(data)
     assert problem in str(caught.value) and "\n" not in str(caught.value)
+
+
+_EHDR = struct.Struct("<16sHHIIIIIHHHHHH")
+_PHDR = struct.Struct("<8I")
+_SHDR = struct.Struct("<10I")
+_IDENT = b"\x7fELF" + bytes([1, 1, 1, 0]) + bytes(8)
+
+
+def _header(phnum: int = 0, shnum: int = 0, shoff: int = 0) -> bytes:
+    return _EHDR.pack(_IDENT, elf.ET_EXEC, 248, 1, 0x40000, 52 if phnum else 0, shoff, 1, 52, 32, phnum, 40, shnum,
+                      shnum - 1 if shnum else 0)
+
+
+def _nobits_gib() -> bytes:
+    # 172 bytes: a header and three section headers, one of them a 1 GiB .bss.
+    sections = [bytes(40), _SHDR.pack(0, elf.SHT_NOBITS, elf.SHF_ALLOC, 0x40000, 0, 1 << 30, 0, 0, 8, 0),
+                _SHDR.pack(0, elf.SHT_STRTAB, 0, 0, 0, 0, 0, 0, 1, 0)]
+    return _header(shnum=3, shoff=52) + b"".join(sections)
+
+
+def _segment(address: int, filesz: int, memsz: int) -> bytes:
+    return _PHDR.pack(elf.PT_LOAD, 0, address, address, filesz, memsz, elf.PF_R | elf.PF_X, 8)
+
+
+@pytest.mark.parametrize("data,problem", [
+    (_nobits_gib(), "section 1 (0x40000, 0x40000000 bytes) reaches past the end of tile memory (0x200000)"),
+    (_header(phnum=1) + _segment(0x40000, 0, 0xFFFFFFFF), "segment 0 (0x40000, 0xffffffff bytes) reaches past"),
+    (_header(phnum=4096) + b"".join(_segment(0x40000, 0, 0x1000) for _ in range(4096)),
+     "the segments hold more than 0x200000 bytes"),
+])
+def test_sizes_are_bounded_by_tile_memory_before_anything_is_allocated(data: bytes, problem: str) -> None:
+    """A few header bytes cannot make the reader allocate more than a
+    tile's memory: a 172-byte file once cost 1 GB, and a 4 GiB segment
+    ended in MemoryError."""
+    assert len(_nobits_gib()) == 172
+    with pytest.raises(elf.ElfError) as caught:
+        elf.read_elf(data)
+    assert problem in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_a_tighter_limit_is_the_callers() -> None:
+    data = elf.write_elf("ipu1", 0x40000, [TEXT], [])
+    assert elf.read_elf(data, limit=0x40010).segments[0].size == 16
+    with pytest.raises(elf.ElfError, match="past the end of tile memory \\(0x4000f\\)"):
+        elf.read_elf(data, limit=0x4000F)
+
+
+def test_a_section_not_allocated_is_written_without_a_segment() -> None:
+    note = elf.Section(".note", 0, b"\x04\x00\x00\x00", 0)
+    image = elf.read_elf(elf.write_elf("ipu1", 0x40000, [TEXT, note], []))
+    assert [s.address for s in image.segments] == [0x40000]
+    assert [s.name for s in image.sections] == [".text"]  # the reader lists allocated sections
+
+
+def test_sixty_five_thousand_program_headers_are_refused_by_their_sizes() -> None:
+    """65,535 headers once kept disasm busy for over a minute; what they
+    claim together is bounded before any is copied."""
+    data = _header(phnum=65535) + b"".join(_segment(0x40000, 0, 64) for _ in range(65535))
+    with pytest.raises(elf.ElfError, match="the segments hold more than 0x200000 bytes"):
+        elf.read_elf(data)

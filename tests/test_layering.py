@@ -179,3 +179,11 @@ def test_imports_for_annotations_alone_are_no_runtime_edge(tmp_path: Path) -> No
                       "if TYPE_CHECKING:\n    from ipufs.model.ipu import Ipu\n")
     assert _imports(module) == {"ipufs.abi", "ipufs.model.ipu"}
     assert _imports(module, type_only=False) == {"ipufs.abi"}
+
+
+def test_the_client_library_has_no_circle_even_for_annotations() -> None:
+    """Type-only imports count here: the client's modules name each
+    other's types through Protocols, never by importing back."""
+    modules = {m: p for m, p in _modules() if _unit(m) == "client"}
+    graph = {m: {n for n in _imports(p) if n in modules and n != m} for m, p in modules.items()}
+    assert _cycles(graph) == []

@@ -30,6 +30,13 @@ _SYM = struct.Struct("<IIIBBH")
 _MACHINES = {3: "i386", 8: "MIPS", 40: "ARM", 62: "x86-64", 183: "AArch64", 243: "RISC-V"}
 
 
+#: Tile addresses are 21 bits (R's ADDR[20:0] fields): no loadable byte of
+#: a tile program lies at or past 2 MiB, and a file's loadable bytes
+#: together are fewer. read_elf's default bound; callers that know the
+#: device pass its own tile memory's end.
+TILE_ADDRESS_LIMIT = 1 << 21
+
+
 class ElfError(ValueError):
     """A file that is no readable elf32-colossus ELF (one-line reason)."""
 
@@ -91,8 +98,12 @@ def _cut(data: bytes, offset: int, size: int, what: str) -> bytes:
     return data[offset:offset + size]
 
 
-def read_elf(data: bytes) -> ElfImage:
-    """Parse an elf32-colossus file; ElfError names what is wrong."""
+def read_elf(data: bytes, limit: int = TILE_ADDRESS_LIMIT) -> ElfImage:
+    """Parse an elf32-colossus file; ElfError names what is wrong. Every
+    loadable segment and allocated section must lie below ``limit``, and
+    together hold no more than ``limit`` bytes: a tile's memory is no
+    bigger (so a few hostile header bytes cannot make the reader allocate
+    gigabytes)."""
     if data[:4] != b"\x7fELF":
         raise ElfError("not an ELF file (no \\x7fELF magic)")
     head = _cut(data, 0, _EHDR.size, "the ELF header")
@@ -106,13 +117,16 @@ def read_elf(data: bytes) -> ElfImage:
             raise ElfError("not elf32-colossus: not a 32-bit little-endian ELF")
         raise ElfError(f"not elf32-colossus: an ELF for {name} (e_machine {machine}, want {EM_GRAPHCORE_IPU})")
     segments = []
+    loaded = _Budget(limit, "segments")
     for i in range(phnum if phoff else 0):
         if phentsize < _PHDR.size:
             raise ElfError(f"program header size {phentsize} is too small")
         p_type, off, vaddr, _paddr, filesz, memsz, pflags, _align = _PHDR.unpack(
             _cut(data, phoff + i * phentsize, _PHDR.size, f"program header {i}"))
         if p_type == PT_LOAD:
-            segments.append(Segment(vaddr, _cut(data, off, filesz, f"segment {i}"), max(memsz, filesz), pflags))
+            size = max(memsz, filesz)
+            loaded.take(vaddr, size, f"segment {i}")
+            segments.append(Segment(vaddr, _cut(data, off, filesz, f"segment {i}"), size, pflags))
     raw_sections = []
     for i in range(shnum if shoff else 0):
         if shentsize < _SHDR.size:
@@ -131,9 +145,11 @@ def read_elf(data: bytes) -> ElfImage:
 
     names = strings(shstrndx)
     sections, section_names = [], []
+    allocated = _Budget(limit, "sections")
     for i, (sname, stype, sflags, addr, off, size, _link, _info, _align, _entsize) in enumerate(raw_sections):
         section_names.append(name_at(names, sname))
         if i and sflags & SHF_ALLOC and stype in (SHT_PROGBITS, SHT_NOBITS):
+            allocated.take(addr, size, f"section {section_names[-1] or i}")
             body = b"\0" * size if stype == SHT_NOBITS else _cut(data, off, size, f"section {section_names[-1]}")
             sections.append(Section(section_names[-1], addr, body, sflags, stype))
     symbols = []
@@ -151,9 +167,24 @@ def read_elf(data: bytes) -> ElfImage:
     return ElfImage(arch_of(flags), entry, tuple(segments), tuple(sections), tuple(symbols))
 
 
+class _Budget:
+    """The loadable bytes of a file so far, against a tile's memory."""
+
+    def __init__(self, limit: int, what: str) -> None:
+        self.limit, self.what, self.total = limit, what, 0
+
+    def take(self, address: int, size: int, name: str) -> None:
+        if address + size > self.limit:
+            raise ElfError(f"{name} ({address:#x}, {size:#x} bytes) reaches past the end of tile memory "
+                           f"({self.limit:#x})")
+        self.total += size
+        if self.total > self.limit:
+            raise ElfError(f"the {self.what} hold more than {self.limit:#x} bytes, more than a tile's memory")
+
+
 def write_elf(arch: str, entry: int, sections: list[Section], symbols: list[Symbol]) -> bytes:
-    """An executable elf32-colossus image: the sections (each also a
-    PT_LOAD segment), a symbol table and the section names."""
+    """An executable elf32-colossus image: the sections (each allocated
+    one also a PT_LOAD segment), a symbol table and the section names."""
     shstr = bytearray(b"\0")
     strtab = bytearray(b"\0")
 
@@ -162,7 +193,7 @@ def write_elf(arch: str, entry: int, sections: list[Section], symbols: list[Symb
         table += name.encode() + b"\0"
         return at
 
-    phnum = len(sections)
+    phnum = sum(1 for s in sections if s.flags & SHF_ALLOC)  # a section not allocated is not loaded
     offset = _EHDR.size + phnum * _PHDR.size
     body = bytearray()
     placed = []
@@ -203,5 +234,5 @@ def write_elf(arch: str, entry: int, sections: list[Section], symbols: list[Symb
     phdrs = b"".join(
         _PHDR.pack(PT_LOAD, at, s.address, s.address, len(s.data), len(s.data),
                    PF_R | (PF_X if s.flags & SHF_EXECINSTR else 0) | (PF_W if s.flags & SHF_WRITE else 0), 8)
-        for s, at in zip(sections, placed))
+        for s, at in zip(sections, placed) if s.flags & SHF_ALLOC)
     return head + phdrs + bytes(body) + b"".join(shdrs)

@@ -15,6 +15,7 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi import icu
 from ipufs.abi.elf import ElfImage
 from ipufs.abi.nodes import node_name
+from ipufs.client import execution
 from ipufs.client.where import default_root
 from ipufs.abi.registers import REGISTERS, TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiCommand, TdiResult
 
@@ -136,9 +137,7 @@ class Device:
     def start(self, entry: int, tiles: Iterable[int], context: int = 0) -> None:
         """Start tile code at ``entry`` on ``context`` (0: the supervisor)
         of ``tiles``, through the TDI (ipufs/client/execution.py)."""
-        from ipufs.client.execution import start
-
-        start(self, entry, tiles, context)
+        execution.start(self, entry, tiles, context)
 
     def sync(self, zone: int) -> None:
         """Request a sync on ``zone`` (CMD_SYNC); completion is a signal."""

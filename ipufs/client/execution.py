@@ -12,13 +12,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ipufs.abi import tile_code as code
 from ipufs.abi.registers import TdiResult
 
-if TYPE_CHECKING:
-    from ipufs.client.device import Device
+
+class Device(Protocol):
+    """What these sequences need of an opened IPU (ipufs.client.Device is
+    one): its TDI registers, through the TDI aperture."""
+
+    def tdi_read_register(self, tile: int, reg: int) -> tuple[TdiResult, int]: ...
+
+    def tdi_write_register(self, tile: int, reg: int, value: int) -> TdiResult: ...
 
 
 class TdiError(OSError):

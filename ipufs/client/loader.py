@@ -77,7 +77,8 @@ class Placement:
 def plan(image: elf.ElfImage, memory: TileMemoryMap, tiles: Sequence[int]) -> list[Placement]:
     """What to write where, or LoadError if any segment or tile breaks a rule."""
     if image.arch is not None and image.arch != memory.arch:
-        raise LoadError(f"the file is {image.arch} code and this IPU is {memory.arch}")
+        raise LoadError(f"the file is {image.arch} code and this IPU is {memory.arch}: assemble it for "
+                        f"{memory.arch} (`ipufs asm --arch {memory.arch}`, or `--dev DIR` to take the IPU's)")
     if not image.segments:
         raise LoadError("the file has no loadable segment")
     bad = [t for t in tiles if not 0 <= t < memory.tiles]
@@ -138,3 +139,35 @@ def load_elf(device: Device, data: bytes | elf.ElfImage, tiles: Iterable[int] | 
             if written != len(p.data):
                 raise OSError(errno.EIO, f"short write to tile {tile}: {written} of {len(p.data)} bytes")
     return placements
+
+
+def _span(memory: TileMemoryMap, address: int, size: int) -> int:
+    """The offset in a tile's window of ``size`` bytes at tile address
+    ``address``; LoadError if they do not all lie in populated memory."""
+    if size < 0 or address < memory.base or address + size > memory.end:
+        raise LoadError(f"{size} bytes at {address:#x} do not lie in populated tile memory "
+                        f"{memory.base:#x}-{memory.end:#x}")
+    return address - memory.base
+
+
+def write_memory(device: Device, tiles: Iterable[int], address: int, data: bytes) -> None:
+    """Write ``data`` at tile address ``address`` of each of ``tiles``
+    (their exchange BAR windows, by pwrite); LoadError before any write
+    if it does not fit populated memory or a tile does not exist."""
+    memory = TileMemoryMap.of(device)
+    chosen = list(tiles)
+    offset = _span(memory, address, len(data))
+    bad = [t for t in chosen if not 0 <= t < memory.tiles]
+    if bad:
+        raise LoadError(f"tile {bad[0]} does not exist (this IPU has tiles 0-{memory.tiles - 1})")
+    for tile in chosen:
+        written = os.pwrite(device.ex_fd, data, memory.window_start(tile) + offset)
+        if written != len(data):
+            raise OSError(errno.EIO, f"short write to tile {tile}: {written} of {len(data)} bytes")
+
+
+def read_memory(device: Device, tile: int, address: int, size: int) -> bytes:
+    """``size`` bytes at tile address ``address`` of ``tile``."""
+    memory = TileMemoryMap.of(device)
+    offset = _span(memory, address, size)
+    return os.pread(device.ex_fd, size, memory.window_start(tile) + offset)

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -82,10 +83,13 @@ def _elf(tmp_path: Path, source: str) -> Path:
     return tmp_path / "k.elf"
 
 
-def _exec(board: RunningDaemon, elf: Path, tiles: str) -> subprocess.CompletedProcess[str]:
+def _exec(board: RunningDaemon, elf: Path, tiles: str, *more: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(ipufs_command("exec", str(elf), "--dev", str(board.mountpoint), "--tiles", tiles,
-                                     "--timeout", "20", "--data"),
+                                     "--timeout", "20", "--data", *more),
                           capture_output=True, text=True, timeout=60)
+
+
+STOPPED = "stopped the tiles: ipu0 reset"
 
 
 def test_each_tile_sums_its_slice_and_syncs_with_the_host(ipu1: RunningDaemon, tmp_path: Path) -> None:
@@ -97,15 +101,17 @@ def test_each_tile_sums_its_slice_and_syncs_with_the_host(ipu1: RunningDaemon, t
             words = [len(values), *values]
             os.pwrite(device.ex_fd, b"".join(v.to_bytes(4, "little") for v in words),
                       device.window_start(t) + 0x60000 - base)
-    done = _exec(ipu1, _elf(tmp_path, SUM), "0-15")
+    done = _exec(ipu1, _elf(tmp_path, SUM), "0-15", "--read", "0x60190")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "started 16 tiles of ipu0 at 0x40000"
     assert lines[1] == "synced with the host: GS1_E0 (zone 4)"
-    assert lines[2:] == [f"tile {t}: DBG_DATA 0x{sum(slices[t]) & 0xFFFFFFFF:08x}" for t in tiles]
+    sums = [sum(slices[t]) & 0xFFFFFFFF for t in tiles]
+    assert lines[2:-1] == [line for t in tiles for line in (f"tile {t}: DBG_DATA 0x{sums[t]:08x}",
+                                                            f"tile {t}: 0x60190: 0x{sums[t]:08x}")]
+    assert lines[-1] == STOPPED  # the tiles spin after their sync: exec stops them
     ipu = ipu1.daemon.devices.ipus[0]
-    assert ipu1.call(lambda: [int.from_bytes(ipu.tiles.read(t, 0x60000 + 400, 4), "little") for t in tiles]) == [
-        sum(slices[t]) & 0xFFFFFFFF for t in tiles]
+    assert ipu1.call(lambda: sorted(ipu.execution.running)) == []
 
 
 def test_a_misaligned_store_arrives_as_signal_44_with_tile_and_address(ipu1: RunningDaemon, tmp_path: Path) -> None:
@@ -120,7 +126,7 @@ import sys
 from ipufs import cli
 from ipufs.abi import elf
 parse, parses = elf.read_elf, []
-elf.read_elf = lambda data: parses.append(1) or parse(data)
+elf.read_elf = lambda data, *more: parses.append(1) or parse(data, *more)
 status = cli.main(sys.argv[1:])
 print(f"parses {len(parses)}")
 sys.exit(status)
@@ -135,7 +141,7 @@ def test_exec_parses_the_file_once(ipu1: RunningDaemon, tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == ["started 4 tiles of ipu0 at 0x40000", "synced with the host: GS1_E0 (zone 4)",
-                                        "parses 1"]
+                                        STOPPED, "parses 1"]
 
 
 def test_reset_stops_every_context(ipu1: RunningDaemon, tmp_path: Path) -> None:
@@ -219,6 +225,99 @@ def test_exec_reports_a_timeout_and_a_bad_file(ipu1: RunningDaemon, tmp_path: Pa
     ipu1.call(lambda: ipu.reset())
 
 
+SPIN = SUM.replace("sync 4", "bri _start")
+
+
+def _running(board: RunningDaemon) -> list[int]:
+    ipu = board.daemon.devices.ipus[0]
+    return board.call(lambda: sorted(ipu.execution.running))
+
+
+def test_a_timeout_stops_the_tiles_and_the_next_exec_runs(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    """A timeout once left the tiles running with nobody attached, and the
+    next exec was refused (the supervisors were not quiescent)."""
+    spin = _elf(tmp_path, SPIN)
+    done = subprocess.run(ipufs_command("exec", str(spin), "--dev", str(ipu1.mountpoint), "--tiles", "0-3",
+                                        "--timeout", "0.5"), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout.splitlines()[1:] == ["timeout after 0.5 s: tiles still running", STOPPED]
+    assert _running(ipu1) == []
+    again = _exec(ipu1, _elf(tmp_path, SYNC), "0-3")
+    assert again.returncode == 0 and again.stdout.splitlines()[1] == "synced with the host: GS1_E0 (zone 4)", \
+        again.stdout + again.stderr
+
+
+def _started(proc: subprocess.Popen[str]) -> None:
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("started "), line + (proc.stderr.read() if proc.stderr else "")
+
+
+@pytest.mark.parametrize("signo,status,said", [(signal.SIGINT, 130, ""),
+                                               (signal.SIGTERM, 143, "ipufs exec: stopped by SIGTERM\n")])
+def test_an_interrupt_or_sigterm_stops_the_tiles(ipu1: RunningDaemon, tmp_path: Path, signo: int, status: int,
+                                                said: str) -> None:
+    spin = _elf(tmp_path, SPIN)
+    proc = subprocess.Popen(ipufs_command("exec", str(spin), "--dev", str(ipu1.mountpoint), "--tiles", "0-7",
+                                          "--timeout", "120"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _started(proc)
+        assert wait_for(lambda: _running(ipu1) == list(range(8)))
+        proc.send_signal(signo)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, err) == (status, said)
+    assert out.splitlines() == [STOPPED]
+    assert _running(ipu1) == []
+
+
+def test_an_error_after_the_start_stops_the_tiles(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    # --read of an address outside tile memory fails after the tiles synced.
+    done = _exec(ipu1, _elf(tmp_path, SYNC), "0-3", "--read", "0x10")
+    assert done.returncode == 1 and done.stdout.splitlines()[-1] == STOPPED, done.stdout + done.stderr
+    assert done.stderr == ("ipufs exec: 4 bytes at 0x10 do not lie in populated tile memory 0x40000-0x80000\n")
+    assert _running(ipu1) == []
+
+
+def test_keep_leaves_the_tiles_running(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    done = _exec(ipu1, _elf(tmp_path, SPIN), "3", "--keep", "--timeout", "0.5")
+    assert done.returncode == 2 and STOPPED not in done.stdout
+    assert _running(ipu1) == [3]
+    ipu = ipu1.daemon.devices.ipus[0]
+    ipu1.call(lambda: ipu.reset())
+
+
+#: The shipped example: its input at the symbol `input`, no fixed address.
+SUM_EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "sum.s"
+
+
+def test_write_puts_the_input_at_a_symbol_on_every_tile(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    (tmp_path / "values.bin").write_bytes(b"".join(v.to_bytes(4, "little") for v in (3, 100, 20, 3)))
+    elf = _elf(tmp_path, SUM_EXAMPLE.read_text())
+    done = _exec(ipu1, elf, "0-2", "--write", "input=4,1,2,3,4")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[2:5] == [f"tile {t}: DBG_DATA 0x0000000a" for t in range(3)]
+    done = _exec(ipu1, elf, "5", "--write", f"input=@{tmp_path / 'values.bin'}", "--read", "input+4:2")
+    assert done.stdout.splitlines()[2:4] == ["tile 5: DBG_DATA 0x0000007b", "tile 5: input+4: 0x00000064 0x00000014"], \
+        done.stdout + done.stderr
+    bad = _exec(ipu1, elf, "0", "--write", "nowhere=1")
+    assert (bad.returncode, bad.stderr) == (1, "ipufs exec: nowhere: the file has no symbol nowhere\n")
+
+
+def test_code_for_another_architecture_says_how_to_assemble_it(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    (tmp_path / "k.s").write_text(SYNC.replace(".text 0x40000", ".text"))
+    assert cli.main(["asm", str(tmp_path / "k.s"), "--arch", "ipu2", "-o", str(tmp_path / "k.elf")]) == 0
+    done = _exec(ipu1, tmp_path / "k.elf", "0")
+    assert done.returncode == 1 and done.stderr == (
+        "ipufs exec: the file is ipu2 code and this IPU is ipu1: assemble it for ipu1 (`ipufs asm --arch ipu1`, or "
+        "`--dev DIR` to take the IPU's)\n")
+    assert cli.main(["asm", str(tmp_path / "k.s"), "--dev", str(ipu1.mountpoint), "-o", str(tmp_path / "k.elf")]) == 0
+    assert _exec(ipu1, tmp_path / "k.elf", "0").returncode == 0
+
+
 
 _READ_MAPPED = """
 import mmap, os, sys
@@ -249,7 +348,7 @@ def test_tile_stores_reach_a_mapping_in_page_cache_mode(tmp_path: Path) -> None:
                                       capture_output=True, text=True, timeout=30, check=True).stdout)
 
         assert mapped() == 0
-        done = _exec(board, _elf(tmp_path, SUM), "2")
+        done = _exec(board, _elf(tmp_path, SUM), "2", "--keep")
         assert done.returncode == 0, done.stdout + done.stderr
         assert mapped() == 5 + 6 + 7
         ipu = board.daemon.devices.ipus[0]
@@ -283,7 +382,7 @@ def test_a_reset_reads_zero_every_way_frees_the_memory_and_keeps_later_writes(
         for t in tiles:
             os.pwrite(device.ex_fd, (0x1000 + t).to_bytes(4, "little"), data[t])
             device.exchange[mapped[t] : mapped[t] + 4] = b"mapd"
-        done = _exec(ipu1, elf, ",".join(map(str, tiles)))
+        done = _exec(ipu1, elf, ",".join(map(str, tiles)), "--keep")
         assert done.stdout.splitlines()[2:] == [f"tile {t}: DBG_DATA 0x{0x1000 + t:08x}" for t in tiles], done.stderr
         assert ipu1.call(backing.blocks) > 0
         device.reset()
@@ -292,7 +391,7 @@ def test_a_reset_reads_zero_every_way_frees_the_memory_and_keeps_later_writes(
             assert os.pread(device.ex_fd, 4, data[t]) == bytes(4)
             assert device.exchange[mapped[t] : mapped[t] + 4] == bytes(4)
             assert ipu1.call(lambda: ipu.tiles.read(t, 0x70000, 4)) == bytes(4)
-        done = _exec(ipu1, elf, ",".join(map(str, tiles)))
+        done = _exec(ipu1, elf, ",".join(map(str, tiles)), "--keep")
         assert done.stdout.splitlines()[2:] == [f"tile {t}: DBG_DATA 0x00000000" for t in tiles], done.stderr
         # Written right after a reset: kept, through pread and the mapping,
         # while the daemon frees what the reset set aside.

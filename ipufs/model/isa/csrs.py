@@ -47,3 +47,29 @@ def csr_names(supervisor: bool, upper: bool, arch: Arch) -> dict[int, str]:
     if supervisor:
         return {**_SUPERVISOR, **(_SUPERVISOR_IPU21 if arch >= Arch.IPU21 else {})}
     return dict(_WORKER)
+
+
+def cwei_names(arch: Arch) -> dict[str, int]:
+    """The supervisor's `$CWEI_i_j` names (without the ``$``) and their
+    numbers, 4i + j: i 0-7 on ipu1, 0-15 from ipu2 (Graphcore's MC tests
+    csrs_ipu1.s, csrs_ipu2.s, csrs_ipu21.s). Names of the common compute
+    configuration words, not of `get`/`put`'s CSR space, though an
+    assembler takes them there as the numbers they stand for."""
+    rows = 8 if arch is Arch.IPU1 else 16
+    return {f"CWEI_{i}_{j}": 4 * i + j for i in range(rows) for j in range(4)}
+
+
+def name_numbers(supervisor: bool | None, arch: Arch) -> dict[str, int]:
+    """Every CSR name an assembler reads in a context (None: in either)
+    and the number it stands for: a lower-space name its index, an
+    upper-space (worker) name its index within that space, as llvm-mc
+    reads them whichever instruction they appear in (csr-mode-checking.s:
+    a worker's `put $PRNG_0_0, $m0` is `put 3, $m0`)."""
+    out: dict[str, int] = {}
+    if supervisor is not False:
+        out.update({n: i for i, n in csr_names(True, False, arch).items()})
+        out.update(cwei_names(arch))
+    if supervisor is not True:
+        out.update({n: i for i, n in csr_names(False, False, arch).items()})
+        out.update({n: i for i, n in csr_names(False, True, arch).items()})
+    return out

@@ -12,6 +12,7 @@ from collections.abc import Iterator, Mapping
 from itertools import islice
 from dataclasses import dataclass, field
 
+from ipufs.model.isa.bundles import bundle_problems
 from ipufs.model.isa.decoder import Decoder, pairing_problem
 from ipufs.model.isa.syntax import Syntax
 from ipufs.model.isa.table import COISSUE_BIT, Group
@@ -215,7 +216,7 @@ class Lister:
                 st = ahead.popleft()
                 size = self._repeat_size(st)
                 if size is not None:  # its body must be whole bundles, or the assembler refuses it
-                    ahead.extend(islice(statements, size - len(ahead)))
+                    ahead.extend(islice(statements, max(0, size - len(ahead))))
                     body = list(islice(ahead, size))
                     if len(body) < size or not all(b.text is not None and len(b.words) == 2
                                                    and not self._controls(b) for b in body):
@@ -246,11 +247,21 @@ class Lister:
             if kind == "first":
                 first = (address, word, exact)
             elif kind == "second" and first is not None:
-                both = f"{{ {first[2]} ; {exact} }}" if first[2] and exact else None
-                yield _Statement(first[0], (first[1], word), both)
+                refused = self._refused_pair(first[1], word)
+                both = f"{{ {first[2]} ; {exact} }}" if first[2] and exact and not refused else None
+                yield _Statement(first[0], (first[1], word), both, refused)
                 first = None
             else:
                 yield _Statement(address, (word,), exact, text if kind == "data" else None)
+
+    def _refused_pair(self, first: int, second: int) -> str | None:
+        """Why the assembler would refuse this decodable pair (its halves
+        write a register in common), or None."""
+        a, b = self.decoder.decode(first), self.decoder.decode(second)
+        if a is None or b is None:
+            return None
+        problems = bundle_problems([(a.row, list(a.operands)), (b.row, list(b.operands))], 0)
+        return f"a pair the assembler refuses: {problems[0]}" if problems else None
 
     def _repeat_size(self, st: _Statement) -> int | None:
         """The number of bundles in the body of an rpt this statement holds."""

@@ -168,12 +168,19 @@ REGISTER_ALIASES = {
 }
 
 _REGISTER = re.compile(r"\$(m|a)(\d+)(?::(\d+|BL|BU|B))?")
+_PAIR_NAME = re.compile(r"\$ap(\d+)")
 
 
 def parse_register(text: str) -> tuple[Kind, int] | None:
     """``$m3`` → (MRF, 3), ``$a4:7`` → (ARF_QUAD, 4), ``$a1:BL`` →
-    (BROADCAST_LOW, 1); None for anything else."""
+    (BROADCAST_LOW, 1), ``$ap2`` → (ARF_PAIR, 4); None for anything else.
+    LLVM names pairs $ap0..$ap15 too, and $ap7 and above all stand for
+    $a14:15 (Graphcore's MC test reg-pairs.s encodes each as 14)."""
     text = REGISTER_ALIASES.get(text, text)
+    pair = _PAIR_NAME.fullmatch(text)
+    if pair:
+        n = int(pair.group(1))
+        return (Kind.ARF_PAIR, min(2 * n, 14)) if n <= 15 else None
     m = _REGISTER.fullmatch(text)
     if not m:
         return None
