@@ -25,17 +25,18 @@ import mmap
 import sys
 import time
 from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 LOOP = """
-.text 0x40000
+.text 0x4c000
 .supervisor
 _start:
   setzi $m1, {count}
-  setzi $m2, 0x60000
+  setzi $m2, 0xa0000
 loop:
   add $m3, $m3, $m1
   xor $m4, $m3, $m1
@@ -47,11 +48,11 @@ loop:
 """
 
 WORKERS = """
-.text 0x40000
+.text 0x4c000
 .supervisor
 _start:
   setzi $m0, worker
-  setzi $m1, 0x61000
+  setzi $m1, 0xa1000
   runall $m0, $m1, 4
   sync 2
   trap 0
@@ -70,11 +71,11 @@ loop:
 """
 
 KERNEL = """
-.text 0x40000
+.text 0x4c000
 .supervisor
 _start:
   setzi $m0, worker
-  setzi $m1, 0x60000
+  setzi $m1, 0xa0000
   runall $m0, $m1, 0
   sync 2
   trap 0
@@ -93,16 +94,16 @@ outer:
   brnzdec $m1, outer
   uget $a5, 0
   exitz $m15
-.data 0x60000
+.data 0xa0000
   .word 0x3F801000, 0x3F800000, 7
 """
 
 BSP = """
-.text 0x40000
+.text 0x4c000
 .supervisor
 _start:
   setzi $m1, {steps}
-  setzi $m2, 0x60000
+  setzi $m2, 0xa0000
 step:
   setzi $m3, {work}
 compute:
@@ -130,15 +131,27 @@ def _ipu(profile: str = "ipu1") -> Any:
     return Ipu(p, 0, {r: sparse(p.region_size(r)) for r in Region})
 
 
+def start(ipu: Any, tiles: Iterable[int], entry: int) -> None:
+    """Start ``tiles``' supervisors at ``entry`` as a host does, through the
+    IPU's debug unit (ipufs.abi.tile_code.start_writes)."""
+    from ipufs.abi import tile_code
+
+    before, after = tile_code.start_writes(entry)
+    for tile in tiles:
+        for reg, value in before:
+            ipu.debug.write(tile, reg, value)
+    ipu.execution.run(0)  # the branches retire
+    for tile in tiles:
+        for reg, value in after:
+            ipu.debug.write(tile, reg, value)
+
+
 def _measure(source: str, tiles: range, profile: str = "ipu1", native: bool = True) -> tuple[int, float, float]:
     """Instructions retired, the thread's CPU seconds and the wall seconds
     from the start of ``tiles`` to the end of every context."""
-    from ipufs.abi import tile_code
     from ipufs.daemon.execution import slice_turns
-    from ipufs.model.executor import debug as tdi_side
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
-    from ipufs.model.tdi import TileDebug
 
     ipu = _ipu(profile)
     ipu.execution.native = native
@@ -147,9 +160,7 @@ def _measure(source: str, tiles: range, profile: str = "ipu1", native: bool = Tr
         for section in program.sections:
             for at in range(0, len(section.data), 4):
                 ipu.tiles.write(tile, (section.address or 0) + at, bytes(section.data[at:at + 4]))
-        debug = ipu.tdi.setdefault(tile, TileDebug())
-        tdi_side.write_register(ipu.execution, tile, debug, tile_code.TDI_DBG_IEXEC,
-                                tile_code.branch_word(program.entry))
+    start(ipu, tiles, program.entry)
     cpu, wall = time.thread_time(), time.perf_counter()
     while ipu.execution.busy():
         ipu.execution.run(slice_turns(ipu.execution))

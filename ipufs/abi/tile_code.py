@@ -4,8 +4,11 @@
 # `put $DBG_DATA, $mN` to carry a register out, and `get`/`put` to move a
 # CSR through DBG_DATA (breakpoints). Their encodings are the instruction
 # table's rows `bri_mmmn_zi`, `get_mmmn_zi` and `put_mmmn_zi`
-# (ipufs/model/isa/rows.py; a test checks they agree). Tile debug register numbers as ipufs/model/debug/registers.py has them
-# (R docs/tdi.md): the host's sequence is in docs/execution.md.
+# (ipufs/model/isa/rows.py; a test checks they agree). Tile debug register
+# numbers as ipufs/model/debug/registers.py has them (R docs/tdi.md), and
+# the writes that start a context as Graphcore's TDI text and a real
+# host's code have it: stop it with RBRK, inject a branch, resume it
+# (docs/debugging.md).
 from __future__ import annotations
 
 TDI_CTXT_STS = 0x00
@@ -16,8 +19,11 @@ TDI_TDI_STS = 0x08
 #: TDI_STS: an injection waits to retire (BUSY), or an error flag (CNQ,
 #: INV, DBLE) is set, which TDI_CLR clears
 TDI_STS_CNQ, TDI_STS_INV, TDI_STS_DBLE, TDI_STS_BUSY = 0x1, 0x2, 0x4, 0x8
-TDI_DBG_RBRK = 0x01
+TDI_DBG_RBRK = 0x01  # the C600's RUN_BREAK: a mask of contexts to stop
 TDI_DBG_RBRK_VERT = 0x02
+TDI_DBG_ECSR = 0x05  # the C600's EXCEPTION_STATE: BOS[5] stops the supervisor at a sync
+TDI_DBG_ECLR = 0x06  # the C600's EXCEPTION_CLEAR: a mask of contexts to resume
+TDI_TDI_CLR = 0x09
 CSR_PC = 0x00
 CSR_SSR = 0x01  # a worker's $WSR has the same index
 CSR_DBG_DATA = 0x70
@@ -68,3 +74,15 @@ def put_dbg_data_word(register: int) -> int:
 def context_states(ctxt_sts: int, contexts: int = 7) -> list[int]:
     """Each context's state (CONTEXT_*) from a CTXT_STS word."""
     return [(ctxt_sts >> (CONTEXT_BITS * c)) & 3 for c in range(contexts)]
+
+
+def start_writes(entry: int, context: int = 0) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """The TDI register writes (register, value) that start ``context`` of
+    a tile at ``entry``: those before the injected branch retires (name the
+    context, stop it with RBRK, inject `bri entry`), and those after
+    (TDI_STS.BUSY clear: RBRK off, EXCEPTION_CLEAR resumes it there)."""
+    if not 0 <= context < 7:
+        raise ValueError(f"context {context} is not 0..6")
+    bit = 1 << context
+    return ([(TDI_DBG_IOWNER, context), (TDI_DBG_RBRK, bit), (TDI_DBG_IEXEC, branch_word(entry))],
+            [(TDI_DBG_RBRK, 0), (TDI_DBG_ECLR, bit)])

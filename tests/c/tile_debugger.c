@@ -49,7 +49,7 @@ int main(int argc, char **argv)
         (err = ipufs_read_m(config, tile, 0, 4, &m4)))
         return fail("inspect", err);
     printf("cause %u address 0x%x etype %u brk_id %u pc 0x%x m4 %u\n", cause, address, ssr >> 4 & 0xF, brk_id, pc, m4);
-    if ((err = ipufs_store_(config, IPU_REG_CMD_EXC_CLEAR, 1)) || (err = ipufs_resume(config, tile, 0, pc)))
+    if ((err = ipufs_store_(config, IPU_REG_CMD_EXC_CLEAR, 1)) || (err = ipufs_resume(config, tile, 0)))
         return fail("resume", err);
     if (next_signal(sfd, &signo))
         return fail("no signal within 20 s after the resume", -1);

@@ -64,7 +64,7 @@ with SignalReceiver() as signals, Device(0, mount) as dev:
     out["pc"] = read_csr(dev, 0, 0x00)  # $PC: where the context stopped
     out["before"] = debug_data(dev, 0)
     dev.write_register("CMD_EXC_CLEAR", 1)
-    resume(dev, 0, here)
+    resume(dev, 0)  # where it stopped
     out["go"] = [s.signo for s in signals.wait_for(1, 10.0)]
     out["status_after"] = context_status(dev, 0)[0]
     out["after"] = debug_data(dev, 0)

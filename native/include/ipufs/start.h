@@ -1,10 +1,12 @@
 /* ipufs/start.h: starting tile code and reading what it did, as a host
  * does it through the tile debug interface (docs/execution.md, "The host's
- * sequence"): DBG_IOWNER picks the context (the supervisor: the IPU's syncs
- * wait for the tile from then on), `bri ENTRY` written to DBG_IEXEC starts
- * it once the injection retires (TDI_STS.BUSY clears), DBG_DATA carries a
- * value out. Included by ipufs/ipu.h, whose constants it uses;
- * ipufs_register_() is load.h's. */
+ * sequence"; docs/debugging.md): DBG_IOWNER picks the context (the
+ * supervisor: the IPU's syncs wait for the tile from then on), DBG_RBRK
+ * (the C600's RUN_BREAK) stops it, `bri ENTRY` written to DBG_IEXEC gives
+ * it a PC once the injection retires (TDI_STS.BUSY clears), DBG_ECLR
+ * (EXCEPTION_CLEAR) starts it there; DBG_DATA carries a value out.
+ * Included by ipufs/ipu.h, whose constants it uses; ipufs_register_() is
+ * load.h's. */
 #ifndef IPUFS_START_H
 #define IPUFS_START_H
 
@@ -75,10 +77,19 @@ static inline int ipufs_tdi_retired(int config_fd, uint32_t tile)
     }
 }
 
+/* One TDI register write on `tile`: 0 or -errno (ipufs_tdi_errno_()). */
+static inline int ipufs_tdi_write_(int config_fd, uint32_t tile, uint32_t reg, uint32_t value)
+{
+    return ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tile, reg, &value));
+}
+
 /* Start `context` (0: the supervisor) of tiles[0..ntiles) at `entry` (a
- * 4-byte aligned tile address). Every tile is named (DBG_IOWNER) before any
- * starts, so that a sync of the first tiles waits for the last; returns
- * once every start has retired: 0, or -errno naming the first refusal:
+ * 4-byte aligned tile address), as Graphcore's TDI text and a real host's
+ * code do: each is stopped with DBG_RBRK and given `bri ENTRY`; once every
+ * injection has retired, DBG_RBRK is cleared and DBG_ECLR starts each.
+ * Every tile is named (DBG_IOWNER) and stopped before any starts, so that
+ * a sync of the first tiles waits for the last: 0, or -errno naming the
+ * first refusal:
  *   -EINVAL  entry not 4-byte aligned or past 21 bits, or context past 6;
  *   -ERANGE  a tile past TILE_COUNT;
  *   -EBUSY   the context is active (TDI_RESULT NOT_QUIESCENT, or CNQ when
@@ -90,25 +101,23 @@ static inline int ipufs_tdi_retired(int config_fd, uint32_t tile)
 static inline int ipufs_start(int config_fd, uint32_t entry, const uint32_t *tiles, size_t ntiles,
                               uint32_t context)
 {
-    if (entry % 4 || entry >= 1u << 21)
+    if (entry % 4 || entry >= 1u << 21 || context > 6)
         return -EINVAL;
-    for (size_t i = 0; i < ntiles; i++) {
-        uint32_t owner = context;
-        int r = ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tiles[i], IPU_TDI_REG_DBG_IOWNER, &owner);
-        if ((r = ipufs_tdi_errno_(r)) != 0)
+    int r;
+    for (size_t i = 0; i < ntiles; i++)
+        if ((r = ipufs_tdi_write_(config_fd, tiles[i], IPU_TDI_REG_DBG_IOWNER, context)) != 0)
             return r;
-    }
-    for (size_t i = 0; i < ntiles; i++) {
-        uint32_t word = IPUFS_BRI_WORD | entry >> 2;
-        int r = ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tiles[i], IPU_TDI_REG_DBG_IEXEC, &word);
-        if ((r = ipufs_tdi_errno_(r)) != 0)
+    for (size_t i = 0; i < ntiles; i++)
+        if ((r = ipufs_tdi_write_(config_fd, tiles[i], IPU_TDI_REG_DBG_RBRK, 1u << context)) != 0 ||
+            (r = ipufs_tdi_write_(config_fd, tiles[i], IPU_TDI_REG_DBG_IEXEC, IPUFS_BRI_WORD | entry >> 2)) != 0)
             return r;
-    }
-    for (size_t i = 0; i < ntiles; i++) {
-        int r = ipufs_tdi_retired(config_fd, tiles[i]);
-        if (r != 0)
+    for (size_t i = 0; i < ntiles; i++)
+        if ((r = ipufs_tdi_retired(config_fd, tiles[i])) != 0)
             return r;
-    }
+    for (size_t i = 0; i < ntiles; i++)
+        if ((r = ipufs_tdi_write_(config_fd, tiles[i], IPU_TDI_REG_DBG_RBRK, 0)) != 0 ||
+            (r = ipufs_tdi_write_(config_fd, tiles[i], IPU_TDI_REG_DBG_ECLR, 1u << context)) != 0)
+            return r;
     return 0;
 }
 
@@ -119,8 +128,9 @@ static inline int ipufs_debug_data(int config_fd, uint32_t tile, uint32_t *value
     return ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_READ_REG, tile, IPU_TDI_REG_DBG_DATA, value));
 }
 
-/* Inject `word` into `context` of `tile` (which must be stopped: inactive
- * or excepted) and wait for it to retire: 0, or -errno as ipufs_start(). */
+/* Inject `word` into `context` of `tile` (which must be stopped: excepted,
+ * or an inactive worker; stop another with DBG_RBRK) and wait for it to
+ * retire: 0, or -errno as ipufs_start(). */
 static inline int ipufs_inject_(int config_fd, uint32_t tile, uint32_t context, uint32_t word)
 {
     int r = ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tile, IPU_TDI_REG_DBG_IOWNER, &context);
@@ -168,14 +178,14 @@ static inline int ipufs_read_csr(int config_fd, uint32_t tile, uint32_t context,
     return r != 0 ? r : ipufs_read_m(config_fd, tile, context, scratch, value);
 }
 
-/* Let `context` of `tile`, stopped at a break, go on from `pc` (where it
- * stopped): `bri PC` injected; its first instruction ignores instruction
- * and data breaks. 0, or -errno as ipufs_start(). */
-static inline int ipufs_resume(int config_fd, uint32_t tile, uint32_t context, uint32_t pc)
+/* Let `context` of `tile`, stopped at a break, go on where it stopped
+ * (DBG_ECLR: its first instruction ignores instruction and data breaks).
+ * 0, or -errno as ipufs_start(). */
+static inline int ipufs_resume(int config_fd, uint32_t tile, uint32_t context)
 {
-    if (pc % 4 || pc >= 1u << 21)
+    if (context > 6)
         return -EINVAL;
-    return ipufs_inject_(config_fd, tile, context, IPUFS_BRI_WORD | pc >> 2);
+    return ipufs_tdi_write_(config_fd, tile, IPU_TDI_REG_DBG_ECLR, 1u << context);
 }
 
 #endif /* IPUFS_START_H */
