@@ -99,7 +99,7 @@ def test_an_injected_exception_holds_in_the_model_and_signals_the_attached_proce
 def test_a_fault_on_an_ipu_nobody_attached_is_counted_as_dropped(board: Board) -> None:
     board.injector.apply(faults.parse({"kind": "interrupt", "ipu": 1, "source": "gs1_e0"}, board.limits))
     assert board.signals() == []
-    assert board.rig.driver.signals_dropped[1][Interrupt.GS1_E0] == 1
+    assert board.rig.driver.signals.dropped[1][Interrupt.GS1_E0] == 1
 
 
 def test_an_icu_timeout_ends_when_its_time_is_up(board: Board) -> None:

@@ -72,7 +72,7 @@ def test_in_the_group_open_mmap_attach_and_signals_work(daemon: RunningDaemon) -
         assert c.ask("wait 1 2000") == "signals 48:77:-1"
         assert c.ask("exwrite 0 00ff") == "ok"
         assert c.ask("buffer 4096") == "buffer 1"
-        daemon.call(lambda: daemon.daemon.driver.dma_write(0, 1, 0, b"\x01\x02"))
+        daemon.call(lambda: daemon.daemon.driver.dma.write(0, 1, 0, b"\x01\x02"))
         assert c.ask("bufread 1 0 2") == "0102"
     finally:
         c.close("quit")

@@ -76,8 +76,8 @@ class StatusQueries:
         return {
             "ipu": index,
             "attached": attached,
-            "signals_sent": {names[s]: driver.signals_sent[index][s] for s in Interrupt},
-            "signals_dropped": {names[s]: driver.signals_dropped[index][s] for s in Interrupt},
+            "signals_sent": {names[s]: driver.signals.sent[index][s] for s in Interrupt},
+            "signals_dropped": {names[s]: driver.signals.dropped[index][s] for s in Interrupt},
             "interrupts_raised": {names[s]: model.interrupts.raised[s] for s in Interrupt},
             "reset_count": model.reset_count,
             "exception_count": model.exception_count,  # raised since the last clear or reset
