@@ -145,7 +145,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ipufs import run
+    from ipufs.run import command as run
 
     command = args.command_args[1:] if args.command_args[:1] == ["--"] else args.command_args
     if not command:
