@@ -4,6 +4,7 @@
 # stderr naming the problem and the fix, never a traceback.
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -41,6 +42,9 @@ def test_a_plan_is_loaded_and_cleared(board: RunningDaemon, tmp_path: Path) -> N
     assert (out.returncode, out.stdout.strip()) == (0, "fault plan cleared")
     plan_now = board.daemon.plans.plan
     assert plan_now is not None and plan_now.entries == []
+    # Nothing counts accesses any more, so the native fast path is not held for it.
+    assert not board.daemon.plans.counting
+    assert b"fault plan" not in os.getxattr(board.mountpoint, "user.ipufs.fast_path")
 
 
 MISTAKES = [
