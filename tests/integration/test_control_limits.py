@@ -25,6 +25,7 @@ from tests.integration.harness import RunningDaemon, wait_for
 pytestmark = pytest.mark.mount
 
 LIMIT = 64  # the daemon's connection limit (docs/control.md)
+TRACES = 32  # of which live traces may take at most this many
 
 
 def connect(board: RunningDaemon) -> socket.socket:
@@ -143,8 +144,27 @@ def stalled_traces(board: RunningDaemon, held: list[socket.socket], count: int) 
         pwrites(board, 2000)
 
 
+def test_idle_traces_never_lock_other_clients_out(board: RunningDaemon, held: list[socket.socket]) -> None:
+    """Traces of an idle daemon wait for events, not for their client, so
+    none can be evicted: they may take only part of the slots."""
+    answers = []
+    for _ in range(LIMIT):
+        s = connect(board)
+        s.sendall(b'{"op": "trace"}\n')
+        answers.append(read_line(s))
+        held.append(s)
+    assert answers[:TRACES] == [{"ok": True, "tracing": True}] * TRACES
+    assert answers[TRACES:] == [{"ok": False, "error": f"too many live traces (at most {TRACES}): close one, "
+                                                        "or try again later"}] * (LIMIT - TRACES)
+    assert len(board.daemon.tracer.subscribers) == TRACES
+    for _ in range(3):
+        status_works(board)
+    assert len(board.daemon.tracer.subscribers) == TRACES  # and the traces still follow
+
+
 def test_traces_that_are_not_read_give_way_to_a_newcomer(board: RunningDaemon, held: list[socket.socket]) -> None:
     control = board.daemon.control
+    control.max_traces = LIMIT  # every slot a stalled trace
     control.line_timeout = 60.0
     control.served.send_grace = 0.1
     stalled_traces(board, held, LIMIT)
