@@ -7,6 +7,7 @@ import json
 import os
 import select
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -15,6 +16,12 @@ from ipufs.client.where import default_control
 
 class ControlError(RuntimeError):
     """The daemon refused a request; the message is its explanation."""
+
+
+class ControlTimeout(TimeoutError):
+    """The daemon did not accept the connection, or answer a request,
+    within the Control's timeout: it is stopped (SIGSTOP, a debugger),
+    stuck or overloaded. The message names the socket and the wait."""
 
 
 def control_path(mountpoint: str | os.PathLike[str]) -> str:
@@ -44,12 +51,26 @@ class Control:
     def _connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
-        try:
-            self.sock.connect(self.path)
-        except OSError:
-            self.sock.close()
-            raise
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self.sock.connect(self.path)
+                break
+            except (TimeoutError, BlockingIOError):
+                # A Unix socket's connect says EAGAIN at once while the
+                # daemon's backlog is full: tried again until the timeout.
+                if time.monotonic() >= deadline:
+                    self.sock.close()
+                    raise self._timed_out("accept the connection") from None
+                time.sleep(0.01)
+            except OSError:
+                self.sock.close()
+                raise
         self.file = self.sock.makefile("rb")
+
+    def _timed_out(self, what: str) -> ControlTimeout:
+        return ControlTimeout(f"the daemon did not {what} on {self.path} within {self.timeout:g} s: it is "
+                              "stopped (SIGSTOP, a debugger), stuck or overloaded")
 
     @classmethod
     def of_mount(cls, mountpoint: str | os.PathLike[str], timeout: float = 5.0) -> Control:
@@ -65,11 +86,17 @@ class Control:
     def request(self, op: str, **arguments: Any) -> dict[str, Any]:
         """Send one request; its answer without "ok". Raises ControlError
         with the daemon's reason when it refuses."""
-        if self._closed_by_daemon():
+        if self.sock.fileno() == -1:
+            self._connect()
+        elif self._closed_by_daemon():
             self.close()
             self._connect()
-        self.sock.sendall(json.dumps({"op": op, **arguments}).encode() + b"\n")
-        line = self.file.readline()
+        try:
+            self.sock.sendall(json.dumps({"op": op, **arguments}).encode() + b"\n")
+            line = self.file.readline()
+        except TimeoutError:
+            self.close()  # its answer may still come: the next request starts afresh
+            raise self._timed_out(f"answer {op}") from None
         if not line:
             raise ControlError("the daemon closed the control connection")
         answer: dict[str, Any] = json.loads(line)
