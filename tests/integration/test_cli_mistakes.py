@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import ipufs_command, is_mounted, running_daemon, wait_for
+from ipufs.tools.deadline import message
+from tests.integration.harness import (daemon_process, ipufs_command, is_mounted, running_daemon, stop_processes,
+                                       suspend, wait_for)
 
 pytestmark = pytest.mark.mount
 
@@ -126,6 +128,30 @@ def test_a_dead_daemon_is_named_with_its_cure(tmp_path: Path, name: str) -> None
             daemon.wait(10)
         if is_mounted(mountpoint):
             subprocess.run(ipufs_command("umount", "--abort", str(mountpoint)), timeout=30)
+    assert not is_mounted(mountpoint)
+
+
+STOPPED = [["ls"], ["info"], ["info", "-d", "0"], ["monitor"], ["reset", "-d", "0"], ["inject", "reset"],
+           ["trace", "--count", "1"]]
+
+
+def test_a_stopped_daemon_is_named_within_the_timeout(tmp_path: Path) -> None:
+    """A FUSE request waits for a stopped daemon for as long as it stays
+    stopped; the tools give up after --timeout and say why, in one line."""
+    mountpoint = tmp_path / "mnt"
+    daemon = daemon_process(mountpoint, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
+    try:
+        suspend(daemon.pid)
+        for command in STOPPED:
+            started = time.monotonic()
+            line = refused(*command, "--dev", str(mountpoint), "--timeout", "1")
+            assert line == message(command[0], str(mountpoint), 1.0)
+            assert time.monotonic() - started < 20
+        os.kill(daemon.pid, signal.SIGCONT)  # the daemon runs again: so do the tools
+        assert run("ls", "--dev", str(mountpoint)).returncode == 0
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+        stop_processes(mountpoint, daemon)
     assert not is_mounted(mountpoint)
 
 
