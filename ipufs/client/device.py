@@ -25,6 +25,15 @@ class IoctlError(OSError):
     """An ioctl of the device failed; ``errno`` says why (docs/abi.md)."""
 
 
+def icu_transfer(fd: int, request: tuple[int, ...]) -> tuple[int, ...]:
+    """Send an ICU request through ``fd``, an open IPU node, and get its
+    answer (MAILBOX_WRITE_READ). A request that only reads the board
+    (READ_*) may go through a file opened read-only, as board management
+    tools open it; one that changes it needs one opened for writing."""
+    out = _ioctl(fd, "MAILBOX_WRITE_READ", icu.MESSAGE.pack(*request))
+    return icu.MESSAGE.unpack(out)  # type: ignore[arg-type]
+
+
 def _ioctl(fd: int, name: str, arg: bytes | int = 0, encoding: int = 0) -> bytes | int:
     spec = abi.BY_NAME[name]
     cmd = spec.encodings[encoding].cmd(spec.nr)
@@ -170,8 +179,7 @@ class Device:
     # --- the ICU, by ioctl ------------------------------------------------------
     def icu_transfer(self, request: tuple[int, ...]) -> tuple[int, ...]:
         """Send a request and get its answer (MAILBOX_WRITE_READ)."""
-        out = _ioctl(self.fd, "MAILBOX_WRITE_READ", icu.MESSAGE.pack(*request))
-        return icu.MESSAGE.unpack(out)  # type: ignore[arg-type]
+        return icu_transfer(self.fd, request)
 
     def icu_send(self, request: tuple[int, ...]) -> None:
         """Send a request; its answer is queued and rings the doorbell."""

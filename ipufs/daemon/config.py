@@ -15,6 +15,8 @@ from typing import Any
 from ipufs.container import cdi
 from ipufs.daemon.settings import BY_KEY, SETTINGS
 from ipufs.driver.nodes import Ownership
+from ipufs.driver.while_attached import EXCLUSIVE
+from ipufs.driver.while_attached import MODES as WHILE_ATTACHED
 from ipufs.fuse.devfuse import SPIN
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
 
@@ -29,6 +31,8 @@ class DaemonConfig:
     ipus: int = 4
     profile: str = DEFAULT_PROFILE
     ownership: Ownership = field(default_factory=Ownership)
+    while_attached: str = EXCLUSIVE  # who may change an attached IPU (ipufs/driver/while_attached.py)
+    control_group: int | None = None  # may inject faults and load plans, with root and the daemon's user
     passthrough: bool = True
     state_dir: Path | None = None
     group_size: int | None = None  # IPUs per GS2 group (default: per board)
@@ -59,6 +63,9 @@ class DaemonConfig:
             raise ValueError("--mode must be permission bits, such as 0660")
         if not 0 <= self.spin_us <= 10_000:
             raise ValueError("--spin-us must be between 0 and 10000")
+        if self.while_attached not in WHILE_ATTACHED:
+            raise ValueError(f"--while-attached must be one of {', '.join(WHILE_ATTACHED)}, "
+                             f"not {self.while_attached!r}")
         if self.uring not in URING_MODES:
             raise ValueError(f"--uring must be one of {', '.join(URING_MODES)}, not {self.uring!r}")
         if self.cdi_prefix is not None:
@@ -87,14 +94,18 @@ def uid_of(value: str | int) -> int:
         raise ValueError(f"owner: there is no user named {value}") from None
 
 
-def gid_of(value: str | int) -> int:
+def gid_of(value: str | int, key: str = "group") -> int:
     if isinstance(value, int) or value.isdigit():
         return int(value)
     try:
         return grp.getgrnam(value).gr_gid
     except KeyError:
-        raise ValueError(f"group: there is no group named {value} (create it with `groupadd {value}`, "
+        raise ValueError(f"{key}: there is no group named {value} (create it with `groupadd {value}`, "
                          "or name an existing one)") from None
+
+
+def control_gid_of(value: str | int) -> int:
+    return gid_of(value, "control_group")
 
 
 def mode_of(value: str | int) -> int:
@@ -132,7 +143,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
             want = " or ".join(_TOML_NAMES[k] for k in kinds)
             raise ValueError(f"{path}: {key} = {json.dumps(value, default=str)} must be {want}, "
                              f"such as {key} = {BY_KEY[key].example}")
-    for key, convert in (("owner", uid_of), ("group", gid_of), ("mode", mode_of)):
+    for key, convert in (("owner", uid_of), ("group", gid_of), ("control_group", control_gid_of), ("mode", mode_of)):
         if key in settings:
             try:
                 convert(settings[key])
@@ -152,6 +163,8 @@ def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
         profile=str(s.get("profile", d.profile)),
         ownership=Ownership(uid=uid_of(s.get("owner", o.uid)), gid=gid_of(s.get("group", o.gid)),
                             mode=mode_of(s.get("mode", o.mode))),
+        while_attached=str(s.get("while_attached", d.while_attached)),
+        control_group=None if s.get("control_group") is None else control_gid_of(s["control_group"]),
         passthrough=bool(s.get("passthrough", d.passthrough)),
         state_dir=Path(s["state_dir"]).resolve() if s.get("state_dir") else None,
         group_size=int(s["group_size"]) if s.get("group_size") else None,

@@ -20,6 +20,7 @@ from ipufs import native
 from ipufs.container.cdi import SpecFile, default_prefix
 from ipufs.container.follow import Holder
 from ipufs.daemon.config import DaemonConfig
+from ipufs.daemon.control.peers import ControlRights
 from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
 from ipufs.daemon.devlinks import DevLinks
@@ -44,6 +45,7 @@ from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.register_watcher import RegisterWatcher
+from ipufs.driver.system import REAL
 from ipufs.driver.view_files import SysfsView
 from ipufs.driver.watch import PidfdWatcher
 from ipufs.driver.work import DeviceWork
@@ -116,7 +118,8 @@ class Daemon:
         tree = sysfs_tree.node_tree(config.ipus)  # the view too, before anyone holds the tree
         self.kernel = KernelLink()
         self.exits = PidfdWatcher(lock=lock)
-        self.driver = IpuDriver(self.devices, exits=self.exits, events=self.tracer)
+        self.driver = IpuDriver(self.devices, exits=self.exits, events=self.tracer,
+                                while_attached=config.while_attached)
         use = RegisterUse()
         mapping = BarMapping(self.devices, tree, self.kernel, passthrough=config.passthrough, use=use)
         self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel), lock=lock)
@@ -171,7 +174,8 @@ class Daemon:
                     if config.cdi_dir else None)
         self.holder = Holder(mount_dir) if self.cdi is not None and config.cdi_follow_restarts else None
         # The control socket.
-        device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock)
+        device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock,
+                                 rights=ControlRights(config.control_group, self.driver, REAL))
         status = StatusQueries(self.devices, self.driver, self.utilisation, lambda: self.filesystem.mode,
                                self._requests)
         o = config.ownership

@@ -29,6 +29,7 @@ from ipufs.driver.nodes import Node
 from ipufs.driver.signals import SignalDelivery
 from ipufs.driver.system import REAL, SystemCalls
 from ipufs.driver.watch import ExitWatcher
+from ipufs.driver.while_attached import EXCLUSIVE, WhileAttached
 from ipufs.fuse.errors import FUSEError
 from ipufs.model.tdi import TdiRefused
 
@@ -49,6 +50,7 @@ class OpenFile:
     tgid: int | None  # its process, None when it was already gone
     flags: int  # open(2) flags
     writable: bool  # not O_RDONLY: what ioctls that need a writable open ask
+    by_root: bool = False  # opened by uid 0 (as the FUSE header names it): while_attached lets it change the IPU
 
 
 _starvation_logged = False
@@ -114,6 +116,7 @@ class IpuDriver:
         exits: ExitWatcher,
         events: EventSink,
         system: SystemCalls = REAL,
+        while_attached: str = EXCLUSIVE,
     ) -> None:
         self.devices = devices
         self.tracer = events
@@ -127,6 +130,8 @@ class IpuDriver:
         self.signals = SignalDelivery(devices, self.attachments, system, events, self.detach)
         #: The device side's transfers into the attached processes' buffers.
         self.dma = BufferDma(self.attachments, system)
+        #: Who may change an IPU while a process is attached to it.
+        self.while_attached = WhileAttached(while_attached, self.attachments, system.alive)
         self._alive = system.alive
         self._tgid_of = system.tgid_of
         # Command number -> everything serving it needs, decoded on first
@@ -134,14 +139,28 @@ class IpuDriver:
         self._commands: dict[int, Command] = {}
 
     # --- files ---------------------------------------------------------------
-    def opened(self, fh: int, node: Node, pid: int, flags: int) -> OpenFile:
-        """Record an open of ``node`` by thread ``pid``. It does not join an
-        attachment the process holds: the kernel may deliver this OPEN
-        before the RELEASE of a file the process closed earlier, so only
-        ATTACH through a file makes it hold the attachment (then closing
-        every file detaches, whatever the order of the two)."""
-        f = self.files[fh] = OpenFile(node, pid, self._tgid_of(pid), flags, flags & os.O_ACCMODE != os.O_RDONLY)
+    def opened(self, fh: int, node: Node, pid: int, flags: int, uid: int) -> OpenFile:
+        """Record an open of ``node`` by thread ``pid`` of user ``uid``; one
+        for writing is refused (EBUSY) while another process is attached
+        (WhileAttached). It does not join an attachment the process holds:
+        the kernel may deliver this OPEN before the RELEASE of a file the
+        process closed earlier, so only ATTACH through a file makes it hold
+        the attachment (then closing every file detaches, whatever the
+        order of the two)."""
+        f = OpenFile(node, pid, self._tgid_of(pid), flags, flags & os.O_ACCMODE != os.O_RDONLY, uid == 0)
+        if f.writable:
+            self.while_attached.check(node.ipu, f.tgid, f.by_root, "open its nodes for writing")
+        self.files[fh] = f
         return f
+
+    def check_change(self, ipu: int, fh: int, what: str) -> None:
+        """Refuse ``what`` through file ``fh`` unless the file may change
+        IPU ``ipu``: opened for writing (EBADF), and while another process
+        is attached, by that process or root (EBUSY, WhileAttached)."""
+        f = self.files[fh]
+        if not f.writable:
+            raise FUSEError(errno.EBADF, f"to {what} needs a file opened for writing")
+        self.while_attached.check(ipu, f.tgid, f.by_root, what)
 
     def released(self, fh: int) -> OpenFile | None:
         """Forget an open file; the attachment it was the last of ends."""
@@ -320,6 +339,7 @@ class IpuDriver:
         return 0, self.arguments.value_back(model.interrupts.mask, command)
 
     def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
+        self.check_change(ipu, fh, "reset it")
         self.devices.ipus[ipu].reset()
         log.info("IPU %d reset (by thread %d)", ipu, tgid)
         return 0, b""

@@ -2,7 +2,10 @@
 # MAILBOX_WRITE_READ, MAILBOX_GET_OFFSETS; docs/abi.md): requests to the
 # board's ICU and its answers, by ioctl rather than through the rings of
 # the mailbox node. They serve any process that has a node of the IPU
-# open, as board management tools do not attach. Each is a handler of the
+# open, as board management tools do not attach: reading the ring, and
+# requests that only read the board, on any open (gc-info's queries);
+# requests that change the board as the IPU's other changes
+# (driver.check_change). Each is a handler of the
 # driver's ioctl table (driver.IOCTL_ROLES) over what it reads of the
 # driver: the devices and the argument reader.
 from __future__ import annotations
@@ -13,9 +16,18 @@ from typing import Protocol
 
 from ipufs.abi import icu
 from ipufs.abi.icu import MESSAGE as icu_message
+from ipufs.abi.icu import Op, op_of
 from ipufs.driver.arguments import U64, Arg, Arguments, Command
 from ipufs.driver.devices import DeviceSet
 from ipufs.fuse.errors import FUSEError
+
+
+#: The ICU operations that only read the board. A request of any other
+#: (REBOOT, CLEAR_STATUS, the upgrades, and ops the ICU does not know)
+#: changes it: it needs a file opened for writing, and while another
+#: process is attached it is refused to those that may not change the IPU.
+QUERIES = frozenset({Op.READ_HARDWARE_ID, Op.READ_FIRMWARE_VERSION, Op.READ_BOARD_TYPE, Op.READ_IMAGE_VERSION,
+                     Op.READ_BOOT_STATUS, Op.READ_TEMPERATURE, Op.READ_POWER, Op.READ_CLOCK})
 
 
 class MailboxDriver(Protocol):
@@ -26,6 +38,18 @@ class MailboxDriver(Protocol):
 
     @property
     def arguments(self) -> Arguments: ...
+
+    def check_change(self, ipu: int, fh: int, what: str) -> None: ...
+
+
+def _request(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: Arg,
+             command: Command) -> tuple[int, ...]:
+    """The request an ioctl carries, once the file may send it: a query on
+    any open, any other request on one that may change the IPU."""
+    request = icu_message.unpack_from(driver.arguments.take(tgid, arg, data, command, icu_message.size))
+    if op_of(request[0]) not in QUERIES:
+        driver.check_change(ipu, fh, "send ICU requests that change the board")
+    return request
 
 
 def read(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: Arg,
@@ -48,8 +72,7 @@ def read(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: Ar
 def write(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: Arg,
           command: Command) -> tuple[int, bytes]:
     """MAILBOX_WRITE_ONLY: submit a request; its answer is queued."""
-    request = icu_message.unpack_from(driver.arguments.take(tgid, arg, data, command, icu_message.size))
-    driver.devices.ipus[ipu].icu_submit(request)
+    driver.devices.ipus[ipu].icu_submit(_request(driver, ipu, fh, tgid, arg, data, command))
     return 0, b""
 
 
@@ -57,14 +80,13 @@ def write_read(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, da
                command: Command) -> tuple[int, bytes]:
     """MAILBOX_WRITE_READ: a request and its answer, in the argument."""
     model = driver.devices.ipus[ipu]
-    arguments = driver.arguments
-    request = icu_message.unpack_from(arguments.take(tgid, arg, data, command, icu_message.size))
+    request = _request(driver, ipu, fh, tgid, arg, data, command)
     if model.icu.unresponsive:
         raise FUSEError(errno.ETIMEDOUT, "the ICU does not answer")
     response = model.icu.handle(request)
     # With _IOW (how aspen-sdk calls it) the answer still comes back in
     # the caller's buffer, as the real driver writes it there.
-    return 0, arguments.give(tgid, arg, icu_message.pack(*(response or (0, 0, 0, 0, 0))), command)
+    return 0, driver.arguments.give(tgid, arg, icu_message.pack(*(response or (0, 0, 0, 0, 0))), command)
 
 
 def offsets(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: Arg,

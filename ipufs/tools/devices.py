@@ -9,7 +9,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ipufs.client import Control, ControlError, Device, IoctlError
+from ipufs.client import Control, ControlError, IoctlError
+from ipufs.client.device import icu_transfer
 from ipufs.client.where import MOUNT_ENV
 from ipufs.abi.icu import ERROR_MARKER, op_word
 from ipufs.abi.registers import REGISTERS
@@ -81,16 +82,21 @@ def registers(root: Path, index: int) -> dict[str, int]:
 
 
 def icu(root: Path, index: int, *requests: tuple[int, ...]) -> list[tuple[int, ...] | None]:
-    """The ICU's answers to ``requests`` (each an op and its arguments),
-    made in turn on one open of IPU ``index``; None for a request it
-    refuses or does not answer (ETIMEDOUT: an ICU timeout, docs/faults.md)."""
-    with Device(index, root) as dev:
-        return [_icu_answer(dev, op, *args) for op, *args in requests]
-
-
-def _icu_answer(dev: Device, op: int, *args: int) -> tuple[int, ...] | None:
+    """The ICU's answers to ``requests`` (each a query and its arguments),
+    made in turn on one read-only open of IPU ``index`` (so they are
+    answered while another process holds the IPU, docs/filesystem.md);
+    None for a request it refuses or does not answer (ETIMEDOUT: an ICU
+    timeout, docs/faults.md)."""
+    fd = os.open(root / f"ipu{index}", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        answer = dev.icu_transfer((op_word(op), *args, *([0] * (4 - len(args)))))
+        return [_icu_answer(fd, op, *args) for op, *args in requests]
+    finally:
+        os.close(fd)
+
+
+def _icu_answer(fd: int, op: int, *args: int) -> tuple[int, ...] | None:
+    try:
+        answer = icu_transfer(fd, (op_word(op), *args, *([0] * (4 - len(args)))))
     except IoctlError as exc:
         if exc.errno == errno.ETIMEDOUT:
             return None

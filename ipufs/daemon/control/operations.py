@@ -13,6 +13,7 @@ import trio
 from ipufs import __version__
 from ipufs.abi.interrupts import SIGNAL_NAMES, Interrupt
 from ipufs.daemon import faults
+from ipufs.daemon.control.peers import ControlRights, Peer
 from ipufs.daemon.control.protocol import Operation, RequestRefused, encode
 from ipufs.daemon.faults import IPU, FaultError, FaultInjector, limits_of
 from ipufs.daemon.fields import Integer, NameList, Text
@@ -91,7 +92,7 @@ class StatusQueries:
                           "clock_mhz": board.clock_mhz},
         }
 
-    def status(self, request: dict[str, Any]) -> dict[str, Any]:
+    def status(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """The daemon and every IPU."""
         return {
             "version": __version__,
@@ -101,22 +102,24 @@ class StatusQueries:
             "ipus": [self._ipu(i) for i in range(len(self.devices.ipus))],
         }
 
-    def ipu(self, request: dict[str, Any]) -> dict[str, Any]:
+    def ipu(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """One IPU: {"op": "ipu", "ipu": N}."""
         return self._ipu(request["ipu"])
 
 
 class DeviceSide:
     """The control operations that act on the device: faults, fault plans
-    and the live trace (docs/faults.md)."""
+    and the live trace (docs/faults.md). Those that change it check who
+    asks with ``rights``."""
 
     def __init__(self, devices: DeviceSet, tracer: Tracer, injector: FaultInjector, plans: PlanRunner, *,
-                 lock: threading.RLock) -> None:
+                 rights: ControlRights, lock: threading.RLock) -> None:
         self.devices = devices
         self.tracer = tracer
         self.lock = lock
         self.injector = injector
         self.plans = plans
+        self.rights = rights
 
     def operations(self) -> list[Operation]:
         return [Operation("inject", (), self.inject, open_ended=True),
@@ -124,26 +127,28 @@ class DeviceSide:
                 Operation("plan-log", (), self.plan_log),
                 Operation("trace", (SOME_IPU, TRACE_KINDS), stream=self.trace)]
 
-    def inject(self, request: dict[str, Any]) -> dict[str, Any]:
+    def inject(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """{"op": "inject", "kind": ..., "ipu": N, ...the kind's fields}"""
         try:
             fault = faults.parse(request, limits_of(self.devices))
         except FaultError as exc:
             raise RequestRefused(str(exc)) from None
+        self.rights.check(peer, "inject faults", [fault.ipu])
         self.injector.apply(fault)
         return {"fired": fault.describe()}
 
-    def load_plan(self, request: dict[str, Any]) -> dict[str, Any]:
+    def load_plan(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """{"op": "plan", "toml": TEXT}: replace the fault plan (an empty
         text clears it)."""
         try:
             plan = FaultPlan.parse(request["toml"], limits_of(self.devices))
         except FaultError as exc:
             raise RequestRefused(str(exc)) from None
+        self.rights.check(peer, "load fault plans", [entry.fault.ipu for entry in plan.entries])
         self.plans.start(plan)
         return {"faults": len(plan.entries), "seed": plan.seed}
 
-    def plan_log(self, request: dict[str, Any]) -> dict[str, Any]:
+    def plan_log(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """What the plan has fired so far: [ipu, access number (-1: timed), fault]."""
         plan = self.plans.plan
         return {"log": [list(item) for item in plan.log] if plan else []}

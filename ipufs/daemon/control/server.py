@@ -1,7 +1,8 @@
 # The control socket of a daemon: a trio Unix socket server answering JSON
 # lines with the operations of ipufs/daemon/control/operations.py. The
 # socket gets the nodes' owner, group and mode, so whoever may open the
-# nodes may use it. Connections are bounded, whatever they are doing, and
+# nodes may use it; each operation is told who asks (peers.py), and those
+# that change the device check that they may. Connections are bounded, whatever they are doing, and
 # every wait on a client has a deadline for the whole of it (connections.py),
 # so that clients can never take the file descriptors the device needs
 # (pidfds at ATTACH, backing files); docs/control.md gives the limits.
@@ -17,6 +18,7 @@ from typing import Any
 import trio
 
 from ipufs.daemon.control.connections import Activity, Connection, Connections
+from ipufs.daemon.control.peers import Peer
 from ipufs.daemon.control.protocol import (
     MAX_LINE, Operation, Stream, parse, refusal, respond,
 )
@@ -128,7 +130,7 @@ class ControlServer:
                                                       f"{self.max_connections}, all busy); try again later"))
                     return
                 try:
-                    await self._converse(stream, connection)
+                    await self._converse(stream, connection, Peer.of(stream.socket))
                 finally:
                     self.served.release(connection)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -147,7 +149,7 @@ class ControlServer:
             return f"idle for {self.idle_timeout:g} s: connection closed"
         return f"request line unfinished after {self.line_timeout:g} s: connection closed"
 
-    async def _converse(self, stream: trio.SocketStream, connection: Connection) -> None:
+    async def _converse(self, stream: trio.SocketStream, connection: Connection, peer: Peer) -> None:
         buffer = b""
         line_began = 0.0  # when the first byte of the line in ``buffer`` came
         while True:
@@ -176,7 +178,7 @@ class ControlServer:
                     operation, arguments = parsed
                     if operation.stream is None:
                         with self.lock:
-                            reply = respond(operation, arguments, line)
+                            reply = respond(operation, arguments, line, peer)
                     elif self.traces < self.max_traces:
                         await self._follow(operation.stream, arguments, TraceStream(stream, connection,
                                                                                     self.line_timeout))
