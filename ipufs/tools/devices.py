@@ -106,23 +106,11 @@ def _icu_answer(fd: int, op: int, *args: int) -> tuple[int, ...] | None:
 
 def daemon_view(root: Path, index: int) -> dict[str, Any] | None:
     """The control channel's view of one IPU, or None when unreachable. The
-    attached process's pid is as this process sees it: the daemon's, or
-    its pid in this PID namespace when it lives here (inside `ipufs run`)."""
+    attached process's pid is as this process sees it (the daemon numbers
+    it in our PID namespace; null, with a ``pid_note``, when we cannot see
+    it: docs/control.md)."""
     try:
         with Control.of_mount(mountpoint_of(root, index), timeout=2) as control:
-            view = control.request("ipu", ipu=index)
+            return control.request("ipu", ipu=index)
     except (OSError, ControlError, ValueError):
-        return None
-    attached = view.get("attached")
-    if isinstance(attached, dict):
-        where = attached.get("namespace")
-        if isinstance(where, dict) and where.get("pid_ns") == _own_pid_namespace():
-            attached["pid"] = where["pid"]
-    return view
-
-
-def _own_pid_namespace() -> int | None:
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
         return None

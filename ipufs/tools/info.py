@@ -111,10 +111,11 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: dict[str, Any] 
         _field("total board power", power[1] / 1000 if power else None, " W", "{:.1f}"),
     ]
     if attached:
+        pid = attached["pid"]  # None: not in this PID namespace (N/A)
         out += [
-            _field("user executable", _executable(attached["pid"])),
+            _field("user executable", _executable(pid) if pid is not None else attached.get("command") or None),
             _field("user name", attached["user"]),
-            _field("user process id", attached["pid"]),
+            _field("user process id", pid),
         ]
     return out
 

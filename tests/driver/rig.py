@@ -141,7 +141,7 @@ class FakeProcesses:
     def calls(self) -> SystemCalls:
         return SystemCalls(send_signal=self.send_signal, pidfd_open=self.pidfd_open, alive=self.alive,
                            vm_read=self.vm_read, vm_write=self.vm_write, tgid_of=self.tgid_of,
-                           command_of=self.command_of)
+                           command_of=self.command_of, pid_seen_by=lambda pid, asker: pid)
 
 
 class FakeExits:

@@ -23,6 +23,7 @@ from ipufs.daemon.trace import KINDS, Filter, Tracer
 from ipufs.daemon.utilisation import Utilisation
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
+from ipufs.driver.pid_namespaces import PidView
 from ipufs.driver.system import REAL, SystemCalls
 from ipufs.model.power import FULL
 
@@ -59,7 +60,7 @@ class StatusQueries:
     def operations(self) -> list[Operation]:
         return [Operation("status", (), self.status), Operation("ipu", (THE_IPU,), self.ipu)]
 
-    def _ipu(self, index: int) -> dict[str, Any]:
+    def _ipu(self, index: int, peer: Peer) -> dict[str, Any]:
         driver, system = self.driver, self.system
         model = self.devices.ipus[index]
         att = driver.attachments.get(index)
@@ -67,11 +68,16 @@ class StatusQueries:
         if att is not None:
             uid = system.uid_of(att.pid)
             where = system.pid_namespace(att.pid)
-            attached = {"pid": att.pid, "command": system.command_of(att.pid), "uid": uid,
+            # As the asker's PID namespace numbers it, as the kernel tells pids.
+            seen = system.pid_seen_by(att.pid, peer.pid)
+            attached = {"pid": seen, "command": system.command_of(att.pid), "uid": uid,
                         "user": _user(uid), "ipu_id": att.ipu_id, "buffers": len(att.buffers),
                         "buffer_bytes": sum(b.length for b in att.buffers.values()),
-                        # Its pid in its own PID namespace, for tools that run there.
+                        # Its pid in its own PID namespace.
                         "namespace": None if where is None else {"pid_ns": where[0], "pid": where[1]}}
+            if seen is None:
+                attached["pid_note"] = ("outside your PID namespace" if peer.pid else
+                                        "unknown: you are outside the daemon's PID namespace")
         names = SIGNAL_NAMES
         board = model.icu.board
         return {
@@ -99,12 +105,12 @@ class StatusQueries:
             "profile": self.devices.profile.name,
             "mode": self.mode(),
             "requests": self.requests(),
-            "ipus": [self._ipu(i) for i in range(len(self.devices.ipus))],
+            "ipus": [self._ipu(i, peer) for i in range(len(self.devices.ipus))],
         }
 
     def ipu(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """One IPU: {"op": "ipu", "ipu": N}."""
-        return self._ipu(request["ipu"])
+        return self._ipu(request["ipu"], peer)
 
 
 class DeviceSide:
@@ -113,8 +119,9 @@ class DeviceSide:
     asks with ``rights``."""
 
     def __init__(self, devices: DeviceSet, tracer: Tracer, injector: FaultInjector, plans: PlanRunner, *,
-                 rights: ControlRights, lock: threading.RLock) -> None:
+                 rights: ControlRights, lock: threading.RLock, system: SystemCalls = REAL) -> None:
         self.devices = devices
+        self.system = system
         self.tracer = tracer
         self.lock = lock
         self.injector = injector
@@ -153,14 +160,16 @@ class DeviceSide:
         plan = self.plans.plan
         return {"log": [list(item) for item in plan.log] if plan else []}
 
-    async def trace(self, request: dict[str, Any], stream: trio.SocketStream) -> None:
+    async def trace(self, request: dict[str, Any], stream: trio.SocketStream, peer: Peer) -> None:
         """{"op": "trace", "ipu": N?, "kinds": [...]?}: the connection then
         carries one JSON event per line until the client closes it (or
         stops reading it: the stream then fails as if it had). Events the
         client fell too far behind to be kept are counted, and a
-        ``dropped`` event says how many before the next one. The arguments
+        ``dropped`` event says how many before the next one. Pids are as
+        ``peer`` sees them (null: outside its PID namespace). The arguments
         are checked before it runs."""
         kinds, ipu = request["kinds"], request["ipu"]
+        pids = PidView(peer.pid, self.system.pid_seen_by)
         with self.lock:
             sub, events = self.tracer.subscribe(Filter(ipu, frozenset(kinds)))
         gone = (trio.BrokenResourceError, trio.ClosedResourceError)
@@ -181,6 +190,8 @@ class DeviceSide:
                         async for event in events:
                             if sub.dropped:  # the client fell behind: say how far
                                 await stream.send_all(encode(self.tracer.dropped_notice(sub)))
+                            if not pids.same and "pid" in event:
+                                event = {**event, "pid": pids(event["pid"])}
                             await stream.send_all(encode(event))
                     except gone:
                         pass

@@ -29,9 +29,9 @@ class RequestRefused(Exception):
 #: control.peers.Peer) in, the answer's fields out.
 Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 #: An operation that takes the connection over (a live trace): it gets the
-#: checked arguments and the connection's stream, and returns when the
-#: client goes away.
-Stream = Callable[[dict[str, Any], Any], Awaitable[None]]
+#: checked arguments, the connection's stream and who asks, and returns
+#: when the client goes away.
+Stream = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ class ControlServer:
                             reply = respond(operation, arguments, line, peer)
                     elif self.traces < self.max_traces:
                         await self._follow(operation.stream, arguments, TraceStream(stream, connection,
-                                                                                    self.line_timeout))
+                                                                                    self.line_timeout), peer)
                         return
                     else:
                         reply = refusal(f"too many live traces (at most {self.max_traces}): close one, "
@@ -199,11 +199,11 @@ class ControlServer:
                 return
 
 
-    async def _follow(self, trace: Stream, arguments: dict[str, Any], stream: TraceStream) -> None:
+    async def _follow(self, trace: Stream, arguments: dict[str, Any], stream: TraceStream, peer: Peer) -> None:
         """Hand the connection over to a live trace, counted while it lasts."""
         self.traces += 1
         try:
-            await trace(arguments, stream)
+            await trace(arguments, stream, peer)
         finally:
             self.traces -= 1
 
