@@ -15,6 +15,7 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi import icu
 from ipufs.abi.elf import ElfImage
 from ipufs.abi.nodes import node_name
+from ipufs.client.bars import bar_size
 from ipufs.client.where import default_root
 from ipufs.abi.registers import REGISTERS, TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiCommand, TdiResult
 
@@ -60,8 +61,8 @@ class Device:
         except OSError:
             os.close(self.fd)
             raise
-        self.config = mmap.mmap(self.fd, os.fstat(self.fd).st_size, mmap.MAP_SHARED)
-        self.exchange = mmap.mmap(self.ex_fd, os.fstat(self.ex_fd).st_size, mmap.MAP_SHARED)
+        self.config = mmap.mmap(self.fd, bar_size(self.fd), mmap.MAP_SHARED)
+        self.exchange = mmap.mmap(self.ex_fd, bar_size(self.ex_fd), mmap.MAP_SHARED)
         self._buffers: dict[int, object] = {}
 
     def attach(self) -> None:

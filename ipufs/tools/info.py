@@ -18,6 +18,7 @@ from ipufs.abi import ioctls
 from ipufs.abi.icu import Op
 from ipufs.abi.registers import ARCH_CODES, BOARD_CODES, STATUS_ICU_UNRESPONSIVE, ExceptionCause
 from ipufs.abi.serial import serial_text
+from ipufs.client.bars import bar_size
 from ipufs.tools import devices
 
 ARCH_NAMES = {v: k for k, v in ARCH_CODES.items()}
@@ -71,7 +72,7 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: dict[str, Any] 
     bootloader = ".".join(map(str, loader))
     error = r["ERROR_STATE"]
     attached = (view or {}).get("attached")
-    mem = os.stat(root / f"ipu{index}_mem")
+    mem = _memory(root, index)
     session_use = (view or {}).get("session_use")
     board = BOARD_NAMES.get(r["BOARD_TYPE"], "unknown")
     out = [
@@ -91,8 +92,8 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: dict[str, Any] 
         _field("firmware version", ".".join(map(str, firmware))),
         _field("hexoatt active size (bytes)", attached.get("buffer_bytes", 0) if attached else 0),
         _field("hexoatt total size (bytes)", HEXOATT_TOTAL),
-        _field("hexopt active size (bytes)", mem.st_blocks * 512),
-        _field("hexopt total size (bytes)", mem.st_size),
+        _field("hexopt active size (bytes)", mem[0]),
+        _field("hexopt total size (bytes)", mem[1]),
         _field("icu bootloader version", bootloader),
         _field("ipu architecture", ARCH_NAMES.get(r["ARCH"], "unknown")),
         _field("ipu error state", "no errors" if error == 0 else _cause(error)),
@@ -118,6 +119,17 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: dict[str, Any] 
             _field("user process id", pid),
         ]
     return out
+
+
+def _memory(root: Path, index: int) -> tuple[int, int]:
+    """The bytes the ipuN_mem node's memory holds (its blocks) and its size
+    (asked of the file: where the nodes are character devices their stat
+    says 0, as a real one's)."""
+    fd = os.open(root / f"ipu{index}_mem", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.fstat(fd).st_blocks * 512, bar_size(fd)
+    finally:
+        os.close(fd)
 
 
 def _cause(error: int) -> str:
