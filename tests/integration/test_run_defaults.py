@@ -53,6 +53,16 @@ def test_monitor_inside_ipufs_run_sees_the_attached_process() -> None:
     assert run.finish()[0] == 0
 
 
+def test_the_library_opens_the_runs_nodes_by_their_dev_names() -> None:
+    """lsof and /proc name a client's files as it opened them: the library
+    opens /dev/ipuN, where the run binds the nodes, not the mount's path."""
+    script = ("import os; from ipufs.client import Device, Mailbox; d = Device(1); m = Mailbox(1); "
+              "print(*(os.readlink(f'/proc/self/fd/{fd}') for fd in (d.fd, d.ex_fd, m.fd)))")
+    run = Run(["--ipus", "2"], [sys.executable, "-c", script])
+    assert run.line() == "/dev/ipu1 /dev/ipu1_ex /dev/ipu1_mailbox"
+    assert run.finish()[0] == 0
+
+
 MODE = "import os; m = os.environ['IPUFS_MOUNT']; print(m, os.getxattr(m, 'user.ipufs.mode').decode())"  # before any open
 
 
