@@ -104,6 +104,13 @@ def test_bad_configuration_files_name_file_and_key(tmp_path: Path, text: str, sa
     assert not is_mounted(tmp_path / "mnt")
 
 
+def test_a_mount_point_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("kept\n")
+    refused("mount", str(tmp_path / "file"), "--ipus", "1", "--no-link-dev", "--no-cdi",
+            says=(f"{tmp_path / 'file'} is a file, not a directory: ipufs mounts its nodes in a directory",))
+    assert (tmp_path / "file").read_text() == "kept\n"
+
+
 def test_missing_configuration_file(tmp_path: Path) -> None:
     refused("mount", "--config", str(tmp_path / "none.toml"), str(tmp_path / "mnt"), status=2,
             says=("does not exist",))
