@@ -15,7 +15,7 @@ import trio
 from ipufs.daemon import settings
 from ipufs.daemon.settings import given
 from ipufs.sd_notify import sd_notify
-from ipufs.problems import USAGE, Problem
+from ipufs.problems import USAGE, Problem, as_root
 
 log = logging.getLogger("ipufs")
 
@@ -92,7 +92,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     except (PermissionError, BaseExceptionGroup) as exc:
         if _has(exc, PermissionError):
             raise Problem("mounting needs root (with CAP_SYS_ADMIN) to mount FUSE and register passthrough files",
-                          f"run `sudo ipufs mount {mountpoint}`") from exc
+                          as_root(f"ipufs mount {mountpoint}")) from exc
         if isinstance(exc, BaseExceptionGroup):
             raise _alone(exc) from None
         raise

@@ -14,7 +14,7 @@ from ipufs.client.device import icu_transfer
 from ipufs.client.where import MOUNT_ENV
 from ipufs.abi.icu import ERROR_MARKER, op_word
 from ipufs.abi.registers import REGISTERS
-from ipufs.problems import Problem
+from ipufs.problems import Problem, as_root
 
 
 def root(dev: str | None) -> Path:
@@ -34,7 +34,8 @@ def default_root() -> Path:
 
 def _no_devices(root: Path, why: str) -> Problem:
     return Problem(f"no IPUs in {root} ({why})",
-                   "mount some with `sudo ipufs mount` (docs/quickstart.md), or name the nodes' directory with --dev DIR")
+                   "mount some: " + as_root("ipufs mount") + " (docs/quickstart.md), or name the nodes' directory "
+                   "with --dev DIR")
 
 
 def indices(root: Path) -> list[int]:

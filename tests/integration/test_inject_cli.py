@@ -90,7 +90,7 @@ def test_no_devices_is_one_line_for_inject_and_trace(tmp_path: Path) -> None:
     for command in (["inject", "reset"], ["trace"]):
         out = ipufs(*command, "--dev", str(tmp_path))
         assert out.returncode == 1 and len(out.stderr.splitlines()) == 1, out.stderr
-        assert f"no IPUs in {tmp_path} (no ipuN nodes there): mount some with `sudo ipufs mount`" in out.stderr
+        assert f"no IPUs in {tmp_path} (no ipuN nodes there): mount some: run `ipufs mount` as root" in out.stderr
 
 
 def test_trace_refuses_a_bad_ipu_in_one_line(board: RunningDaemon) -> None:
