@@ -35,7 +35,7 @@ from ipufs.run.grafts import Grafts
 
 #: Exit statuses of `ipufs run` itself, as env(1) and docker run use them.
 FAILED, CANNOT_RUN, NOT_FOUND = pidns.FAILED, pidns.CANNOT_RUN, pidns.NOT_FOUND
-START_TIMEOUT = 30.0
+START_TIMEOUT = 60.0  # a daemon starting on a loaded machine: the wait polls, and ends when it serves
 STOP_TIMEOUT = 10.0
 STOP_GRACE = 2.0  # between SIGTERM and SIGKILL of COMMAND when the daemon died
 

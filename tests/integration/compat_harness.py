@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import ROOT, TIMEOUT
+from tests.integration.harness import MOUNT_TIMEOUT, ROOT
 
 NOBODY = 65534
 
@@ -100,7 +100,7 @@ class Run:
         self.proc = subprocess.Popen([*prefix, "-m", "ipufs", "run", *args, "--", *command],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def line(self, timeout: float = TIMEOUT * 2) -> str:
+    def line(self, timeout: float = MOUNT_TIMEOUT) -> str:
         assert self.proc.stdout is not None
         box: list[str] = []
         t = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()))  # type: ignore[union-attr]
@@ -118,7 +118,7 @@ class Run:
             lines.append(self.line())
         return lines
 
-    def finish(self, timeout: float = TIMEOUT * 3) -> tuple[int, str]:
+    def finish(self, timeout: float = MOUNT_TIMEOUT) -> tuple[int, str]:
         """Wait for the end; returns (status, the rest of stderr)."""
         try:
             _, err = self.proc.communicate(timeout=timeout)
