@@ -1,4 +1,4 @@
-"""Instructions per second of the tile executor (docs/execution.md).
+"""Instructions per second of the tile executor (docs/executor-speed.md).
 
     .venv/bin/python benchmarks/execution.py          # prints the rows
     .venv/bin/python benchmarks/execution.py --smoke  # seconds

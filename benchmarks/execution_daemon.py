@@ -1,4 +1,4 @@
-"""The daemon stays responsive while tiles run (docs/execution.md).
+"""The daemon stays responsive while tiles run (docs/executor-speed.md).
 
     .venv/bin/python benchmarks/execution_daemon.py          # prints the rows
     .venv/bin/python benchmarks/execution_daemon.py --smoke  # seconds

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ipufs.daemon import small_file
 from ipufs.daemon.fault_kinds import KINDS, FaultKind
 from ipufs.daemon.fields import Choice, Field, Flag, Integer, Words
 from ipufs.tools.deadline import DAEMON_TIMEOUT
@@ -52,7 +53,10 @@ def cmd_inject(args: argparse.Namespace) -> int:
     if args.kind == "plan":
         if (args.file is None) == (not args.clear):
             raise ValueError("give a plan FILE, or --clear to remove the plan in force")
-        text = "" if args.clear else Path(args.file).read_text()
+        try:
+            text = "" if args.clear else small_file.read(args.file).decode()
+        except UnicodeDecodeError:
+            raise ValueError(f"{args.file}: not UTF-8 text") from None
         with control(args) as c:
             try:
                 answer = c.request("plan", toml=text)

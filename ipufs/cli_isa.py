@@ -117,7 +117,7 @@ def _input_problems(lister: Lister, chunks: list[Chunk]) -> str:
 def _default_base(arch: Any) -> int:
     from ipufs.model.profile import PROFILES
 
-    return PROFILES[arch.name.lower()].tile_window
+    return PROFILES[arch.name.lower()].tile_memory_base
 
 
 def cmd_asm(args: argparse.Namespace) -> int:

@@ -25,7 +25,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     from ipufs.fuse import mount as fmount
     from ipufs.daemon import config as cfg
     from ipufs.daemon import descriptors
-    from ipufs.fuse import uring
+    from ipufs.fuse import transports
 
     settings: dict[str, Any] = {}
     try:
@@ -40,7 +40,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise Problem(f"{exc.filename} does not exist", "name a configuration file that does (docs/systemd.md)",
                       status=USAGE) from None
     try:
-        uring.choose(config.uring)  # the daemon chooses again; this says why not, in one line, before starting
+        transports.choose(config.transports)  # the daemon chooses again; this says why not, in one line, before starting
     except ValueError as exc:
         raise Problem(str(exc)) from None
     mountpoint = config.mountpoint
@@ -48,15 +48,15 @@ def cmd_mount(args: argparse.Namespace) -> int:
         raise Problem(f"{mountpoint} is already mounted by a running ipufs daemon",
                       f"use it as it is, unmount it first (`ipufs umount {mountpoint}`), or name another mount point")
 
-    descriptors.ensure(config.ipus)  # the usual soft limit is too low for 128 IPUs
-
     exporter = None
     if config.exporter:  # bound now, so that a busy address fails before mounting
         from pathlib import Path
 
         from ipufs.cli_exporter import open_exporter
 
-        exporter = open_exporter(Path(mountpoint), config.exporter)
+        exporter = open_exporter(Path(mountpoint), config.exporter, pod_resources=None)  # pods: `ipufs exporter`
+    # the usual soft limit is too low for 128 IPUs; the exporter's connections count too
+    descriptors.ensure(config.ipus, exporter.limits.descriptors if exporter is not None else 0)
 
     async def main() -> None:
         daemon = Daemon(config)

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 import trio
 
 from ipufs.fuse import mount as fmount
-from ipufs.fuse import uring
+from ipufs.fuse import transports, uring
 from ipufs.run.services import MountStatus, mount_status, services
 
 CAP_SYS_ADMIN = 21
@@ -212,9 +212,10 @@ def run_modes(findings: list[Finding], mounts: list[MountStatus]) -> list[Findin
 def check_uring() -> Finding:
     """What a new mount with --uring auto (the default) uses. Not a
     requirement: /dev/fuse serves the same answers."""
-    use, why = uring.choose("auto")
-    return Finding("FUSE over io_uring", use, f"new mounts use it: {why}" if use else
-                   f"new mounts serve through /dev/fuse: {why}")
+    choice = transports.choose({})
+    use = choice.kind is uring.KIND
+    return Finding("FUSE over io_uring", use, f"new mounts use it: {choice.reason}" if use else
+                   f"new mounts serve through {choice.kind.name}: {choice.reason}")
 
 
 def run(*, probe: bool = True) -> tuple[list[Finding], list[MountStatus]]:

@@ -14,7 +14,8 @@ from pathlib import Path
 from ipufs.abi import elf, icu, registers
 from ipufs.abi import ioctls as abi
 from ipufs.abi.interrupts import ALL_SOURCES, SIGNAL_NAMES, Interrupt
-from ipufs.model import sync, tdi
+from ipufs.model import sync
+from ipufs.model.debug import registers as tdi
 from ipufs.model.profile import PROFILES
 from ipufs.abi import tile_code
 from scripts.markers import between
@@ -145,7 +146,7 @@ def render_loader() -> str:
             f"#define IPUFS_BRI_WORD 0x{tile_code.branch_word(0):08X}u",
             f"#define IPUFS_PUT_DBG_DATA_WORD 0x{tile_code.put_dbg_data_word(0):08X}u",
             "/* `get $mN, CSR` is IPUFS_GET_WORD | N << 16 | CSR; `put CSR, $mN` is IPUFS_PUT_WORD | N << 20 | CSR.",
-            " * The CSRs a debugger moves (docs/execution.md, \"Breakpoints\"). */",
+            " * The CSRs a debugger moves (docs/debugging.md, \"Breakpoints\"). */",
             f"#define IPUFS_GET_WORD 0x{tile_code.get_word(0, 0):08X}u",
             f"#define IPUFS_PUT_WORD 0x{tile_code.put_word(0, 0):08X}u"]
     out += [f"#define IPUFS_{name} 0x{getattr(tile_code, name):02x}u" for name in (

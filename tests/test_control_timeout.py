@@ -1,6 +1,7 @@
-# A Control whose daemon does not answer (stopped, stuck) gives up after its
-# timeout with a ControlTimeout that says so, and its next request starts on
-# a new connection. A listening socket that is never served stands for the
+# After a ControlTimeout (tests/test_client_control.py) the next request
+# starts on a new connection, and a daemon whose listen backlog is full
+# (a Unix socket's connect then says EAGAIN at once) is waited for until the
+# timeout too. A listening socket that is never served stands for the
 # stopped daemon: the kernel completes a connect while the backlog has room.
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import pytest
 from ipufs.client.control import Control, ControlTimeout
 
 
-def test_a_daemon_that_does_not_answer_is_reported_within_the_timeout(tmp_path: Path) -> None:
+def test_the_request_after_a_timeout_starts_afresh(tmp_path: Path) -> None:
     path = str(tmp_path / "ctl")
     with socket.socket(socket.AF_UNIX) as listener:
         listener.bind(path)
         listener.listen(4)
         control = Control(path, timeout=0.3)
-        with pytest.raises(ControlTimeout, match=rf"did not answer status on {path} within 0.3 s: it is stopped"):
+        with pytest.raises(ControlTimeout, match=rf"did not answer 'status' within 0.3 s on {path}: it is stopped"):
             control.request("status")
 
         def serve() -> None:  # the daemon runs again: it finds the connection given up, then the new one

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import errno
 import inspect
 import os
@@ -23,6 +24,7 @@ from ipufs.abi.ioctls import Encoding, IoctlSpec, R
 from ipufs.daemon import config as cfg
 from ipufs.daemon import fault_kinds, faults, settings
 from ipufs.daemon.fault_kinds import FaultKind
+from ipufs.daemon.daemon import Daemon
 from ipufs.daemon.fields import Integer, Limits
 from ipufs.daemon.settings import Setting
 from ipufs.driver import driver as drv
@@ -33,7 +35,10 @@ from ipufs.fuse import requests as rq
 from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.operations import Operations
 from ipufs.fuse.server import FuseServer
-from ipufs.fuse.transport import Transport
+from ipufs.fuse import channel, transports
+from ipufs.fuse.channel import FuseChannel, OnDevice
+from ipufs.fuse.devfuse import ended
+from ipufs.fuse.transport import Switch, Transport, TransportKind
 from ipufs.model.profile import PROFILES
 from tests.driver.rig import Rig
 from tests.fuse import fakekernel as fk
@@ -121,15 +126,40 @@ def test_adding_a_mount_setting(monkeypatch: pytest.MonkeyPatch, tmp_path: Path)
     bad.write_text('max_clients = "eight"\n')
     with pytest.raises(ValueError, match="max_clients = .* must be an integer, such as max_clients = 64"):
         cfg.load(bad)
+    # The field, and no line more: daemon_config() fills it from the setting.
+    with_field = dataclasses.make_dataclass("DaemonConfig", [("max_clients", int, dataclasses.field(default=64))],
+                                            bases=(cfg.DaemonConfig,))
+    monkeypatch.setattr(cfg, "DaemonConfig", with_field)
+    assert cfg.daemon_config({"max_clients": 8}).max_clients == 8  # type: ignore[attr-defined]
+    assert cfg.daemon_config({}).max_clients == 64  # type: ignore[attr-defined]
+
+
+def _plain_transport() -> dict[str, Any]:
+    return run("Adding a transport", {
+        "os": os, "OnDevice": OnDevice, "FuseChannel": FuseChannel, "channel": channel, "ended": ended,
+        "TransportKind": TransportKind, "Switch": Switch})
+
+
+def _with_row(monkeypatch: pytest.MonkeyPatch, row: TransportKind) -> None:
+    """The transports' table with ``row`` before /dev/fuse's, and its switch
+    a mount setting, as the table and settings.py would make them."""
+    assert row.switch is not None and row.switch.key not in transports.SWITCHES
+    monkeypatch.setattr(transports, "TRANSPORTS", (*transports.TRANSPORTS[:-1], row, transports.TRANSPORTS[-1]))
+    monkeypatch.setitem(transports.SWITCHES, row.switch.key, row.switch)
+    setting = settings.switch_setting(row.switch)
+    monkeypatch.setattr(settings, "SETTINGS", (*settings.SETTINGS, setting))
+    monkeypatch.setattr(settings, "RUN_SETTINGS", (*settings.RUN_SETTINGS, setting))
+    monkeypatch.setitem(settings.BY_KEY, setting.key, setting)
+    monkeypatch.setitem(cfg.TYPES, setting.key, setting.types)
+    monkeypatch.setattr(cfg, "KEYS", cfg.KEYS | {setting.key})
 
 
 def test_adding_a_transport() -> None:
-    scope = run("Adding a transport", {"socket": socket, "errno": errno})
-    cls = scope["SeqpacketTransport"]
+    cls = _plain_transport()["PlainDevFuse"]
     members = {name for name in vars(Transport) if not name.startswith("_")}
     assert members and all(callable(getattr(cls, name, None)) for name in members)
-    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    transport = cls(ours)
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)  # one message a request, as /dev/fuse
+    transport = cls(FuseChannel(ours.detach()))
     server = FuseServer(Operations(), KernelLink(), "/nowhere", passthrough=False, lock=threading.RLock())
     reader = threading.Thread(target=server.serve, args=(transport,), daemon=True)
     reader.start()
@@ -147,3 +177,37 @@ def test_adding_a_transport() -> None:
         reader.join(5)
         transport.close()
     assert not reader.is_alive() and not transport.connected()
+
+
+def test_a_transport_is_chosen_by_its_row_alone(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    row = _plain_transport()["PLAIN"]
+    _with_row(monkeypatch, row)
+    assert transports.choose({}).kind is not row  # off by default
+    parser = cli.parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    options = settings.given(vars(sub["mount"].parse_args([str(tmp_path / "mnt"), "--plain", "on", "--uring", "off", "--ipus", "1"])))
+    run_args = vars(sub["run"].parse_args(["--plain", "on", "--", "true"]))
+    assert settings.mount_argv(run_args)[-2:] == ["--plain", "on"]
+    config = cfg.daemon_config({**options, "control": str(tmp_path / "ctl"), "link_dev": False, "cdi": False})
+    daemon = Daemon(config)
+    try:
+        assert daemon.transport.kind is row and daemon.fast is None  # no fast path in it: none built
+        assert daemon.transport_in_force() == "plain /dev/fuse (--plain on)"
+    finally:
+        daemon.devices.close()
+    bad = tmp_path / "bad.toml"
+    bad.write_text('plain = "sometimes"\n')
+    with pytest.raises(ValueError, match="^--plain must be one of auto, on, off, not 'sometimes'$"):
+        cfg.daemon_config(cfg.load(bad)).validate()
+
+
+@pytest.mark.mount
+def test_a_mount_serves_over_the_transport_added(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from tests.integration.harness import running_daemon
+
+    row = _plain_transport()["PLAIN"]
+    _with_row(monkeypatch, row)
+    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", transports={"plain": "on", "uring": "off"}) as d:
+        assert os.getxattr(d.mountpoint, "user.ipufs.transport") == b"plain /dev/fuse (--plain on)"
+        assert "ipu0" in os.listdir(d.mountpoint)  # looked up and listed through it
+        assert type(d.daemon.server.transport).__name__ == "PlainDevFuse"

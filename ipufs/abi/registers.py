@@ -173,6 +173,7 @@ class TdiResult(enum.IntEnum):
     BAD_WIDTH = 8
     NOT_QUIESCENT = 9  # DBG_IEXEC: the DBG_IOWNER context is active (TDI_STS.CNQ)
     TDI_ERROR = 10  # DBG_IEXEC ignored: an error flag of TDI_STS is set (clear it with TDI_CLR)
+    NO_MEMORY = 11  # a memory command's address is not tile memory (an exception was raised)
 
 
 #: The errno a pwrite of a per-tile TDI register fails with when the TDI

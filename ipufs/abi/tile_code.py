@@ -4,7 +4,7 @@
 # `put $DBG_DATA, $mN` to carry a register out, and `get`/`put` to move a
 # CSR through DBG_DATA (breakpoints). Their encodings are the instruction
 # table's rows `bri_mmmn_zi`, `get_mmmn_zi` and `put_mmmn_zi`
-# (ipufs/model/isa/rows.py; a test checks they agree). Tile debug register numbers as ipufs/model/tdi.py has them
+# (ipufs/model/isa/rows.py; a test checks they agree). Tile debug register numbers as ipufs/model/debug/registers.py has them
 # (R docs/tdi.md): the host's sequence is in docs/execution.md.
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ CSR_PC = 0x00
 CSR_SSR = 0x01  # a worker's $WSR has the same index
 CSR_DBG_DATA = 0x70
 CSR_DBG_BRK_ID = 0x71
-#: the supervisor's break channels (docs/execution.md#breakpoints)
+#: the supervisor's break channels (docs/debugging.md#breakpoints)
 CSR_DBG_IBRK0_CTL, CSR_DBG_IBRK0_PC, CSR_DBG_IBRK0_VERT = 0x80, 0x81, 0x82
 CSR_DBG_DBRK0_CTL, CSR_DBG_DBRK0_BASE = 0x90, 0x91
 IBRK_ENS, IBRK_ENW = 0x1, 0x2  # $DBG_IBRK0_CTL: the supervisor, the workers

@@ -18,10 +18,9 @@ class ControlError(RuntimeError):
     """The daemon refused a request; the message is its explanation."""
 
 
-class ControlTimeout(TimeoutError):
-    """The daemon did not accept the connection, or answer a request,
-    within the Control's timeout: it is stopped (SIGSTOP, a debugger),
-    stuck or overloaded. The message names the socket and the wait."""
+class ControlTimeout(ControlError):
+    """The daemon did not answer within the connection's timeout: it is
+    stopped (SIGSTOP, a debugger) or too busy to serve its control socket."""
 
 
 def control_path(mountpoint: str | os.PathLike[str]) -> str:
@@ -41,12 +40,21 @@ def control_path(mountpoint: str | os.PathLike[str]) -> str:
 class Control:
     """A connection to a daemon's control socket. The daemon closes a
     connection left idle (docs/control.md); the next request then opens a
-    new one by itself."""
+    new one by itself. Connecting and every answer wait ``timeout`` seconds
+    at most (TIMEOUT unless told), then raise ControlTimeout, which says so
+    in one line: a stopped daemon never leaves a tool waiting."""
 
-    def __init__(self, path: str, timeout: float = 5.0) -> None:
+    #: How long a tool waits for the daemon to accept or answer, in seconds.
+    TIMEOUT = 5.0
+
+    def __init__(self, path: str, timeout: float | None = None) -> None:
         self.path = path
-        self.timeout = timeout
+        self.timeout = self.TIMEOUT if timeout is None else timeout
         self._connect()
+
+    def _timed_out(self, doing: str) -> ControlTimeout:
+        return ControlTimeout(f"the daemon did not {doing} within {self.timeout:g} s on {self.path}: it is stopped "
+                              "(SIGSTOP, a debugger) or overloaded")
 
     def _connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -68,12 +76,8 @@ class Control:
                 raise
         self.file = self.sock.makefile("rb")
 
-    def _timed_out(self, what: str) -> ControlTimeout:
-        return ControlTimeout(f"the daemon did not {what} on {self.path} within {self.timeout:g} s: it is "
-                              "stopped (SIGSTOP, a debugger), stuck or overloaded")
-
     @classmethod
-    def of_mount(cls, mountpoint: str | os.PathLike[str], timeout: float = 5.0) -> Control:
+    def of_mount(cls, mountpoint: str | os.PathLike[str], timeout: float | None = None) -> Control:
         return cls(control_path(mountpoint), timeout)
 
     def _closed_by_daemon(self) -> bool:
@@ -96,7 +100,7 @@ class Control:
             line = self.file.readline()
         except TimeoutError:
             self.close()  # its answer may still come: the next request starts afresh
-            raise self._timed_out(f"answer {op}") from None
+            raise self._timed_out(f"answer {op!r}") from None
         if not line:
             raise ControlError("the daemon closed the control connection")
         answer: dict[str, Any] = json.loads(line)

@@ -6,7 +6,7 @@
 # DBG_DATA; an injection has retired when TDI_STS.BUSY clears, and
 # CTXT_STS tells each context's state. A debugger moves CSRs (the break
 # channels) through DBG_DATA with injected `get`/`put`, and resumes a
-# stopped context with a branch to where it stopped (docs/execution.md,
+# stopped context with a branch to where it stopped (docs/debugging.md,
 # "Breakpoints").
 from __future__ import annotations
 

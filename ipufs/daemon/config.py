@@ -1,6 +1,8 @@
 # The daemon's configuration: DaemonConfig, and the configuration file
 # (/etc/ipufs/ipufs.toml) holding the same settings as `ipufs mount`'s
-# options. Options given on the command line win over the file.
+# options. Options given on the command line win over the file. A setting
+# reaches the DaemonConfig field of its name by itself; only the fields
+# built otherwise (BUILT) say how.
 from __future__ import annotations
 
 import grp
@@ -8,20 +10,22 @@ import json
 import os
 import pwd
 import tomllib
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from ipufs.container import cdi
+from ipufs.daemon import small_file
 from ipufs.daemon.settings import BY_KEY, SETTINGS
 from ipufs.driver.nodes import Ownership
 from ipufs.driver.while_attached import EXCLUSIVE
 from ipufs.driver.while_attached import MODES as WHILE_ATTACHED
+from ipufs.fuse import transports
 from ipufs.fuse.devfuse import SPIN
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
 
 DEFAULT_MOUNTPOINT = "/run/ipufs"
-URING_MODES = ("auto", "on", "off")
 MAX_IPUS = 4096
 
 
@@ -43,7 +47,9 @@ class DaemonConfig:
     trace_file: str | None = None  # write the trace here (JSON lines)
     trace_max_bytes: int = 64 << 20  # then rotate to TRACE_FILE.1
     spin_us: int = round(SPIN * 1e6)  # the reader's wait for a next request before it sleeps
-    uring: str = "auto"  # FUSE over io_uring: auto, on or off (ipufs/fuse/uring.py)
+    #: The transports' switches by key (uring = auto, on or off: ipufs/fuse/
+    #: transports.py); a switch left out is auto.
+    transports: dict[str, str] = field(default_factory=dict)
     fast_path: bool = True  # the native readers answer the hot requests (ipufs/driver/fast_path.py)
     cdi_dir: str | None = None  # write the mount's CDI spec here (the CLI's default as root: /var/run/cdi)
     cdi_prefix: str | None = None  # before the CDI device names (default: container.cdi.default_prefix)
@@ -66,8 +72,7 @@ class DaemonConfig:
         if self.while_attached not in WHILE_ATTACHED:
             raise ValueError(f"--while-attached must be one of {', '.join(WHILE_ATTACHED)}, "
                              f"not {self.while_attached!r}")
-        if self.uring not in URING_MODES:
-            raise ValueError(f"--uring must be one of {', '.join(URING_MODES)}, not {self.uring!r}")
+        transports.check(self.transports)
         if self.cdi_prefix is not None:
             cdi.check_prefix(self.cdi_prefix)
         return PROFILES[self.profile]
@@ -77,9 +82,11 @@ DEFAULT_FILE = "/etc/ipufs/ipufs.toml"
 #: The TOML type each setting takes in the file (ipus = 4, mode = "0660").
 TYPES: dict[str, tuple[type, ...]] = {s.key: s.types for s in SETTINGS}
 #: The settings of a file or of `ipufs mount`: DaemonConfig's fields, with
-#: ownership given as owner, group and mode, and cdi (whether to write a
-#: CDI spec: cdi_dir's default). Checked against the table at import.
-KEYS = {f.name for f in fields(DaemonConfig)} - {"ownership"} | {"owner", "group", "mode", "cdi"}
+#: ownership given as owner, group and mode, cdi (whether to write a CDI
+#: spec: cdi_dir's default), and the transports' switches. Checked against
+#: the table at import.
+KEYS = ({f.name for f in fields(DaemonConfig)} - {"ownership", "transports"}
+        | {"owner", "group", "mode", "cdi"} | set(transports.SWITCHES))
 if KEYS != set(TYPES):
     raise ImportError(f"DaemonConfig and the settings table disagree: {sorted(KEYS ^ set(TYPES))}")
 _TOML_NAMES = {str: "a string", int: "an integer", bool: "true or false"}
@@ -121,10 +128,13 @@ def mode_of(value: str | int) -> int:
 
 def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The settings of a configuration file, each checked for its type;
-    every error names the file and the key."""
+    every error names the file and the key. A file that is not a regular
+    file, or is larger than small_file.MAX_BYTES, is refused unread."""
+    text = small_file.read(path)
     try:
-        with open(path, "rb") as f:
-            data = tomllib.load(f)
+        data = tomllib.loads(text.decode())
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not valid TOML: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise ValueError(f"{path}: not valid TOML: {exc}") from None
     settings = data.get("ipufs", data)
@@ -152,34 +162,48 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
     return dict(settings)
 
 
-def daemon_config(settings: dict[str, Any]) -> DaemonConfig:
+def _ownership(s: Mapping[str, Any]) -> Ownership:
+    o = Ownership()
+    return Ownership(uid=uid_of(s.get("owner", o.uid)), gid=gid_of(s.get("group", o.gid)),
+                     mode=mode_of(s.get("mode", o.mode)))
+
+
+def _cdi_dir(s: Mapping[str, Any]) -> str | None:
+    if not s.get("cdi", True):
+        return None
+    return str(s["cdi_dir"]) if s.get("cdi_dir") else cdi.DEFAULT_DIR if os.geteuid() == 0 else None
+
+
+#: The DaemonConfig fields that are not their setting's value as given,
+#: each built from the merged settings. Every other field is the value of
+#: the setting of its name, of the setting's type, or keeps its default;
+#: so a new setting needs no line here (checked at import).
+BUILT: dict[str, Callable[[Mapping[str, Any]], Any]] = {
+    "mountpoint": lambda s: os.path.abspath(s.get("mountpoint", DEFAULT_MOUNTPOINT)),
+    "ownership": _ownership,
+    "state_dir": lambda s: Path(s["state_dir"]).resolve() if s.get("state_dir") else None,
+    "group_size": lambda s: int(s["group_size"]) if s.get("group_size") else None,
+    "link_dev": lambda s: bool(s.get("link_dev", os.geteuid() == 0)),  # root links by default
+    "cdi_dir": _cdi_dir,
+    "control_group": lambda s: None if s.get("control_group") is None else control_gid_of(s["control_group"]),
+    "transports": lambda s: {key: str(s[key]) for key in transports.SWITCHES if s.get(key) is not None},
+}
+_AS: dict[tuple[type, ...], Callable[[Any], Any]] = {(int,): int, (str,): str, (bool,): bool}
+
+
+def _plain() -> list[str]:
+    """The fields that are their setting's value as given."""
+    return [f.name for f in fields(DaemonConfig) if f.name not in BUILT]
+
+
+if any(TYPES.get(name) not in _AS for name in _plain()):  # fail at import
+    raise ImportError(f"DaemonConfig fields without a setting of one type: "
+                      f"{[n for n in _plain() if TYPES.get(n) not in _AS]}")
+
+
+def daemon_config(settings: Mapping[str, Any]) -> DaemonConfig:
     """A DaemonConfig from merged settings (file, then command line); what
     they leave out keeps DaemonConfig's default."""
-    s, d = settings, DaemonConfig()
-    o = d.ownership
-    return DaemonConfig(
-        mountpoint=os.path.abspath(s.get("mountpoint", d.mountpoint)),
-        ipus=int(s.get("ipus", d.ipus)),
-        profile=str(s.get("profile", d.profile)),
-        ownership=Ownership(uid=uid_of(s.get("owner", o.uid)), gid=gid_of(s.get("group", o.gid)),
-                            mode=mode_of(s.get("mode", o.mode))),
-        while_attached=str(s.get("while_attached", d.while_attached)),
-        control_group=None if s.get("control_group") is None else control_gid_of(s["control_group"]),
-        passthrough=bool(s.get("passthrough", d.passthrough)),
-        state_dir=Path(s["state_dir"]).resolve() if s.get("state_dir") else None,
-        group_size=int(s["group_size"]) if s.get("group_size") else None,
-        control=s.get("control"),
-        link_dev=bool(s.get("link_dev", os.geteuid() == 0)),
-        dev_dir=str(s.get("dev_dir", d.dev_dir)),
-        fault_plan=s.get("fault_plan"),
-        trace_file=s.get("trace_file"),
-        trace_max_bytes=int(s.get("trace_max_bytes", d.trace_max_bytes)),
-        spin_us=int(s.get("spin_us", d.spin_us)),
-        uring=str(s.get("uring", d.uring)),
-        fast_path=bool(s.get("fast_path", d.fast_path)),
-        cdi_dir=(None if not s.get("cdi", True) else
-                 str(s["cdi_dir"]) if s.get("cdi_dir") else cdi.DEFAULT_DIR if os.geteuid() == 0 else None),
-        cdi_prefix=None if s.get("cdi_prefix") is None else str(s["cdi_prefix"]),
-        cdi_follow_restarts=bool(s.get("cdi_follow_restarts", d.cdi_follow_restarts)),
-        exporter=None if s.get("exporter") is None else str(s["exporter"]),
-    )
+    values = {name: build(settings) for name, build in BUILT.items()}
+    values |= {name: _AS[TYPES[name]](settings[name]) for name in _plain() if settings.get(name) is not None}
+    return DaemonConfig(**values)

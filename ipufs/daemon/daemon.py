@@ -29,6 +29,7 @@ from ipufs.daemon.utilisation import Utilisation
 from ipufs.daemon.faults import Fault, FaultError, FaultInjector
 from ipufs.daemon.fields import Limits
 from ipufs.daemon.plan import FaultPlan
+from ipufs.daemon import small_file
 from ipufs.daemon.plan_runner import PlanRunner
 from ipufs.daemon.statelock import StateLock
 from ipufs.daemon.timers import Timers
@@ -51,11 +52,11 @@ from ipufs.driver.watch import PidfdWatcher
 from ipufs.driver.work import DeviceWork
 from ipufs.model.profile import Profile
 from ipufs.fuse import mount as fmount
-from ipufs.fuse import uring
-from ipufs.fuse.devfuse import DevFuse
+from ipufs.fuse import transports
 from ipufs.fuse.kernel import KernelLink
 from ipufs.fuse.operations import Negotiated
 from ipufs.fuse.server import FuseServer
+from ipufs.fuse.transport import Given
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,16 +73,21 @@ class Serving:
     mode_reason: str
     #: Where the /dev links were made (None: no links made).
     linked_in: str | None
-    #: How requests reach the daemon ("FUSE over io_uring", "/dev/fuse") and why.
-    transport: str = "/dev/fuse"
+    #: How requests reach the daemon (the name of a row of fuse.transports.
+    #: TRANSPORTS) and why.
+    transport: str
 
 
 def _read_plan(path: str, limits: Limits) -> FaultPlan:
-    """The fault plan a mount starts with (FaultError naming the file)."""
-    with open(path) as f:
-        text = f.read()
+    """The fault plan a mount starts with (FaultError naming the file; a
+    file that is not a regular one, or too large, is refused unread)."""
     try:
+        text = small_file.read(path).decode()
         return FaultPlan.parse(text, limits)
+    except UnicodeDecodeError:
+        raise FaultError(f"fault plan {path}: not UTF-8 text") from None
+    except small_file.FileRefused as exc:
+        raise FaultError(f"fault plan {exc}") from None
     except FaultError as exc:
         raise FaultError(f"fault plan {path}: {exc}") from None
 
@@ -94,6 +100,10 @@ class Daemon:
         self.created: list[str] = []
         limits = Limits.of(profile, config.ipus)
         plan = _read_plan(config.fault_plan, limits) if config.fault_plan else None  # before anything is held
+        #: How requests come (ValueError: a transport switched on where it
+        #: cannot serve); the start line says which serves, and why
+        #: (transport_in_force).
+        self.transport = transports.choose(config.transports)
         # What is held from here on (the state lock, the memfds, the trace
         # file) is given back if a later step fails; run() gives it back
         # once the daemon is built.
@@ -139,7 +149,7 @@ class Daemon:
         # The native fast path: it answers the hot requests while nothing
         # around them needs Python (a trace, a fault plan, page-cache mode).
         self.fast: FastAnswers | None = None
-        if config.fast_path:
+        if config.fast_path and self.transport.kind.fast_path:
             self.fast = FastAnswers(native.FastPath(config.ipus), self.devices, tracer=self.tracer,
                                     accesses=self.plans, mapping=mapping)
             self.tracer.watchers.append(self.fast.refresh)
@@ -153,20 +163,15 @@ class Daemon:
                                         mapping=mapping, ownership=config.ownership,
                                         control_path=config.control_path, transport=self.transport_in_force)
         self.registers = RegisterWatcher(self.devices, use, self.work)
-        #: Whether requests come over io_uring, and why (ValueError: --uring on where it cannot);
-        #: `ipufs mount`'s start line says which path serves, and why (transport_in_force).
-        self.uring, self.uring_reason = uring.choose(config.uring)
-        fast = self.fast.path if self.fast is not None else None
+        given = Given(spin_for=config.spin_us / 1e6, fast=self.fast.path if self.fast is not None else None,
+                      mapped=self.registers)
         self.server = FuseServer(
             self.filesystem, self.kernel, config.mountpoint,
             passthrough=config.passthrough,
             source=f"ipufs:{profile.name}x{config.ipus}",
             lock=lock,
             contended=contended,
-            transport=(functools.partial(uring.Uring.open, spin_for=config.spin_us / 1e6, fast=fast, mapped=self.registers)
-                       if self.uring else
-                       functools.partial(DevFuse.open, spin_for=config.spin_us / 1e6, mapped=self.registers,
-                                         fast=fast)),
+            transport=functools.partial(self.transport.kind.build, given),
         )
         self.links = DevLinks(config.dev_dir, config.mountpoint, tree) if config.link_dev else None
         mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon
@@ -194,11 +199,7 @@ class Daemon:
 
     def transport_in_force(self) -> str:
         """How requests reach this daemon now, and why."""
-        transport = self.server.transport
-        if isinstance(transport, uring.Uring) and transport.running:
-            return f"FUSE over io_uring ({self.uring_reason})"
-        why = ("the kernel did not agree to it at INIT" if self.uring else self.uring_reason)
-        return f"/dev/fuse ({why})"
+        return self.transport.in_force(self.server.transport)
 
     def _requests(self) -> int:
         """Requests served, by Python and by the fast path."""

@@ -4,7 +4,8 @@
 # descriptor Python's mmap keeps of it), and a pidfd while a process is
 # attached; the daemon itself holds /dev/fuse, its control socket and up to
 # MAX_CONNECTIONS connections, trio's wake-up descriptors, the trace file
-# and its state-directory lock. The usual soft limit (1024) is below what
+# and its state-directory lock, plus what a built-in exporter holds (its
+# capped connections: ipufs/monitoring/exporter.py). The usual soft limit (1024) is below what
 # 128 IPUs need, and the hard limit (often 524288) far above: the daemon
 # raises its soft limit to the hard one, and where even that is too low,
 # refuses in one line naming the need (docs/systemd.md).
@@ -29,21 +30,23 @@ class TooFewDescriptors(RuntimeError):
     """Even the hard limit on open files is below what the IPUs need."""
 
 
-def needed(ipus: int) -> int:
-    """The descriptors a daemon of ``ipus`` IPUs needs at most."""
-    return BASE + PER_IPU * ipus
+def needed(ipus: int, extra: int = 0) -> int:
+    """The descriptors a daemon of ``ipus`` IPUs needs at most, with
+    ``extra`` for what else it serves (a built-in exporter)."""
+    return BASE + PER_IPU * ipus + extra
 
 
-def ensure(ipus: int) -> int:
+def ensure(ipus: int, extra: int = 0) -> int:
     """Raise the soft limit on open files to the hard limit if it is below
-    what ``ipus`` IPUs need; the soft limit in force. Raises
-    TooFewDescriptors when the hard limit is too low."""
-    need = needed(ipus)
+    what ``ipus`` IPUs (and ``extra``) need; the soft limit in force.
+    Raises TooFewDescriptors when the hard limit is too low."""
+    need = needed(ipus, extra)
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if soft == resource.RLIM_INFINITY or soft >= need:
         return soft
     if hard != resource.RLIM_INFINITY and hard < need:
-        raise TooFewDescriptors(f"{ipus} IPUs need {need} file descriptors ({BASE} + {PER_IPU} per IPU), but "
+        raise TooFewDescriptors(f"{ipus} IPUs need {need} file descriptors ({BASE} + {PER_IPU} per IPU"
+                                f"{f' + {extra} for the exporter' if extra else ''}), but "
                                 f"the limit on open files is {hard}: raise it (`ulimit -n {need}` as root, or "
                                 f"LimitNOFILE={need} in the systemd unit)")
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))

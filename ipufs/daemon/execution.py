@@ -10,7 +10,8 @@
 # completing, a reset. After each IPU's slice, and every SAMPLE_S while the
 # figures fall back to idle, it samples how many tiles have an active
 # context into the IPU's utilisation (utilisation.py), which the model
-# shows as UTILISATION and IPU_POWER. docs/execution.md.
+# shows as UTILISATION and IPU_POWER. docs/executor-speed.md,
+# docs/execution.md ("Utilisation and power").
 from __future__ import annotations
 
 import sys
@@ -35,7 +36,7 @@ SWEEP_TILES = 32
 #: how long a thread may hold the GIL while another waits for it. While
 #: tiles run, this task holds it but for the pauses, and a request in the
 #: FUSE reader needs it to read, to take the lock and to answer: with
-#: CPython's 5 ms each hand-over could cost a RESET 5 ms (docs/execution.md)
+#: CPython's 5 ms each hand-over could cost a RESET 5 ms (docs/executor-speed.md)
 SWITCH_INTERVAL_S = 0.0005
 #: how often the utilisation is sampled while no tile takes turns but the
 #: figures are not idle (tiles waiting at a sync, or a window still
@@ -100,7 +101,7 @@ class ExecutionRunner:
     def _run(self, index: int, ipu: Ipu) -> bool:
         execution = ipu.execution
         swept = execution.sweep(SWEEP_TILES)
-        if not execution.running and not execution.injections:
+        if not execution.running and not ipu.debug.pending():
             self._sample(index, ipu)  # its figures fall back while others run
             return swept
         execution.run(slice_turns(execution) if self.slice_turns is None else self.slice_turns)

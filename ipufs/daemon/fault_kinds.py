@@ -7,6 +7,8 @@
 # is a u32) and the profile (tiles, contexts). No numpy: the CLI imports it.
 from __future__ import annotations
 
+from operator import attrgetter
+
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -104,7 +106,8 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
         "the 64-bit word reads with a parity error through the TDI: exception PARITY, signal 44; "
         "cleared by a store to the word or a reset",
         (Integer("tile", "the tile", option="--tile", hi=_tiles, hi_text="TILES-1"),
-         Integer("address", "a tile address (21 bits)", option="--addr", hi=(1 << ADDRESS_BITS) - 1)),
+         Integer("address", "a tile address (21 bits) of tile memory", option="--addr",
+                 lo=attrgetter("first_address"), hi=attrgetter("last_address"), hi_text="the end of tile memory")),
         lambda ipu, p, later: ipu.tiles.mark_bad_parity(p["tile"], p["address"])),
     FaultKind(
         "sync", "complete a sync (signal 46..49), or arrive at one with --arrive",
@@ -129,6 +132,11 @@ KINDS: dict[str, FaultKind] = {k.name: k for k in (
     FaultKind(
         "link-up", "the link comes back", "`STATUS` bit 2 clears", (),
         lambda ipu, p, later: ipu.set_link(True)),
+    FaultKind(
+        "link-errors", "the link corrects some errors (replayed transfers)",
+        "`link correctable error count` and its session figure grow by `--count`; the link stays up",
+        (Integer("count", "how many errors", default=1, option="--count", lo=1, hi=U32_MAX),),
+        lambda ipu, p, later: ipu.link_errors.add(p["count"], time.monotonic())),
     FaultKind(
         "telemetry", "change telemetry",
         "the TEMPERATURE, POWER, CLOCK registers and the ICU's telemetry answers",

@@ -35,11 +35,18 @@ class Limits:
     ipus: int
     tiles: int
     contexts: int  # the supervisor (0) and the workers (1..N)
+    #: the tile addresses that are memory: every 21-bit one where they alias (ipu1)
+    first_address: int = 0
+    last_address: int = (1 << 21) - 1
 
     @classmethod
     def of(cls, profile: Profile, ipus: int) -> Limits:
         """The limits of ``ipus`` IPUs of ``profile``."""
-        return cls(ipus=ipus, tiles=profile.tiles, contexts=profile.workers_per_tile + 1)
+        first, last = 0, (1 << 21) - 1
+        if not profile.aliasing:
+            first, last = profile.tile_memory_base, profile.tile_memory_base + profile.sram_per_tile - 1
+        return cls(ipus=ipus, tiles=profile.tiles, contexts=profile.workers_per_tile + 1, first_address=first,
+                   last_address=last)
 
 
 #: A bound of a range: a number, or one read from the device's limits.

@@ -1,10 +1,12 @@
 # The mount settings, each declared once: its TOML key and types, its help,
 # an example value, how the command line takes it, whether `ipufs run`
-# passes it on, and whether the shipped systemd/ipufs.toml sets it. The
-# configuration file's type checks (config.py), the shipped file and its
-# copy in docs/systemd.md (`./dev generate`), and the options of both
-# `ipufs mount` and `ipufs run` are made from this table; DaemonConfig is
-# what the settings build, checked against the table at import.
+# passes it on, and whether the shipped systemd/ipufs.toml sets it (the
+# transports' switches come from their own table, ipufs/fuse/
+# transports.py). The configuration file's type checks (config.py), the
+# shipped file and its copy in docs/systemd.md (`./dev generate`), and the
+# options of both `ipufs mount` and `ipufs run` are made from this table;
+# DaemonConfig is what the settings build, checked against the table at
+# import.
 from __future__ import annotations
 
 import argparse
@@ -14,6 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ipufs.fuse.transport import Switch
+from ipufs.fuse.transports import SWITCHES
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES
 
 
@@ -72,6 +76,12 @@ def _profiles() -> str:
 
 S, I, B = (str,), (int,), (bool,)
 
+
+def switch_setting(switch: Switch) -> Setting:
+    """The setting of a transport's switch: KEY = "auto", "on" or "off"."""
+    return Setting(switch.key, S, switch.help, f'"{switch.default}"', run=True)
+
+
 #: Every setting, in the order --help and the shipped file show them.
 SETTINGS: tuple[Setting, ...] = (
     Setting("mountpoint", S, "where to mount (default /run/ipufs)", '"/run/ipufs"', Form.POSITIONAL, shipped=True),
@@ -98,12 +108,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("spin_us", I, "after answering a request, keep looking for the next one (and for stores to "
             "mapped registers) this many µs before sleeping (default 50; 0 saves CPU, costs latency: "
             "docs/performance.md)", "50", run=True),
-    Setting("uring", S, "serve requests over FUSE over io_uring, a ring and a thread per CPU: auto (the "
-            "default: where the kernel offers it, its fuse module's enable_uring set by root), on (fail where "
-            "it cannot) or off (docs/systemd.md)", '"auto"', run=True),
+    *map(switch_setting, SWITCHES.values()),  # the transports' switches (ipufs/fuse/transports.py)
     Setting("fast_path", B, "answer the hot requests (MAILBOX_READ_ONLY, MAILBOX_GET_OFFSETS) in "
             "native code, without Python, while no trace or fault plan needs each one (the default; "
-            "docs/architecture.md)", "true", Form.OFF, run=True,
+            "docs/serving.md)", "true", Form.OFF, run=True,
             off_help="serve every request in Python (for comparison: docs/performance.md)"),
     Setting("control", S, "control socket path (default MOUNTPOINT.ctl)", '"/run/ipufs.ctl"'),
     Setting("dev_dir", S, "where to make the /dev links (default /dev)", '"/dev"'),

@@ -10,6 +10,8 @@ from pathlib import Path
 from ipufs.tools import devices, listing
 
 PREFIX = "ipu"
+#: The extended resource the plugin offers the IPUs as, unless told otherwise.
+DEFAULT_RESOURCE = "graphcore.ai/ipu"
 
 
 class InventoryError(ValueError):

@@ -1,5 +1,6 @@
-# The two gRPC services of the device plugin API (api.proto) bound by hand
-# to grpcio, typed: each method is one row of a table naming its request and
+# The two gRPC services of the device plugin API (api.proto), and the
+# kubelet's pod-resources lister (podresources.proto), bound by hand to
+# grpcio, typed: each method is one row of a table naming its request and
 # answer messages, from which both the serving side and the calling side
 # are built. The plugin serves DevicePlugin and calls Registration; kubelet
 # (and the test kubelet) the other way round. gRPC method paths are
@@ -13,6 +14,7 @@ from typing import Any, Protocol
 import grpc
 
 from ipufs.deviceplugin import api_pb2 as api
+from ipufs.deviceplugin import podresources_pb2 as pr
 
 VERSION = "v1beta1"
 REGISTRATION = f"{VERSION}.Registration"
@@ -35,6 +37,9 @@ DEVICE_PLUGIN_METHODS = (
     Method("PreStartContainer", api.PreStartContainerRequest, api.PreStartContainerResponse),
 )
 REGISTRATION_METHODS = (Method("Register", api.RegisterRequest, api.Empty),)
+#: The kubelet's pod-resources API (/var/lib/kubelet/pod-resources/kubelet.sock).
+POD_RESOURCES = "v1.PodResourcesLister"
+POD_RESOURCES_METHODS = (Method("List", pr.ListPodResourcesRequest, pr.ListPodResourcesResponse),)
 
 
 class DevicePluginService(Protocol):
@@ -107,6 +112,25 @@ class RegistrationClient:
     def __init__(self, channel: grpc.Channel) -> None:
         self.Register: grpc.UnaryUnaryMultiCallable[api.RegisterRequest, api.Empty] = \
             _callable(channel, REGISTRATION, REGISTRATION_METHODS[0])  # type: ignore[assignment]
+
+
+class PodResourcesService(Protocol):
+    """What the kubelet answers on its pod-resources socket (List only)."""
+
+    def List(self, request: pr.ListPodResourcesRequest,
+             context: grpc.ServicerContext) -> pr.ListPodResourcesResponse: ...
+
+
+def pod_resources_handler(servicer: PodResourcesService) -> grpc.GenericRpcHandler:
+    return _handler(POD_RESOURCES, POD_RESOURCES_METHODS, servicer)
+
+
+class PodResourcesClient:
+    """Asks the kubelet which devices each pod's containers hold."""
+
+    def __init__(self, channel: grpc.Channel) -> None:
+        self.List: grpc.UnaryUnaryMultiCallable[pr.ListPodResourcesRequest, pr.ListPodResourcesResponse] = \
+            _callable(channel, POD_RESOURCES, POD_RESOURCES_METHODS[0])  # type: ignore[assignment]
 
 
 def unix_target(path: str) -> str:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ipufs.container.cdi import check_prefix
+from ipufs.deviceplugin.inventory import DEFAULT_RESOURCE
 from ipufs.deviceplugin.plugin import AllocationStyle, IpuDevicePlugin
 from ipufs.deviceplugin.registration import DEFAULT_SOCKET_DIR, Registrar
 from ipufs.deviceplugin.sysfs_dirs import DIR_NAME
@@ -18,7 +19,6 @@ from ipufs.deviceplugin.watch import DeviceWatch
 
 log = logging.getLogger(__name__)
 
-DEFAULT_RESOURCE = "graphcore.ai/ipu"
 # An extended resource name as kubelet accepts it: a DNS subdomain outside
 # kubernetes.io, a slash, a name.
 _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")

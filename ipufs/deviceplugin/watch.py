@@ -27,9 +27,15 @@ from ipufs.problems import Problem
 
 log = logging.getLogger(__name__)
 
-# Trace events after which a status register may have moved. Opens, closes
-# and register reads never move one (and other tools make many).
+# Trace events after which a status register may have moved. Every other
+# kind of the daemon's (ipufs/driver/events.py) is named below it, so that
+# a new kind is a decision (tests/deviceplugin/test_trace_kinds.py).
 TRACE_KINDS = ("register-write", "mailbox-write", "ioctl", "icu", "signal", "fault")
+# Opens, closes and register reads never move one (and other tools make
+# many); attaching and detaching neither. A tile program's events (start,
+# exit, sync, exception) come at the program's pace: an exception it raises
+# shows in the signal it sends an attached process, else at the next poll.
+UNWATCHED_KINDS = ("open", "close", "register-read", "attach", "detach", "program")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 #: run to the end in one call. A call's cost has a fixed part that grows
 #: with the page tables the range crosses in every mapping of the file
 #: (about a millisecond over an ipu2 exchange BAR whose tiles all ran), so
-#: few runs are cheaper one by one (docs/execution.md, "Speed").
+#: few runs are cheaper one by one (docs/executor-speed.md, "A reset").
 DISCARD_RUNS = 32
 
 

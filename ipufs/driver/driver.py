@@ -31,7 +31,7 @@ from ipufs.driver.system import REAL, SystemCalls
 from ipufs.driver.watch import ExitWatcher
 from ipufs.driver.while_attached import EXCLUSIVE, WhileAttached
 from ipufs.fuse.errors import FUSEError
-from ipufs.model.tdi import TdiRefused
+from ipufs.model.debug import TdiRefused
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

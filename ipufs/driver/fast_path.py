@@ -1,5 +1,5 @@
 # The native fast path's Python side (native/src/fastpath.c answers; docs/
-# architecture.md, "The fast path"). The native readers answer the hot
+# serving.md, "The fast path"). The native readers answer the hot
 # requests themselves, without the GIL: the ioctls whose row of the
 # driver's table (driver.IOCTL_ROLES, its `fast` column) says how, in the
 # cases where the answer depends only on state published here and serving

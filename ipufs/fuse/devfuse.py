@@ -13,6 +13,8 @@
 # opaque native.FastPath: what it answers, ipufs/driver/fast_path.py
 # decides), the native reads answer the requests it takes themselves, the
 # spin and the blocking read alike, and only the others come back here.
+# Its row of TRANSPORTS (``KIND``) has no switch: a mount serves over it
+# wherever no other transport is chosen.
 from __future__ import annotations
 
 import errno
@@ -22,7 +24,7 @@ import os
 from ipufs import native
 from ipufs.fuse import channel
 from ipufs.fuse.channel import FuseChannel, OnDevice
-from ipufs.fuse.transport import MappedMemory
+from ipufs.fuse.transport import Given, MappedMemory, TransportKind
 
 log = logging.getLogger(__name__)
 
@@ -123,6 +125,14 @@ class DevFuse(OnDevice):
         if self.clone is not None:
             self.clone.close()
         self.device.close()
+
+
+def _build(given: Given) -> DevFuse:
+    return DevFuse.open(spin_for=given.spin_for, mapped=given.mapped, fast=given.fast)
+
+
+#: Its row of TRANSPORTS (ipufs/fuse/transports.py).
+KIND = TransportKind("/dev/fuse", _build)
 
 
 def ended(exc: OSError) -> bool:

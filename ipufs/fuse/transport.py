@@ -9,7 +9,11 @@
 # per CPU, hand what they do not answer themselves to ``receive`` in
 # order, tagged with the ring entry to answer, and which keeps a /dev/fuse
 # description of its own for INIT, forgets, interrupts and notifications.
-# Adding one is one module implementing ``Transport``
+# A mount may serve over each transport that has a row, a TransportKind,
+# in TRANSPORTS (ipufs/fuse/transports.py): its name, the setting that
+# selects it, how it is built from what every mount gives (``Given``),
+# whether it runs the native fast path and whether it is in force once
+# built. Adding one is one module implementing ``Transport`` and its row
 # (docs/architecture.md, "Adding a transport").
 #
 # While it waits for requests a transport may scan ``MappedMemory``:
@@ -18,6 +22,8 @@
 # watcher); fuse/ only knows that something there may need acting on.
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from ipufs import native
@@ -86,3 +92,64 @@ class Transport(Protocol):
 
     def close(self) -> None:
         """Close every descriptor the transport holds (idempotent)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Given:
+    """What a mount gives every transport it builds."""
+
+    #: How long, after answering a request, to keep looking for the next
+    #: one before sleeping (``--spin-us``).
+    spin_for: float
+    #: The native fast path to answer requests with (an opaque
+    #: native.FastPath; None: every request goes to ``receive``).
+    fast: native.FastPath | None
+    #: What to scan while spinning (the driver's register watcher).
+    mapped: MappedMemory | None
+
+
+@dataclass(frozen=True, slots=True)
+class Switch:
+    """The mount setting that selects a transport: ``key`` = auto (serve
+    over it where it can), on (fail where it cannot) or off; ``default``
+    when not given. ``help`` is its one line of --help and of the shipped
+    settings file."""
+
+    key: str
+    help: str
+    default: str = "auto"
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.key.replace("_", "-")
+
+
+def _always(transport: Transport | None) -> bool:
+    return True
+
+
+def _nowhere() -> str | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class TransportKind:
+    """A transport a mount may serve over: one row of TRANSPORTS."""
+
+    #: How the start line, the root's user.ipufs.transport and the control
+    #: socket name it ("/dev/fuse", "FUSE over io_uring").
+    name: str
+    #: A new connection, not yet mounted.
+    build: Callable[[Given], Transport]
+    #: The setting that selects it; None for the last row, which serves
+    #: wherever no other is chosen.
+    switch: Switch | None = None
+    #: Why it cannot serve here, in a few words; None when it can.
+    unavailable: Callable[[], str | None] = _nowhere
+    #: Why it serves where it can (the start line's reason, after the switch).
+    offered: str = ""
+    #: Whether the native fast path answers requests inside it (Given.fast).
+    fast_path: bool = True
+    #: Whether a transport it built serves as itself (False: it fell back
+    #: to /dev/fuse, the kernel not agreeing at INIT); None: not running.
+    in_force: Callable[[Transport | None], bool] = _always

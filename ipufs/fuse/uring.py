@@ -14,7 +14,8 @@
 # the kernel holds new requests back, so none is lost in between. The
 # kernel offers the flag only when root has set the fuse module's
 # ``enable_uring`` parameter: ``unavailable`` says why it would not be
-# used, and nothing here ever changes that parameter.
+# used, and nothing here ever changes that parameter. Its row of
+# TRANSPORTS (``KIND``) is switched by the `uring` setting (auto, on, off).
 from __future__ import annotations
 
 import logging
@@ -24,7 +25,7 @@ from ipufs import native
 from ipufs.fuse import abi, channel
 from ipufs.fuse.channel import FuseChannel, OnDevice
 from ipufs.fuse.devfuse import SPIN, ended
-from ipufs.fuse.transport import MappedMemory
+from ipufs.fuse.transport import Given, MappedMemory, Switch, Transport, TransportKind
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +59,6 @@ def unavailable() -> str | None:
     if disabled == 2 or (disabled == 1 and os.geteuid() != 0):
         return f"io_uring is disabled ({DISABLED} = {disabled})"
     return None
-
-
-def choose(mode: str) -> tuple[bool, str]:
-    """Whether a mount with ``--uring MODE`` (auto, on, off) serves over
-    io_uring, and why. ValueError, in one line, for ``on`` where it
-    cannot."""
-    if mode == "off":
-        return False, "--uring off"
-    why = unavailable()
-    if why is None:
-        return True, f"--uring {mode}: the kernel offers it and enable_uring is Y"
-    if mode == "on":
-        raise ValueError(f"--uring on: FUSE over io_uring is unavailable: {why}")
-    return False, why
 
 
 def possible_cpus() -> int:
@@ -165,3 +152,20 @@ class Uring(OnDevice):
         if self.rings is not None:
             self.rings.close()
         self.device.close()
+
+
+def _build(given: Given) -> Uring:
+    return Uring.open(spin_for=given.spin_for, fast=given.fast, mapped=given.mapped)
+
+
+def _in_force(transport: Transport | None) -> bool:
+    return isinstance(transport, Uring) and transport.running
+
+
+#: Its row of TRANSPORTS (ipufs/fuse/transports.py).
+KIND = TransportKind(
+    "FUSE over io_uring", _build,
+    Switch("uring", "serve requests over FUSE over io_uring, a ring and a thread per CPU: auto (the default: "
+           "where the kernel offers it, its fuse module's enable_uring set by root), on (fail where it cannot) "
+           "or off (docs/systemd.md)"),
+    unavailable, offered="the kernel offers it and enable_uring is Y", in_force=_in_force)

@@ -1,11 +1,13 @@
-# One emulated IPU: its memory regions, registers, tiles and their debug
-# interface, ICU, interrupt controller, sync and exception state. Hosts
+# One emulated IPU, composed of its parts: memory regions, config space
+# registers (config_space.py), tile memory, the executor (executor/), the
+# tile debug unit (debug/), the ICU, the interrupt controller and the sync
+# group. It keeps the registers' meaning itself: the commands a host
+# stores, the exception it holds, syncs, the fault API and reset. Hosts
 # reach it through config space (read_config/write_config, and mapped
 # stores noticed by poll_registers), the mailbox and the driver's ioctls.
 # Pure: no I/O, no clocks; the driver calls in and takes interrupts out.
 from __future__ import annotations
 
-import struct
 from operator import attrgetter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -15,23 +17,23 @@ import numpy as np
 from ipufs.abi import registers as R
 from ipufs.abi.icu import Header
 from ipufs.abi.serial import board_serial
+from ipufs.model.config_space import ConfigSpace
+from ipufs.model.debug import DebugUnit
 from ipufs.model.icu import Board, Icu, IcuObserver
 from ipufs.abi.interrupts import ALL_SOURCES, Interrupt
 from ipufs.model.interrupts import InterruptController
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import Profile, Region
-from ipufs.abi.registers import ExceptionCause, TdiCommand, TdiResult
-from ipufs.model.sync import SyncGroup, SyncRefused, interrupt_for
-from ipufs.model.tdi import TdiRefused, TdiRegister, TileDebug
-from ipufs.model.executor import Execution, debug as tile_debug
+from ipufs.abi.registers import ExceptionCause
+from ipufs.model.sync import HostSync, SyncGroup, interrupt_for
+from ipufs.model.executor import Execution
+from ipufs.model.executor.debuggee import Debuggee
 from ipufs.model import power
-from ipufs.model.tile_registers import TileRegisters
-from ipufs.model.tiles import MisalignedAccess, TileMemory
+from ipufs.model.link import LinkErrors
+from ipufs.model.tiles import TileMemory
 
 REG = R.REGISTERS
-_U32 = struct.Struct("<I")
 _INT_MASK = REG["INT_MASK"]
-_DOORBELLS = slice(R.DOORBELL_SPAN[0] // 4, R.DOORBELL_SPAN[1] // 4)
 #: The word of the mailbox BAR that rings the ICU.
 MAILBOX_BELL = Header.DOORBELL // 4
 
@@ -83,101 +85,41 @@ class Ipu:
         self.group = group or SyncGroup((index,), lambda member, zone: self.sync_completed(zone))
         self.interrupts = InterruptController(index=index, outbox=set() if outbox is None else outbox)
         self.tiles = TileMemory(profile, self.memory[Region.EXCHANGE])
-        self.tdi: dict[int, TileDebug] = {}
+        #: the tile debug unit: the TDI's registers, breakpoints, injections (docs/execution.md)
+        self.debug = DebugUnit(profile, self.config, self.tiles, self.raise_exception)
         #: the tiles' contexts and the code they run (docs/execution.md)
-        self.execution = Execution(self)
-        #: the per-tile TDI registers in config space, where the profile has them
-        self.tile_registers = (None if profile.tdi_tile_base is None else
-                               TileRegisters(profile, self.config, self.execution, self.tdi))
+        self.execution = Execution(profile, self.tiles, self, self.debug)
+        self.debug.bind(Debuggee(self.execution))
         self._no_span = np.zeros(0, dtype=np.uint32)
         self.exception: HeldException | None = None
         self.exception_count = 0
         self.raised_sticky = 0
-        self.sync_status = 0
-        self.sync_counts = {1: 0, 2: 0}
-        self.tdi_result = 0
+        #: SYNC_STATUS and the sync counters: this IPU's requests of its group
+        self.host_sync = HostSync(index, self.group)
         self.link_down = False
+        self.link_errors = LinkErrors()  # corrected on the link (the `link-errors` fault)
         #: UTILISATION, in hundredths of a percent: what the daemon last
         #: sampled of the tiles' work (the model reads no clocks)
         self.utilisation = 0
         self._batching = False
-        self._synced: list[int] = []  # the status values last stored, in STATUS order
-        self.icu = Icu(
-            Board(pcb=3, bom=1, board_type=profile.board_type, firmware=(2, 5, 9),
-                  bootloader=(1, 0, 4), temperature_mc=45_000, power_mw=profile.power_mw,
-                  clock_mhz=profile.clock_mhz),
-            self.memory[Region.MAILBOX],
-            on_reboot=self.reset,
-            observer=icu_observer,
-        )
+        self.icu = Icu(_board(profile), self.memory[Region.MAILBOX], on_reboot=self.reset, observer=icu_observer)
         # A persistent config BAR keeps its reset counter across restarts.
-        self.reset_count = self._reg(REG["RESET_COUNT"])
+        self.reset_count = int(self.config.words[REG["RESET_COUNT"].index])
         self.icu.format()
-        identity = self._identity()
-        self._identity_index = np.array([REG[n].index for n in identity], dtype=np.intp)
-        self._identity_values = np.array(list(identity.values()), dtype=np.uint32)
-        # What config space must hold while no command waits: doorbells 0,
-        # the status registers as last synced, the identity. A watcher
-        # (another thread, or native code) compares it with the words.
-        doorbells = np.arange(_DOORBELLS.start, _DOORBELLS.stop, dtype=np.uint32)
-        self.watch_index = np.concatenate([doorbells, _STATUS_INDEX, self._identity_index]).astype(np.uint32)
-        self.watch_expect = np.zeros(self.watch_index.size, dtype=np.uint32)
-        self.watch_expect[-self._identity_index.size :] = self._identity_values
-        self._status_slot = slice(doorbells.size, doorbells.size + _STATUS_INDEX.size)
-        self._write_identity()
+        self.registers = ConfigSpace(self.config, _identity(self), _STATUS_REGISTERS)
+        self.registers.write_identity()
         self.sync_registers()
 
     # --- registers -----------------------------------------------------------
-    def _reg(self, reg: R.Register) -> int:
-        return int(self.config.words[reg.index])
-
-    def _set(self, reg: R.Register, value: int) -> None:
-        value &= 0xFFFFFFFF
-        if self._reg(reg) != value:
-            self.config.write(reg.offset, _U32.pack(value))
-
-    def _identity(self) -> dict[str, int]:
-        p, where = self.profile, self.placement
-        fw, bl = self.icu.board.firmware, self.icu.board.bootloader
-        return {
-            "VENDOR_ID": p.pci_vendor, "DEVICE_ID": p.pci_device, "ARCH": R.ARCH_CODES[p.arch],
-            "TILE_COUNT": p.tiles, "SRAM_PER_TILE": p.sram_per_tile,
-            "WORKERS_PER_TILE": p.workers_per_tile, "BOARD_TYPE": R.BOARD_CODES[p.board_type],
-            "BOARD_VARIANT": 1, "BOARD_SERIAL_LO": where.serial & 0xFFFFFFFF,
-            "BOARD_SERIAL_HI": where.serial >> 32, "BOARD_IPU_INDEX": where.index_on_board,
-            "FIRMWARE_VERSION": fw[0] << 16 | fw[1] << 8 | fw[2],
-            "BOOTLOADER_VERSION": bl[0] << 16 | bl[1] << 8 | bl[2],
-            "LINK_SPEED": p.link_speed_tenths, "LINK_WIDTH": p.link_width, "NUMA_NODE": 0,
-            "PARITY_INIT": 1, "TILE_MEM_BASE": self.tiles.base, "TILE_WINDOW": p.tile_window,
-            "GROUP_SIZE": where.group_size, "TILE_EXCHANGE_BASE": p.exchange_tile_base,
-            "TILE_TDI_BASE": p.tdi_tile_base or 0,
-        }
-
     def _status(self) -> list[int]:
         """The status registers' values, in the order of STATUS."""
         return [value(self) for _, value in STATUS]
 
-    def _write_identity(self) -> None:
-        self.config.store_words(self._identity_index, self._identity_values)
-
     def sync_registers(self) -> None:
         """Bring every status register up to date with the model, including
         any the host stored over."""
-        # Masked: whatever a caller left in the model, a register holds a u32
-        # and a store never fails (the fault API also refuses such values).
-        values = [v & 0xFFFFFFFF for v in self._status()]
-        self.config.store_words(_STATUS_INDEX, np.array(values, dtype=np.uint32))
-        self.watch_expect[self._status_slot] = values
-        self._synced = values
-        self.debug_changed()
-
-    def debug_changed(self) -> None:
-        """Tiles' debug state moved (the executor, a TDI command): their
-        per-tile TDI registers show it."""
-        if self.tile_registers is not None:
-            self.tile_registers.publish()
-        else:
-            self.execution.debug_touched.clear()
+        self.registers.store_all(self._status())
+        self.debug.publish()
 
     def _changed(self) -> None:
         """Model state changed: show it in the registers, unless a register
@@ -186,13 +128,14 @@ class Ipu:
         runs between a device event and its signal, on the interrupt path."""
         if self._batching:
             return
-        if self.execution.debug_touched:
-            self.debug_changed()
-        synced = self._synced
+        if self.debug.changed:
+            self.debug.publish()
+        registers = self.registers
+        synced = registers.synced
         for slot, (_, value) in enumerate(STATUS):
             now = value(self)
             if synced[slot] != now:  # most do not move: compare before the call that stores
-                self._store_status(slot, now)
+                registers.store(slot, now)
 
     def read_config(self, offset: int, length: int) -> bytes:
         """A host read of config space (pread on ipuN)."""
@@ -207,55 +150,29 @@ class Ipu:
         TDI registers are TDI register writes, word by word: the first
         refused raises TdiRefused, or ends the write short after others.
         Returns the count stored (short at the end of the BAR)."""
-        block = self.tile_registers
+        block = self.debug.block
         if block is not None and block.overlaps(offset, len(data)):
-            return self._write_spanning(block, offset, memoryview(data))
+            return block.write_spanning(offset, memoryview(data), self.write_config)
         n = self.config.write(offset, data)
         if n:
             if offset < _INT_MASK.offset + 4 and offset + n > _INT_MASK.offset:
-                self.interrupts.set_mask(self._reg(_INT_MASK))
+                self.interrupts.set_mask(self.registers.get(_INT_MASK))
             self.poll_registers()
         return n
-
-    def _write_spanning(self, block: TileRegisters, offset: int, data: memoryview) -> int:
-        """write_config of a write that covers per-tile TDI registers: what
-        lies before them, them, what lies after, in order."""
-        n = self.config.clip(offset, len(data))
-        first, last = max(offset, block.start), min(offset + n, block.end)
-        done = self.write_config(offset, data[: first - offset]) if first > offset else 0
-        try:
-            done += block.write_words(first, data[first - offset : last - offset])
-        except TdiRefused:
-            if not done:
-                raise
-            return done  # what lies before was written
-        if done < last - offset:
-            return done
-        if offset + n > last:
-            done += self.write_config(last, data[last - offset : n])
-        return done
 
     def changes_mask(self, offset: int, data: bytes | memoryview) -> bool:
         """Whether a host write of ``data`` at ``offset`` would change the
         interrupt mask in force (the driver asks who writes, then)."""
-        start, end = _INT_MASK.offset, _INT_MASK.offset + 4
-        if offset >= end or offset + len(data) <= start:
-            return False
-        word = bytearray(self.config.read(start, 4))
-        for at in range(max(offset, start), min(offset + len(data), end)):
-            word[at - start] = data[at - offset]
-        return int.from_bytes(word, "little") & ALL_SOURCES != self.interrupts.mask
+        mask = self.registers.after_write(_INT_MASK, offset, data)
+        return mask is not None and mask & ALL_SOURCES != self.interrupts.mask
 
     def needs_poll(self) -> bool:
         """Whether poll_registers has anything to do: a command stored, the
         mask changed, the mailbox rung, a read-only register overwritten.
-        Only reads, so another thread may ask: config space differs from
-        ``watch_expect`` at ``watch_index``, or the mailbox DOORBELL is set."""
-        return bool(
-            self.icu.mailbox.words[MAILBOX_BELL]
-            or not np.array_equal(self.config.words[self.watch_index], self.watch_expect)
-            or (self.tile_registers is not None and self.tile_registers.changed())
-        )
+        Only reads, so another thread may ask."""
+        block = self.debug.block
+        return bool(self.icu.mailbox.words[MAILBOX_BELL] or self.registers.stored_over()
+                    or (block is not None and block.changed()))
 
     def watched_words(self) -> tuple[object, object, object, object, int, object, object]:
         """What a detector of host stores compares, as native.Watch takes it:
@@ -264,9 +181,9 @@ class Ipu:
         span of config space words that must equal another array (the
         per-tile TDI registers and what the model stored there; empty
         without them)."""
-        block = self.tile_registers
+        block, regs = self.debug.block, self.registers
         span = (block.words, block.expect) if block is not None else (self._no_span, self._no_span)
-        return self.config.words, self.watch_index, self.watch_expect, self.icu.mailbox.words, MAILBOX_BELL, *span
+        return self.config.words, regs.watch_index, regs.watch_expect, self.icu.mailbox.words, MAILBOX_BELL, *span
 
     def poll_registers(self) -> bool:
         """Act on what the host stored in registers, by pwrite or through a
@@ -274,25 +191,26 @@ class Ipu:
         INT_MASK (a store through a mapping cannot say who made it, and the
         mask is the attached process's: write_config sets it). Returns
         whether anything was done."""
-        words = self.config.words
+        registers = self.registers
         acted = False
         self._batching = True
         try:
-            if words[_DOORBELLS].any():
+            if registers.doorbells_rung():
                 for reg in R.BLOCK["DOORBELL"].registers:
-                    value = self._reg(reg)
+                    value = registers.get(reg)
                     if value:
-                        self._set(reg, 0)
+                        registers.set(reg, 0)
                         COMMANDS[reg](self, value)
                         acted = True
-            if self.icu.mailbox.words[Header.DOORBELL // 4]:
+            if self.icu.mailbox.words[MAILBOX_BELL]:
                 self.serve_mailbox()
                 acted = True
-            if self.tile_registers is not None and self.tile_registers.act():
+            block = self.debug.block
+            if block is not None and block.act():
                 acted = True
         finally:
             self._batching = False
-        self._write_identity()
+        registers.write_identity()
         self.sync_registers()
         return acted
 
@@ -304,16 +222,8 @@ class Ipu:
         self.raised_sticky |= 1 << source
         self.interrupts.raise_(source)
         if not self._batching:
-            self._store_status(_INT_RAISED, self.raised_sticky)
-            self._store_status(_INT_PENDING, self.interrupts.pending)
-
-    def _store_status(self, slot: int, value: int) -> None:
-        """Status register number ``slot`` (in STATUS order) now holds ``value``."""
-        value &= 0xFFFFFFFF  # a register holds a u32, whatever the model was given
-        if self._synced[slot] != value:
-            self._synced[slot] = value
-            self.config.store_word(_STATUS_WORDS[slot], value)
-            self.watch_expect[self._status_slot.start + slot] = value
+            self.registers.store(_INT_RAISED, self.raised_sticky)
+            self.registers.store(_INT_PENDING, self.interrupts.pending)
 
     def set_interrupt_mask(self, mask: int) -> None:
         self.interrupts.set_mask(mask)
@@ -333,9 +243,7 @@ class Ipu:
         self.exception_count += 1
         if self.exception is None:
             self.exception = HeldException(int(cause), tile, address, context)
-        if 0 <= tile < self.profile.tiles:
-            self.tdi.setdefault(tile, TileDebug()).excepted[context] = int(cause)
-            self.execution.mark_excepted(tile, context)
+        self.debug.excepted(tile, context, int(cause))
         self.raise_interrupt(Interrupt.EXCEPTION)
         self._changed()
 
@@ -344,53 +252,12 @@ class Ipu:
         self.exception_count = 0
         self._changed()
 
-    # --- the tile debug interface --------------------------------------------------
-    def tdi_command(self, command: int) -> int:
-        """Run a TDI command on the aperture registers; returns TDI_RESULT."""
-        tile = self._reg(REG["TDI_TILE"])
-        if command not in TdiCommand.__members__.values():
-            return TdiResult.BAD_COMMAND
-        if not 0 <= tile < self.profile.tiles:
-            return TdiResult.BAD_TILE
-        debug = self.tdi.setdefault(tile, TileDebug())
-        self.execution.debug_touched.add(tile)  # its per-tile registers show what this does
-        data = self._reg(REG["TDI_DATA_LO"]) | self._reg(REG["TDI_DATA_HI"]) << 32
-        try:
-            if command == TdiCommand.READ_REG:
-                data = tile_debug.read_register(self.execution, tile, debug, self._reg(REG["TDI_REG"]))
-            elif command == TdiCommand.WRITE_REG:
-                result = tile_debug.write_register(self.execution, tile, debug, self._reg(REG["TDI_REG"]), data)
-                if result != TdiResult.OK:
-                    return result
-            else:
-                address, width = self._reg(REG["TDI_ADDRESS"]), self._reg(REG["TDI_WIDTH"])
-                if width not in (1, 2, 4, 8):
-                    return TdiResult.BAD_WIDTH
-                if command == TdiCommand.READ_MEM:
-                    if self.tiles.bad_word(tile, address, width):
-                        self.tiles.check_alignment(address, width)
-                        self.raise_exception(ExceptionCause.PARITY, tile, address,
-                                             debug.registers.get(TdiRegister.DBG_IOWNER, 0))
-                        return TdiResult.PARITY
-                    data = int.from_bytes(self.tiles.read(tile, address, width), "little")
-                else:
-                    self.tiles.write(tile, address, (data & ((1 << 8 * width) - 1)).to_bytes(width, "little"))
-        except MisalignedAccess:
-            self.raise_exception(ExceptionCause.MISALIGNED, tile, self._reg(REG["TDI_ADDRESS"]),
-                                 debug.registers.get(TdiRegister.DBG_IOWNER, 0))
-            return TdiResult.MISALIGNED
-        except TdiRefused as refused:
-            return refused.result
-        self._set(REG["TDI_DATA_LO"], data & 0xFFFFFFFF)
-        self._set(REG["TDI_DATA_HI"], data >> 32)
-        return TdiResult.OK
-
     # --- the ICU --------------------------------------------------------------
     def write_mailbox(self, offset: int, data: bytes | memoryview) -> int:
         """A host write to the mailbox node; a store to its DOORBELL word
         makes the ICU serve the request ring before this returns."""
         n = self.icu.host_write(offset, data)
-        if self.icu.mailbox.words[Header.DOORBELL // 4]:
+        if self.icu.mailbox.words[MAILBOX_BELL]:
             self.serve_mailbox()
         return n
 
@@ -410,25 +277,16 @@ class Ipu:
             self.raise_interrupt(Interrupt.ICU_DOORBELL)
 
     # --- sync ------------------------------------------------------------------
-    def request_sync(self, zone: int) -> None:
-        """The host asks for a sync on ``zone`` (CMD_SYNC)."""
-        self.sync_status &= ~R.SYNC_ERROR
-        try:
-            waits = self.group.arrive(self.index, zone)
-        except SyncRefused:
-            self.sync_status |= R.SYNC_ERROR
-            self._changed()
-            return
-        if waits:
-            self.sync_status |= R.SYNC_WAITING
+    def request_sync(self, zone: int) -> bool:
+        """The host (CMD_SYNC) or the tiles ask for a sync on ``zone``;
+        returns False if it is refused (SYNC_STATUS shows SYNC_ERROR)."""
+        accepted = self.host_sync.request(zone)
         self._changed()
+        return accepted
 
     def sync_completed(self, zone: int) -> None:
         """Called by the group when a sync this IPU asked for completes."""
-        from ipufs.model.sync import is_global2
-
-        self.sync_status = (self.sync_status & ~(R.SYNC_WAITING | 0xFF00)) | (zone & 0xFF) << 8
-        self.sync_counts[2 if is_global2(zone) else 1] += 1
+        self.host_sync.completed(zone)
         self.raise_interrupt(interrupt_for(zone))
         self.execution.sync_completed(zone)
         self._changed()
@@ -488,29 +346,45 @@ class Ipu:
         (ipuN_mem) and the interrupt mask stay."""
         self.execution.reset()
         self.tiles.clear()
-        # Freed later, as the contexts are; the dict stays (the per-tile TDI
-        # registers read it).
-        self.execution.set_aside(dict(self.tdi))
-        self.tdi.clear()
-        if self.tile_registers is not None:
-            self.tile_registers.clear()
+        self.execution.set_aside(self.debug.reset())  # freed later, as the contexts are
         self.exception = None
         self.exception_count = 0
-        self.group.withdraw(self.index)
-        self.sync_status = 0
+        self.host_sync.withdraw()
         self.icu.clear()
         self.interrupts.pending = 0
         self.interrupts.take()
         self.raised_sticky = 0
-        self._set(REG["SCRATCH"], 0)
-        for reg in R.BLOCK["TDI"].registers:
-            self._set(reg, 0)
-        self.tdi_result = 0
+        self.registers.set(REG["SCRATCH"], 0)
         self.reset_count += 1
         self._changed()
 
 
 # --- the register tables -------------------------------------------------------
+def _board(profile: Profile) -> Board:
+    """The board an IPU of ``profile`` reports through its ICU."""
+    return Board(pcb=3, bom=1, board_type=profile.board_type, firmware=(2, 5, 9), bootloader=(1, 0, 4),
+                 temperature_mc=45_000, power_mw=profile.power_mw, clock_mhz=profile.clock_mhz)
+
+
+def _identity(ipu: Ipu) -> dict[str, int]:
+    """The identity registers' values (docs/registers.md, IDENTITY)."""
+    p, where = ipu.profile, ipu.placement
+    fw, bl = ipu.icu.board.firmware, ipu.icu.board.bootloader
+    return {
+        "VENDOR_ID": p.pci_vendor, "DEVICE_ID": p.pci_device, "ARCH": R.ARCH_CODES[p.arch],
+        "TILE_COUNT": p.tiles, "SRAM_PER_TILE": p.sram_per_tile,
+        "WORKERS_PER_TILE": p.workers_per_tile, "BOARD_TYPE": R.BOARD_CODES[p.board_type],
+        "BOARD_VARIANT": 1, "BOARD_SERIAL_LO": where.serial & 0xFFFFFFFF,
+        "BOARD_SERIAL_HI": where.serial >> 32, "BOARD_IPU_INDEX": where.index_on_board,
+        "FIRMWARE_VERSION": fw[0] << 16 | fw[1] << 8 | fw[2],
+        "BOOTLOADER_VERSION": bl[0] << 16 | bl[1] << 8 | bl[2],
+        "LINK_SPEED": p.link_speed_tenths, "LINK_WIDTH": p.link_width, "NUMA_NODE": 0,
+        "PARITY_INIT": 1, "TILE_MEM_BASE": ipu.tiles.base, "TILE_WINDOW": p.tile_window,
+        "GROUP_SIZE": where.group_size, "TILE_EXCHANGE_BASE": p.exchange_tile_base,
+        "TILE_TDI_BASE": p.tdi_tile_base or 0,
+    }
+
+
 def _status_word(ipu: Ipu) -> int:
     return (R.STATUS_READY | (R.STATUS_EXCEPTION if ipu.exception else 0)
             | (R.STATUS_LINK_DOWN if ipu.link_down else 0)
@@ -534,20 +408,19 @@ STATUS: tuple[tuple[R.Register, Callable[[Ipu], int]], ...] = (
     (REG["INT_MASK"], attrgetter("interrupts.mask")),
     (REG["INT_PENDING"], attrgetter("interrupts.pending")),
     (REG["INT_RAISED"], attrgetter("raised_sticky")),
-    (REG["SYNC_STATUS"], attrgetter("sync_status")),
-    (REG["SYNC_GS1_COUNT"], lambda ipu: ipu.sync_counts[1]),
-    (REG["SYNC_GS2_COUNT"], lambda ipu: ipu.sync_counts[2]),
+    (REG["SYNC_STATUS"], attrgetter("host_sync.status")),
+    (REG["SYNC_GS1_COUNT"], lambda ipu: ipu.host_sync.counts[1]),
+    (REG["SYNC_GS2_COUNT"], lambda ipu: ipu.host_sync.counts[2]),
     (REG["TEMPERATURE"], attrgetter("icu.board.temperature_mc")),
     (REG["POWER"], attrgetter("icu.board.power_mw")),
     (REG["CLOCK"], attrgetter("icu.board.clock_mhz")),
     (REG["UTILISATION"], attrgetter("utilisation")),
     (REG["IPU_POWER"], lambda ipu: power.ipu_power_mw(ipu.icu.board.board_type, ipu.icu.board.clock_mhz,
                                                       ipu.utilisation)),
-    (REG["TDI_RESULT"], attrgetter("tdi_result")),
+    (REG["TDI_RESULT"], attrgetter("debug.aperture.result")),
 )
 _STATUS_REGISTERS = [reg for reg, _ in STATUS]
 _STATUS_WORDS = tuple(reg.index for reg in _STATUS_REGISTERS)
-_STATUS_INDEX = np.array(_STATUS_WORDS, dtype=np.intp)
 _INT_RAISED, _INT_PENDING = _STATUS_REGISTERS.index(REG["INT_RAISED"]), _STATUS_REGISTERS.index(REG["INT_PENDING"])
 _EXPECTED_STATUS = {r for b in R.BLOCKS if b.name != "IDENTITY" for r in b.registers if r.access is R.Access.RO}
 if set(_STATUS_REGISTERS) != _EXPECTED_STATUS | {REG["INT_MASK"]} or len(STATUS) != len(set(_STATUS_REGISTERS)):
@@ -556,12 +429,12 @@ if set(_STATUS_REGISTERS) != _EXPECTED_STATUS | {REG["INT_MASK"]} or len(STATUS)
 #: What each command register does when the host stores ``value`` in it
 #: (poll_registers has already cleared it). Checked below: one row for
 #: every register of the DOORBELL block.
-COMMANDS: dict[R.Register, Callable[[Ipu, int], None]] = {
+COMMANDS: dict[R.Register, Callable[[Ipu, int], object]] = {
     REG["CMD_RESET"]: lambda ipu, value: ipu.reset(),
     REG["CMD_EXC_CLEAR"]: lambda ipu, value: ipu.clear_exception(),
     REG["CMD_SYNC"]: Ipu.request_sync,
     REG["CMD_ICU"]: lambda ipu, value: ipu.serve_mailbox(),
-    REG["CMD_TDI"]: lambda ipu, value: setattr(ipu, "tdi_result", int(ipu.tdi_command(value))),
+    REG["CMD_TDI"]: lambda ipu, value: ipu.debug.aperture.run(value),
 }
 if set(COMMANDS) != set(R.BLOCK["DOORBELL"].registers):  # fail at import, never silently
     raise ImportError(f"command registers without a handler: "

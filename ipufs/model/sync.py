@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ipufs.abi.interrupts import Interrupt
+from ipufs.abi.registers import SYNC_ERROR, SYNC_WAITING
 
 
 class Zone(enum.IntEnum):
@@ -90,3 +91,38 @@ class SyncGroup:
         """``member`` was reset: it no longer waits."""
         for arrived in self.waiting.values():
             arrived.pop(member, None)
+
+
+class HostSync:
+    """One IPU's side of the host syncs: what SYNC_STATUS and the sync
+    counters show, and its requests of its ``group`` as member ``index``."""
+
+    def __init__(self, index: int, group: SyncGroup) -> None:
+        self.index = index
+        self.group = group
+        #: SYNC_STATUS: SYNC_WAITING, SYNC_ERROR, the zone last completed in bits 8..15
+        self.status = 0
+        #: completed syncs: 1 (GS1, GS1H), 2 (GS2, GS2H)
+        self.counts = {1: 0, 2: 0}
+
+    def request(self, zone: int) -> bool:
+        """Ask the group for a sync on ``zone``; False if it is refused."""
+        self.status &= ~SYNC_ERROR
+        try:
+            waits = self.group.arrive(self.index, zone)
+        except SyncRefused:
+            self.status |= SYNC_ERROR
+            return False
+        if waits:
+            self.status |= SYNC_WAITING
+        return True
+
+    def completed(self, zone: int) -> None:
+        """A sync this IPU asked for completed."""
+        self.status = (self.status & ~(SYNC_WAITING | 0xFF00)) | (zone & 0xFF) << 8
+        self.counts[2 if is_global2(zone) else 1] += 1
+
+    def withdraw(self) -> None:
+        """Reset: no sync waits."""
+        self.group.withdraw(self.index)
+        self.status = 0

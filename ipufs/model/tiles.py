@@ -1,15 +1,16 @@
-# Tile memory and the address rules of Graphcore's IPU programmer's guide
-# for GC2, scaled to other profiles as documented in
-# docs/registers.md:
+# Tile memory and its address rules, as docs/registers.md states them:
 # - a tile address is an unsigned 21-bit number;
-# - memory is populated from BASE = WINDOW (0x40000 on GC2) for SRAM bytes;
-# - any address aliases onto populated memory: offset = addr mod WINDOW
-#   (the guide's "mask off the upper bits starting at bit 18" on GC2), and an
-#   offset past the SRAM (profiles whose SRAM is not a power of two) wraps
-#   modulo the SRAM;
-# - two regions, region 1 when offset >= SRAM/2 (bit 17 on GC2); each of
-#   eight 64-bit banks; region 0 banks are contiguous, region 1 banks are
-#   interleaved by address bit 3 (odd/even 64-bit words);
+# - GC2 (ipu1), by Graphcore's IPU programmer's guide: memory is populated
+#   from BASE = WINDOW (0x40000) for SRAM bytes, and any address aliases
+#   onto it: offset = addr mod WINDOW (the guide's "mask off the upper bits
+#   starting at bit 18"); region 1 from SRAM/2 (bit 17);
+# - GC200 (ipu2, ipu21), as a runtime that drives a real C600 has it
+#   (osmarks/ipu-stack, crates/ipu-target/src/memory.rs): memory is
+#   0x4c000..0xe8000, code runs below 0x80000, region 1 (interleaved) is
+#   0x80000 on; an address outside memory is no memory (a load or store
+#   there faults: ipufs's rule, from that runtime's range checks);
+# - each region has eight 64-bit banks; region 0 banks are contiguous,
+#   region 1 banks are interleaved by address bit 3 (odd/even 64-bit words);
 # - loads and stores must be naturally aligned.
 # A tile's SRAM lives in the exchange BAR at EXCHANGE_BASE + tile * WINDOW
 # (tile-major; logical tile T is window instance T: docs/registers.md).
@@ -37,6 +38,10 @@ class MisalignedAccess(Exception):
     """A load or store whose address is not a multiple of its width."""
 
 
+class NoMemory(ValueError):
+    """An address outside the tile memory of a profile that does not alias."""
+
+
 class TileMemory:
     """Every tile's SRAM, viewed through the exchange BAR."""
 
@@ -44,22 +49,35 @@ class TileMemory:
         self.profile = profile
         self.window = profile.tile_window
         self.sram = profile.sram_per_tile
-        self.base = self.window
+        self.base = profile.tile_memory_base
+        #: the tile address where region 1 starts (code is fetched below it)
+        self.region1 = profile.region1_start
+        self.aliasing = profile.aliasing
         #: where tile 0's window starts in the exchange BAR
         self.exchange_base = profile.exchange_tile_base
         self.exchange = exchange
         self.bad_parity: set[tuple[int, int]] = set()  # (tile, word offset)
 
+    def offset(self, address: int) -> int | None:
+        """The byte of a tile's SRAM ``address`` lands on, or None where
+        there is no memory."""
+        if self.aliasing:
+            return (address & ((1 << ADDRESS_BITS) - 1)) % self.window % self.sram
+        offset = address - self.base
+        return offset if 0 <= offset < self.sram else None
+
     def locate(self, address: int) -> Location:
-        """Where ``address`` lands in a tile's SRAM (any 21-bit value)."""
-        offset = (address & ((1 << ADDRESS_BITS) - 1)) % self.window % self.sram
-        half = self.sram // 2
-        region = 1 if offset >= half else 0
-        within = offset - region * half
+        """Where ``address`` lands in a tile's SRAM (NoMemory outside it)."""
+        offset = self.offset(address)
+        if offset is None:
+            raise NoMemory(f"0x{address:x} is not tile memory (0x{self.base:x}..0x{self.base + self.sram:x})")
+        split = self.region1 - self.base
+        region = 1 if offset >= split else 0
+        within, size = (offset - split, self.sram - split) if region else (offset, split)
         if region == 0:
-            bank = within * BANKS_PER_REGION // half
+            bank = within * BANKS_PER_REGION // size
         else:
-            pair = within * (BANKS_PER_REGION // 2) // half
+            pair = within * (BANKS_PER_REGION // 2) // size
             bank = pair * 2 + ((offset >> 3) & 1)
         return Location(offset, region, bank)
 

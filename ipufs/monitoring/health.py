@@ -46,9 +46,10 @@ def judged(index: int, registers: dict[str, int]) -> IpuHealth:
     return IpuHealth(index, registers["BOARD_IPU_INDEX"], status, of_status(status))
 
 
-def report(verdicts: list[IpuHealth]) -> str:
-    """The JSON report: "{}", or {"hosts": {HOST: [failing IPUs]}}."""
-    failing = [{"error": v.error, "id": str(v.ipu), "board ipu index": str(v.board_ipu_index),
+def report(verdicts: list[IpuHealth], partition: str) -> str:
+    """The JSON report: "{}", or {"hosts": {HOST: [failing IPUs]}}, each
+    in ``partition``."""
+    failing = [{"error": v.error, "id": str(v.ipu), "partition": partition, "board ipu index": str(v.board_ipu_index),
                 "reason": v.health.reason} for v in verdicts if not v.health.healthy]
     if not failing:
         return "{}"

@@ -14,9 +14,10 @@ KEYS: tuple[str, ...] = (
     "hexoatt active size (bytes)", "hexoatt total size (bytes)", "hexopt active size (bytes)",
     "hexopt total size (bytes)", "icu bootloader version", "ipu architecture", "ipu error state",
     "ipu power", "ipu utilisation", "ipu utilisation (session)", "link correctable error count",
-    "link speed", "link width", "numa node", "parity initialised", "pci id", "pcie physical slot",
-    "remote buffers supported", "sysfs file id", "total board power", "user executable", "user name",
-    "user process id",
+    "link correctable error count (session)", "link speed", "link width", "numa node",
+    "parity error count threshold", "parity error threshold interval", "parity initialised", "pci id",
+    "pcie physical slot", "process start time", "remote buffers supported", "sysfs file id", "total board power",
+    "user executable", "user name", "user process id",
 )
 
 

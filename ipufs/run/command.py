@@ -70,7 +70,7 @@ def _start_daemon(run_dir: Path, options: list[str], user: bool) -> subprocess.P
     """`ipufs mount` at RUN_DIR/mnt in this namespace, returned once it serves."""
     mountpoint = run_dir / "mnt"
     mountpoint.mkdir()
-    argv = self_command.argv("mount", str(mountpoint), "--no-link-dev", "--config", os.devnull,
+    argv = self_command.argv("mount", str(mountpoint), "--no-link-dev", "--config", "",
                              "--no-cdi", "--control", str(run_dir / "control.sock"), *options)
     if user:
         argv += ["--owner", str(os.geteuid()), "--group", str(os.getegid())]

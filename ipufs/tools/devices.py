@@ -7,12 +7,13 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Any
+from typing import cast
 
 from ipufs.client import Control, ControlError, IoctlError
 from ipufs.client.device import icu_transfer
 from ipufs.client.where import MOUNT_ENV
 from ipufs.abi.icu import ERROR_MARKER, op_word
+from ipufs.abi.ipu_view import IpuView
 from ipufs.abi.registers import REGISTERS
 from ipufs.problems import Problem, as_root
 
@@ -105,13 +106,32 @@ def _icu_answer(fd: int, op: int, *args: int) -> tuple[int, ...] | None:
     return None if answer[0] == ERROR_MARKER else answer
 
 
-def daemon_view(root: Path, index: int) -> dict[str, Any] | None:
+def daemon_view(root: Path, index: int) -> IpuView | None:
     """The control channel's view of one IPU, or None when unreachable. The
     attached process's pid is as this process sees it (the daemon numbers
     it in our PID namespace; null, with a ``pid_note``, when we cannot see
     it: docs/control.md)."""
     try:
         with Control.of_mount(mountpoint_of(root, index), timeout=2) as control:
-            return control.request("ipu", ipu=index)
+            view = cast(IpuView, control.request("ipu", ipu=index))
     except (OSError, ControlError, ValueError):
         return None
+    return seen_here(view)
+
+
+def daemon_views(root: Path, timeout: float | None = None) -> dict[int, IpuView]:
+    """Every IPU's view from one `status` request to the daemon serving
+    ``root`` (pids as daemon_view gives them). Raises OSError when there is
+    no daemon to ask, ControlError when it refuses, ControlTimeout when it
+    does not answer within ``timeout`` (Control.TIMEOUT unless told)."""
+    with Control.of_mount(mountpoint_of(root, indices(root)[0]), timeout) as control:
+        answer = control.request("status")
+    views = cast(list[IpuView], answer["ipus"])
+    return {view["ipu"]: seen_here(view) for view in views}
+
+
+def seen_here(view: IpuView) -> IpuView:
+    """``view`` with the attached pid as this process sees it: the daemon
+    numbers it so already, in the asker's PID namespace (null, with a
+    ``pid_note``, when this process cannot see it)."""
+    return view

@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+import time
 from typing import Any
 
 from ipufs.abi.pci import pci_address
 from ipufs import __version__
 from ipufs.abi import ioctls
 from ipufs.abi.icu import Op
+from ipufs.abi.ipu_view import IpuView
 from ipufs.abi.registers import ARCH_CODES, BOARD_CODES, STATUS_ICU_UNRESPONSIVE, ExceptionCause
 from ipufs.abi.serial import serial_text
 from ipufs.client.bars import bar_size
@@ -27,6 +29,9 @@ NA = "N/A"
 #: What one attachment may give the device by ATTACH_BUFFER: the driver's
 #: limits, reported as the "hexoatt" (host exchange translation) total.
 HEXOATT_TOTAL = ioctls.MAX_BUFFERS * ioctls.MAX_BUFFER_LENGTH
+#: "target" by board type: an IPU-Machine's IPUs are reached over its
+#: fabric (Graphcore's M2000 sample prints "target: Fabric"), a card's over PCIe.
+TARGETS = {"M2000": "Fabric"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +62,7 @@ def fields(root: Path, index: int) -> list[Field]:
     return fields_from(root, index, devices.registers(root, index), devices.daemon_view(root, index))
 
 
-def fields_from(root: Path, index: int, r: dict[str, int], view: dict[str, Any] | None) -> list[Field]:
+def fields_from(root: Path, index: int, r: dict[str, int], view: IpuView | None) -> list[Field]:
     """The attributes of IPU ``index`` given its config registers ``r``
     (devices.registers) and the daemon's view of it (devices.daemon_view),
     read once by a caller that needs them too; the ICU and the ipuN_mem
@@ -71,13 +76,14 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: dict[str, Any] 
     loader = (boot[1] & 0xFFFF, boot[1] >> 16, boot[2]) if boot else _version(r["BOOTLOADER_VERSION"])
     bootloader = ".".join(map(str, loader))
     error = r["ERROR_STATE"]
-    attached = (view or {}).get("attached")
+    attached = view["attached"] if view else None
     mem = _memory(root, index)
-    session_use = (view or {}).get("session_use")
+    session_use = view["session_use"] if view else None
     board = BOARD_NAMES.get(r["BOARD_TYPE"], "unknown")
+    started = _start_time(attached["pid"]) if attached and attached["pid"] is not None else None
     out = [
         _field("id", index),
-        _field("target", "PCIe"),
+        _field("target", TARGETS.get(board, "PCIe")),
         _field("average board temp", temperature[1] / 1000 if temperature else None, " C", "{:.1f}"),
         _field("average die temp", r["TEMPERATURE"] / 1000, " C", "{:.1f}"),
         _field("board ipu index", r["BOARD_IPU_INDEX"]),
@@ -100,13 +106,18 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: dict[str, Any] 
         _field("ipu power", r["IPU_POWER"] / 1000 if r["IPU_POWER"] else None, "W", "{:.2f}"),
         _field("ipu utilisation", r["UTILISATION"] / 100, "%", "{:.2f}"),
         _field("ipu utilisation (session)", None if session_use is None else session_use * 100, "%", "{:.2f}"),
-        _field("link correctable error count", None),
+        _field("link correctable error count", view["link_errors"] if view else None),
+        _field("link correctable error count (session)", view["link_errors_session"] if view else None),
         _field("link speed", r["LINK_SPEED"] / 10, " GT/s", "{:.1f}"),
         _field("link width", r["LINK_WIDTH"]),
         _field("numa node", r["NUMA_NODE"]),
+        _field("parity error count threshold", None),  # ipufs takes no IPU out of use for parity errors
+        _field("parity error threshold interval", None),
         _field("parity initialised", r["PARITY_INIT"]),
         _field("pci id", pci_address(index)),
         _field("pcie physical slot", index // max(1, r["GROUP_SIZE"])),
+        *([Field("process start time", time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started)),
+                 "process_start_time", started)] if started is not None else []),
         _field("remote buffers supported", 1),
         _field("sysfs file id", index),
         _field("total board power", power[1] / 1000 if power else None, " W", "{:.1f}"),
@@ -137,6 +148,20 @@ def _cause(error: int) -> str:
         return ExceptionCause(error).name.lower()
     except ValueError:
         return f"error {error}"
+
+
+def _start_time(pid: int) -> float | None:
+    """When process ``pid`` started, in seconds since the epoch (None when
+    it cannot be read): its start in clock ticks after boot (/proc/PID/stat)
+    plus the boot time (/proc/stat's btime)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            ticks = int(f.read().rsplit(b")", 1)[1].split()[19])
+        with open("/proc/stat", "rb") as f:
+            boot = next(int(line.split()[1]) for line in f if line.startswith(b"btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _executable(pid: int) -> str:

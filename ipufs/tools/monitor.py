@@ -22,8 +22,8 @@ def snapshot(root: Path) -> list[dict[str, Any]]:
     rows = []
     for index in devices.indices(root):
         r = devices.registers(root, index)
-        view = devices.daemon_view(root, index) or {}
-        attached = view.get("attached")
+        view = devices.daemon_view(root, index)
+        attached = view["attached"] if view else None
         fw = r["FIRMWARE_VERSION"]
         rows.append({
             "ipu": index,
@@ -35,8 +35,8 @@ def snapshot(root: Path) -> list[dict[str, Any]]:
             "pid": attached["pid"] if attached else None,  # None too when not in this PID namespace
             "command": attached["command"] if attached else None,
             "user": attached["user"] if attached else None,
-            "signals_sent": sum(view.get("signals_sent", {}).values()),
-            "signals_dropped": sum(view.get("signals_dropped", {}).values()),
+            "signals_sent": sum(view["signals_sent"].values()) if view else 0,
+            "signals_dropped": sum(view["signals_dropped"].values()) if view else 0,
             "clock_mhz": r["CLOCK"],
             "temperature_c": r["TEMPERATURE"] / 1000,
             "power_w": r["POWER"] / 1000,

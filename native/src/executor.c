@@ -4,9 +4,9 @@
  * for those, on the same arrays, and hands every other turn back: system
  * instructions with side effects outside these arrays, the floating point
  * it does not take, and any instruction that would fault (a misaligned
- * access, a bad PC, a shift past 31, a NaN operand), which Python then
- * executes and turns into the exception with its cause and address. The
- * rules and their sources: docs/execution.md. */
+ * access, a bad PC, a shift past 31, an enabled floating-point exception),
+ * which Python then executes and turns into the exception with its cause
+ * and address. The rules and their sources: docs/execution.md. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,7 +29,9 @@
     X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay") X(SYNC, "sync") \
     X(RPTM, "rptm") X(RPTI, "rpti") X(RUN, "run") X(RUNALL, "runall") X(EXIT, "exit") \
     X(GET, "get") X(PUT, "put") X(UGET, "uget") X(UPUT, "uput") \
-    X(F32, "f32") X(F32V2, "f32v2") X(F32V2B, "f32v2b")
+    X(F32, "f32") X(F32V2, "f32v2") X(F32V2B, "f32v2b") \
+    X(F16V2, "f16v2") X(F16V2L, "f16v2l") X(F16V2U, "f16v2u") X(F16V4, "f16v4") X(F16V4L, "f16v4l") \
+    X(F16V4U, "f16v4u")
 
 /* The kinds: which operation a form applies, or which access it makes. */
 #define KINDS(X) \
@@ -58,6 +60,9 @@
 enum { FORMS(ENUM_F) F_COUNT };
 enum { KINDS(ENUM_K) K_COUNT };
 enum { CSR_OPS(ENUM_C) C_COUNT };
+
+#include "executor_fp.h"  /* the f32 and f16 lanes, on the K_ names */
+
 static const char *const form_names[] = { FORMS(NAME) };
 static const char *const kind_names[] = { KINDS(NAME) };
 static const char *const csr_op_names[] = { CSR_OPS(NAME) };
@@ -144,6 +149,7 @@ static int aux_form(int form)
     switch (form) {
     case F_ARR: case F_ARI: case F_PRR: case F_ANOT: case F_PNOT: case F_SETZIA:
     case F_F32: case F_F32V2: case F_F32V2B:
+    case F_F16V2: case F_F16V2L: case F_F16V2U: case F_F16V4: case F_F16V4L: case F_F16V4U:
         return 1;
     default:
         return 0;
@@ -231,9 +237,17 @@ static inline void set(uint32_t *file, uint32_t reg, uint32_t value)
         file[reg] = value;
 }
 
-/* A tile address's byte in the tile's SRAM (TileMemory.locate's offset). */
+/* What offset_of gives an address where there is no memory. */
+#define NO_MEMORY 0xFFFFFFFFu
+
+/* A tile address's byte in the tile's SRAM (TileMemory.offset), or
+ * NO_MEMORY. */
 static inline uint32_t offset_of(const struct ipufs_x *x, uint32_t address)
 {
+    if (x->bounded) {
+        uint32_t o = address - x->memory_base;  /* below the base: wraps past sram */
+        return o < x->sram ? o : NO_MEMORY;
+    }
     uint32_t o = address & 0x1FFFFFu & (x->window - 1);
     return o >= x->sram ? o - x->sram : o;
 }
@@ -255,7 +269,7 @@ static inline uint8_t *access(const struct ipufs_x *x, uint8_t *sram, uint32_t a
     if (address & (uint32_t)(width - 1))
         return NULL;
     uint32_t o = offset_of(x, address);
-    if (kind == K_A128 && o < x->sram / 2)  /* ld128: region 1 only */
+    if (o == NO_MEMORY || (kind == K_A128 && o < x->region1))  /* no memory; ld128: region 1 only */
         return NULL;
     return sram + o;
 }
@@ -403,56 +417,6 @@ static inline int csr_read(const struct turn *w, int op, uint32_t slot, uint32_t
     return 1;
 }
 
-/* Floating point (fp.py): an f32 operand as a double; 0 for NaN, infinity
- * and subnormals, which Python faults on. */
-static inline int fp_operand(uint32_t bits, double *value)
-{
-    uint32_t exponent = bits >> 23 & 0xFF;
-    if (exponent == 0xFF || (exponent == 0 && (bits & 0x7FFFFF)))
-        return 0;
-    float v;
-    memcpy(&v, &bits, 4);
-    *value = v;
-    return 1;
-}
-
-enum { FP_INV = 1 << 0, FP_OFLO = 1 << 2, FP_RND = 7 << 16, FP_ESR = 1 << 19, FP_NANOO = 1 << 20 };
-
-/* One f32 lane (fp.py's _rounded and _compare): the exact result in binary64
- * rounded once to binary32, to nearest even (the default mode); 0 where
- * Python faults (a rounding mode or stochastic rounding set, a subnormal
- * result, an overflow with NANOO or with OFLO enabled). `sts`: $FP_STS. */
-static inline int fp_lane(int kind, double x, double y, uint32_t ctl, uint32_t *sts, uint32_t *out)
-{
-    double r;
-    switch (kind) {
-    case K_CMPEQ: *out = x == y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPNE: *out = x != y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPLT: *out = x < y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPLE: *out = x <= y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPGT: *out = x > y ? 0xFFFFFFFFu : 0; return 1;
-    case K_CMPGE: *out = x >= y ? 0xFFFFFFFFu : 0; return 1;
-    case K_ADD: r = x + y; break;
-    case K_SUB: r = x - y; break;
-    case K_MUL: r = x * y; break;
-    default: return 0;
-    }
-    if (ctl & (FP_RND | FP_ESR))
-        return 0;
-    if (r != 0 && fabs(r) < 0x1p-126)
-        return 0;
-    float v = (float)r;
-    if (isinf(v)) {
-        if (ctl & (FP_NANOO | FP_OFLO))
-            return 0;
-        *sts |= FP_OFLO;
-        *out = r < 0 ? 0xFF800000u : 0x7F800000u;
-        return 1;
-    }
-    memcpy(out, &v, 4);
-    return 1;
-}
-
 /* One instruction (or half of a bundle) of the turn `w` on $a `a` and the
  * upper CSRs `u` (a bundle's aux half: copies); `pc` holds the address
  * after it and becomes where the context goes on. OK, or why Python must
@@ -589,7 +553,7 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
     }
     case F_RUN: case F_RUNALL: {  /* system.py _run, _runall */
         uint32_t entry = m[o[0]], vbase = m[o[1]] + (h->form == F_RUN ? o[2] * 4 + x->memory_base : 0);
-        if (((entry | vbase) & 3) || offset_of(x, entry) >= x->sram / 2)  /* faults */
+        if (((entry | vbase) & 3) || offset_of(x, entry) >= x->region1)  /* faults (NO_MEMORY too) */
             return IPUFS_X_PYTHON;
         if (!room(x, w->count - 1))
             return IPUFS_X_FULL;
@@ -643,16 +607,35 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
     }
     case F_F32: case F_F32V2: case F_F32V2B: {  /* fp.py _vector: lane by lane, written at the end */
         int lanes = h->form == F_F32 ? 1 : 2;
-        uint32_t sts = u[0], out[2];
-        for (int i = 0; i < lanes; i++) {
-            double xv, yv;
-            if (!fp_operand(a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], &xv)
-                || !fp_operand(a[o[2] + (uint32_t)i], &yv) || !fp_lane(h->kind, xv, yv, u[2], &sts, &out[i]))
+        uint32_t flags = 0, out[2];
+        for (int i = 0; i < lanes; i++)
+            if (!fp_lane(&FP32, h->kind, a[o[1] + (h->form == F_F32V2B ? 0 : (uint32_t)i)], a[o[2] + (uint32_t)i],
+                         u[2], &flags, &out[i]))
                 return IPUFS_X_PYTHON;
-        }
-        u[0] = sts;
+        if (flags & u[2] & FP_ENABLES)  /* an enabled flag: the exception is Python's to raise */
+            return IPUFS_X_PYTHON;
+        u[0] |= flags;
         for (int i = 0; i < lanes; i++)
             set(a, o[0] + (uint32_t)i, out[i]);
+        break;
+    }
+    case F_F16V2: case F_F16V2L: case F_F16V2U: case F_F16V4: case F_F16V4L: case F_F16V4U: {
+        /* the same on halves: lanes low half, low register first; :BL/:BU
+         * give every lane the first source's lower/upper half */
+        int f = h->form, lanes = f == F_F16V4 || f == F_F16V4L || f == F_F16V4U ? 4 : 2;
+        int lower = f == F_F16V2L || f == F_F16V4L, upper = f == F_F16V2U || f == F_F16V4U;
+        uint32_t flags = 0, out[4];
+        for (int i = 0; i < lanes; i++) {
+            uint32_t x = lower ? a[o[1]] : upper ? a[o[1]] >> 16 : a[o[1] + (uint32_t)i / 2] >> (16 * (i % 2));
+            uint32_t y = a[o[2] + (uint32_t)i / 2] >> (16 * (i % 2));
+            if (!fp_lane(&FP16, h->kind, x & 0xFFFF, y & 0xFFFF, u[2], &flags, &out[i]))
+                return IPUFS_X_PYTHON;
+        }
+        if (flags & u[2] & FP_ENABLES)
+            return IPUFS_X_PYTHON;
+        u[0] |= flags;
+        for (int i = 0; i < lanes; i += 2)
+            set(a, o[0] + (uint32_t)i / 2, out[i] | out[i + 1] << 16);
         break;
     }
     default: return IPUFS_X_PYTHON;
@@ -671,14 +654,14 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, struct tur
         return IPUFS_X_PYTHON;
     uint8_t *sram = w->sram;
     uint32_t at = offset_of(x, pc);
-    if (at >= x->sram / 2)  /* code is fetched from region 0 only */
+    if (at >= x->region1)  /* code is fetched from region 0 only (NO_MEMORY too) */
         return IPUFS_X_PYTHON;
     uint32_t word, second;
     memcpy(&word, sram + at, 4);
     uint64_t key = word;
     if (word & 0x80000000u) {  /* a bundle: 8-byte aligned, both words in region 0 */
         uint32_t then = offset_of(x, pc + 4);
-        if ((pc & 7) || then >= x->sram / 2)
+        if ((pc & 7) || then >= x->region1)
             return IPUFS_X_PYTHON;
         memcpy(&second, sram + then, 4);
         key |= (uint64_t)second << 32;

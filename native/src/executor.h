@@ -9,7 +9,7 @@
  * instruction is, and which native form executes it, comes from the model's
  * tables: the decoder fills the decode cache (ipufs_x_learn) from the
  * semantic rules' `native` column. Anything else returns to Python, which
- * executes that turn and calls again. docs/execution.md, "Speed". */
+ * executes that turn and calls again. docs/executor-speed.md. */
 
 enum {
     /* per context, IPUFS_X_CONTEXT_FIELDS int64 each */
@@ -79,6 +79,8 @@ struct ipufs_x {
     uint32_t zone_local;      /* sync 2 and 3: what the sync instruction's zone field holds for them */
     uint32_t zone_internal;
     uint32_t memory_base;     /* the tile address of SRAM's first byte (run's vertex base adds it) */
+    uint32_t region1;         /* the SRAM offset where region 1 starts: code is fetched below it */
+    uint32_t bounded;         /* 1: only [memory_base, + sram) is memory (GC200); 0: addresses alias (GC2) */
     const uint8_t *csr_ops;   /* [supervisor, worker][IPUFS_X_ACCESSES][256]: what get/put/uget/uput
                                * of each index does (ipufs_x_csr_op_name), from csr.py */
     uint32_t event_capacity;

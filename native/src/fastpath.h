@@ -1,4 +1,4 @@
-/* The native fast path (docs/architecture.md, "The fast path"): FUSE
+/* The native fast path (docs/serving.md, "The fast path"): FUSE
  * requests whose answer depends only on model state the daemon keeps in
  * shared memory, and whose serving has no effect that needs Python, are
  * answered here, without the GIL, by whichever native thread read them

@@ -1,4 +1,4 @@
-/* FUSE over io_uring (uring.h; ipufs/fuse/uring.py; docs/architecture.md,
+/* FUSE over io_uring (uring.h; ipufs/fuse/uring.py; docs/serving.md,
  * "FUSE over io_uring").
  *
  * The kernel keeps one queue per possible CPU and puts a request on the

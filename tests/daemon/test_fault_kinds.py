@@ -38,6 +38,7 @@ EXAMPLES: dict[str, tuple[dict[str, Any], Callable[[Ipu], bool]]] = {
     "icu-recover": ({}, lambda m: reg(m, "STATUS") & 8 == 0),
     "link-down": ({}, lambda m: reg(m, "STATUS") & 4 != 0),
     "link-up": ({}, lambda m: reg(m, "STATUS") & 4 == 0),
+    "link-errors": ({"count": 3}, lambda m: m.link_errors.total == 3 and reg(m, "STATUS") & 4 == 0),
     "telemetry": ({"power_mw": 0xFFFFFFFF, "clock_mhz": 0}, lambda m: (reg(m, "POWER"), reg(m, "CLOCK")) ==
                   (0xFFFFFFFF, 0)),
     "icu-message": ({"words": [1, 2, 3, 4, 0xFFFFFFFF]}, lambda m: m.interrupts.raised[Interrupt.ICU_DOORBELL] == 1),

@@ -42,10 +42,10 @@ def test_nothing_stored_nothing_done(watcher: RegisterWatcher) -> None:
 def test_a_stored_command_is_found_and_run(watcher: RegisterWatcher) -> None:
     watcher.use.users.update({0: 1, 2: 1})
     ipu = watcher.devices.ipus[2]
-    before = ipu.sync_counts[1]
+    before = ipu.host_sync.counts[1]
     ipu.config.words[REGISTERS["CMD_SYNC"].offset // 4] = 12  # a GS1 sync, stored through a mapping
     assert watcher.round(timeout=1.0) == [2]
-    assert ipu.sync_counts[1] == before + 1
+    assert ipu.host_sync.counts[1] == before + 1
     assert ipu.config.words[REGISTERS["CMD_SYNC"].offset // 4] == 0
     assert watcher.round(timeout=0.02) == []
 
@@ -84,13 +84,13 @@ def test_a_spinning_reader_finds_a_store_and_the_watcher_acts(watcher: RegisterW
     watch = watcher.current()
     assert watch is not None
     ipu = watcher.devices.ipus[2]
-    before = ipu.sync_counts[1]
+    before = ipu.host_sync.counts[1]
     spin = native.SpinReader(idle_fd, bytearray(64), watcher.awake)
     ipu.config.words[REGISTERS["CMD_SYNC"].offset // 4] = 12
     assert spin.read(5.0, watch) is None and spin.found == [0]
     assert watcher.awake  # still awake while it acts
     assert watcher.changed(watch, [0])
-    assert ipu.sync_counts[1] == before + 1
+    assert ipu.host_sync.counts[1] == before + 1
     assert spin.read(0.005, watch) is None and spin.found == []  # nothing more; the spin ended
     assert not watcher.awake
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import fields
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from ipufs import cli
 from ipufs.daemon import config as cfg
 from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.settings import BY_KEY, RUN_SETTINGS, SETTINGS, Form, example_file, given, mount_argv
+from ipufs.fuse.transports import SWITCHES
 from scripts import generate_settings
 
 
@@ -44,8 +46,34 @@ def test_the_shipped_file_names_every_setting_and_loads(tmp_path: Path) -> None:
 
 
 def test_every_setting_builds_the_config_and_nothing_else_does() -> None:
-    built = {f.name for f in fields(DaemonConfig)} - {"ownership"} | {"owner", "group", "mode", "cdi"}
+    built = ({f.name for f in fields(DaemonConfig)} - {"ownership", "transports"}
+             | {"owner", "group", "mode", "cdi"} | set(SWITCHES))
     assert built == set(BY_KEY)
+
+
+#: A value of each setting unlike its default, with settings given beside
+#: it where it needs them to show.
+GIVEN: dict[str, tuple[object, dict[str, object]]] = {
+    "mountpoint": ("/elsewhere", {}), "ipus": (2, {}), "profile": ("ipu1", {}), "owner": ("1", {}),
+    "group": ("1", {}), "mode": ("0600", {}), "link_dev": (os.geteuid() != 0, {}), "passthrough": (False, {}),
+    "state_dir": ("/s", {}), "group_size": (2, {}), "spin_us": (0, {}), "uring": ("off", {}),
+    "fast_path": (False, {}), "control": ("/c", {}), "dev_dir": ("/d", {}), "fault_plan": ("/p", {}),
+    "trace_file": ("/t", {}), "trace_max_bytes": (1, {}), "exporter": ("127.0.0.1:1", {}),
+    "cdi": (False, {"cdi_dir": "/x"}), "cdi_dir": ("/x", {"cdi": True}), "cdi_prefix": ("p", {}),
+    "cdi_follow_restarts": (True, {}), "while_attached": ("shared", {}), "control_group": ("1", {}),
+}
+
+
+@pytest.mark.parametrize("key", sorted(BY_KEY))
+def test_every_setting_reaches_the_config(key: str) -> None:
+    # A setting that daemon_config() forgets keeps its default silently.
+    assert key in GIVEN, f"give {key} a value unlike its default in GIVEN"
+    value, beside = GIVEN[key]
+    assert cfg.daemon_config({**beside, key: value}) != cfg.daemon_config(beside), key
+
+
+def test_every_setting_has_a_value_to_try() -> None:
+    assert set(GIVEN) == set(BY_KEY)
 
 
 def test_mount_offers_every_setting_and_run_those_it_passes_on() -> None:

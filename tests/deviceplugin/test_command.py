@@ -87,11 +87,17 @@ def test_unit_file_is_valid(tmp_path: Path) -> None:
     assert out.returncode == 0 and not problems, out.stderr
 
 
-def test_generated_code_matches_the_protocol_definition() -> None:
+@pytest.mark.parametrize("name", ["api", "podresources"])
+def test_generated_code_matches_the_protocol_definition(name: str) -> None:
     pytest.importorskip("grpc_tools", reason="needs grpcio-tools (the test extra)")
+    import importlib
+
     from google.protobuf import descriptor_pb2
 
-    from ipufs.deviceplugin import api_pb2, gencode
+    from ipufs.deviceplugin import gencode
+
+    generated = importlib.import_module(f"ipufs.deviceplugin.{name}_pb2")
+    proto = gencode.PROTO.with_name(f"{name}.proto")
 
     def plain(messages: Any) -> None:
         # protoc keeps json_name out of the descriptor it embeds in code.
@@ -100,11 +106,11 @@ def test_generated_code_matches_the_protocol_definition() -> None:
                 f.ClearField("json_name")
             plain(message.nested_type)
 
-    (compiled,) = descriptor_pb2.FileDescriptorSet.FromString(gencode.descriptor_set()).file
-    committed = descriptor_pb2.FileDescriptorProto.FromString(api_pb2.DESCRIPTOR.serialized_pb)
+    (compiled,) = descriptor_pb2.FileDescriptorSet.FromString(gencode.descriptor_set(proto)).file
+    committed = descriptor_pb2.FileDescriptorProto.FromString(generated.DESCRIPTOR.serialized_pb)
     plain(compiled.message_type)
     plain(committed.message_type)
-    assert compiled == committed, "api.proto changed: run python -m ipufs.deviceplugin.gencode"
-    stubs = (Path(gencode.PACKAGE) / "api_pb2.pyi").read_text()
+    assert compiled == committed, f"{name}.proto changed: run python -m ipufs.deviceplugin.gencode"
+    stubs = (Path(gencode.PACKAGE) / f"{name}_pb2.pyi").read_text()
     for message in committed.message_type:
         assert f"class {message.name}(_message.Message):" in stubs

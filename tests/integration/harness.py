@@ -110,7 +110,7 @@ def force_unmount(mountpoint: str) -> None:
 
 @contextmanager
 def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemon]:
-    options.setdefault("uring", uring_option())
+    options.setdefault("transports", {"uring": uring_option()})
     config = DaemonConfig(mountpoint=str(mountpoint), **options)  # type: ignore[arg-type]
     daemon = Daemon(config)
     ready = threading.Event()
@@ -139,7 +139,7 @@ def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemo
     try:
         if not ready.wait(MOUNT_TIMEOUT) or "error" in box:
             raise RuntimeError(f"daemon did not start: {box.get('error')!r}")
-        if config.uring == "on":  # what the test asked for, not a quiet fallback
+        if config.transports.get("uring") == "on":  # what the test asked for, not a quiet fallback
             assert daemon.transport_in_force().startswith("FUSE over io_uring"), daemon.transport_in_force()
         yield RunningDaemon(daemon, box["token"])  # type: ignore[arg-type]
     finally:

@@ -12,7 +12,7 @@ import pytest
 
 from ipufs.abi.icu import ERROR_MARKER, Op, op_word
 from ipufs.abi.registers import REGISTERS, ExceptionCause
-from ipufs.model.tdi import TdiRegister
+from ipufs.model.debug import TdiRegister
 from tests.integration.harness import PyClient as Client
 from tests.integration.harness import RunningDaemon, wait_for
 

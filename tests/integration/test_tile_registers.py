@@ -17,7 +17,7 @@ from ipufs.abi.registers import TdiResult
 from ipufs.client import Device
 from ipufs.model.isa import encode_row
 from ipufs.model.isa.rows import ROWS
-from ipufs.model.tdi import TdiRefused, TdiRegister as T, TdiStatus
+from ipufs.model.debug import TdiRefused, TdiRegister as T, TdiStatus
 from tests.integration.harness import ROOT, RunningDaemon, compile_c, running_daemon, wait_for
 
 pytestmark = pytest.mark.mount

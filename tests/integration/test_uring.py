@@ -165,7 +165,7 @@ def test_uring_on_where_the_parameter_is_off_fails_in_one_line(tmp_path: Path) -
 
 @pytest.mark.parametrize("value", ["N", "Y"])
 def test_auto_follows_the_parameter_and_the_mount_says_which_path_and_why(tmp_path: Path, value: str) -> None:
-    with harness.uring_parameter(value), running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", uring="auto") as d:
+    with harness.uring_parameter(value), running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", transports={"uring": "auto"}) as d:
         shown = os.getxattr(d.mountpoint, "user.ipufs.transport").decode()
         status = {m.mountpoint: m.transport for m in services.mount_status()}[str(d.mountpoint)]
     assert status == shown

@@ -16,7 +16,7 @@ from ipufs.model.ipu import Ipu
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import PROFILES, Region
 from ipufs.abi.registers import BLOCKS, REGISTERS, ExceptionCause, TdiCommand, TdiResult
-from ipufs.model.tdi import TdiRegister, TdiStatus
+from ipufs.model.debug import TdiRegister, TdiStatus
 
 P = PROFILES["ipu1"]
 

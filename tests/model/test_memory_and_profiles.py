@@ -54,7 +54,21 @@ def test_ipu1_follows_the_public_exchange_and_tdi_constants() -> None:
     assert (p.tdi_tile_base, p.tdi_tile_span) == (0x30000, 1280 * 0x40)
     for other in ("ipu2", "ipu21"):
         q = PROFILES[other]
-        assert (q.exchange_size, q.exchange_tile_base, q.tdi_tile_base) == (q.tiles * q.tile_window, 0, None)
+        assert (q.exchange_size, q.exchange_tile_base) == (q.tiles * q.tile_window, 0)
+
+
+def test_the_gc200_follows_what_a_real_c600_shows() -> None:
+    """osmarks/ipu-stack: the config BAR is mapped 0x80000 bytes, the TDI of
+    physical tile P at 0x30000 + P x 0x40 (crates/ipu-driver/src/lib.rs);
+    tile memory 0x4c000..0xe8000, code below 0x80000, region 1 from there
+    (crates/ipu-target/src/memory.rs)."""
+    for name in ("ipu2", "ipu21"):
+        q = PROFILES[name]
+        assert (q.config_size, q.tdi_tile_base, q.tdi_tile_span) == (0x80000, 0x30000, 1472 * 0x40)
+        assert (q.tile_memory_base, q.tile_memory_base + q.sram_per_tile, q.region1_start) == (0x4C000, 0xE8000,
+                                                                                              0x80000)
+        assert not q.aliasing and not q.tile_map.identity
+    assert PROFILES["ipu1"].aliasing and PROFILES["ipu1"].tile_map.identity
 
 
 def test_a_profile_whose_layout_does_not_fit_is_refused() -> None:

@@ -13,7 +13,7 @@ import pytest
 from ipufs.abi.registers import REGISTERS, TdiResult
 from ipufs.model.ipu import Ipu
 from ipufs.model.profile import PROFILES, Region
-from ipufs.model.tdi import TdiRefused, TdiRegister as T, TdiStatus
+from ipufs.model.debug import TdiRefused, TdiRegister as T, TdiStatus
 from tests.model.executor.kit import assemble, load, tdi_read, tdi_write, word
 from tests.model.test_ipu import make, reg, sparse
 
@@ -56,9 +56,7 @@ def test_identity_registers_say_where_the_windows_and_tile_registers_are() -> No
     ipu = make()
     assert (reg(ipu, "TILE_EXCHANGE_BASE"), reg(ipu, "TILE_TDI_BASE")) == (0x0C00_0000, 0x30000)
     other = Ipu(PROFILES["ipu2"], 0, {r: sparse(PROFILES["ipu2"].region_size(r)) for r in Region})
-    assert (reg(other, "TILE_EXCHANGE_BASE"), reg(other, "TILE_TDI_BASE")) == (0, 0)
-    other.write_config(at(0, T.DBG_IOWNER), struct.pack("<I", 3))  # ipu2: plain config space memory
-    assert other.tdi.get(0) is None
+    assert (reg(other, "TILE_EXCHANGE_BASE"), reg(other, "TILE_TDI_BASE")) == (0, 0x30000)
 
 
 def test_an_instruction_injected_by_pwrite_carries_a_register_out_through_dbg_data() -> None:
@@ -255,10 +253,10 @@ def test_retirement_breaks_are_armed_through_the_block_by_pwrite_and_by_mapped_s
         (store if by_store else write)(ipu, 3, T.DBG_RBRK, 0x80000001)
         if by_store:
             ipu.poll_registers()
-        b = ipu.execution.breaks[3]
+        b = ipu.execution.interpreter.breaks[3]
         assert (b.rbrk, b.rbrk_vert) == (0x80000001, 0x61020)
         assert (read(ipu, 3, T.DBG_RBRK), read(ipu, 3, T.DBG_RBRK_VERT)) == (0x80000001, 0x61020)
         (store if by_store else write)(ipu, 3, T.DBG_RBRK, 0)
         if by_store:
             ipu.poll_registers()
-        assert 3 not in ipu.execution.breaks
+        assert 3 not in ipu.execution.interpreter.breaks

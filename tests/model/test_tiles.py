@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import PROFILES
-from ipufs.model.tiles import Location, MisalignedAccess, TileMemory
+from ipufs.model.tiles import Location, MisalignedAccess, NoMemory, TileMemory
 
 
 def tiles(profile: str = "ipu1") -> TileMemory:
@@ -78,25 +78,35 @@ def test_region_one_interleaving_allows_odd_word_pairs() -> None:
     assert not t.conflict(0x40000, 0x60000)  # different regions
 
 
-def test_gc200_scaling() -> None:
-    t = tiles("ipu2")
-    assert (t.window, t.base, t.sram) == (0x100000, 0x100000, 624 * 1024)
-    assert t.locate(0x100000) == Location(0, 0, 0)
-    half = 312 * 1024
-    assert t.locate(0x100000 + half).region == 1
-    assert t.locate(0x100000 + half - 8).region == 0
-    # Offsets past the SRAM wrap modulo the SRAM.
-    assert t.locate(0x100000 + 624 * 1024 + 0x10).offset == 0x10
-    assert t.locate(0x000010).offset == 0x10
+@pytest.mark.parametrize("profile", ["ipu2", "ipu21"])
+def test_gc200_memory_is_where_a_c600_has_it(profile: str) -> None:
+    # osmarks/ipu-stack crates/ipu-target/src/memory.rs: 0x4c000 + 624 KiB,
+    # executable below 0x80000, interleaved from there
+    t = tiles(profile)
+    assert (t.window, t.base, t.sram, t.region1) == (0x100000, 0x4C000, 624 * 1024, 0x80000)
+    assert t.locate(0x4C000) == Location(0, 0, 0)
+    assert (t.locate(0x7FFF8).region, t.locate(0x80000).region) == (0, 1)
+    assert t.locate(0xE7FF8).offset == 0xE7FF8 - 0x4C000
+    for outside in (0, 0x40000, 0x4BFFC, 0xE8000, 0x100000 + 0x4C000, 0x1FFFFF):
+        with pytest.raises(NoMemory):
+            t.locate(outside)
+    with pytest.raises(NoMemory):
+        t.read(0, 0xE8000, 4)
 
 
 @given(st.integers(0, (1 << 21) - 1))
-def test_every_address_lands_in_populated_memory(address: int) -> None:
-    for profile in PROFILES:
-        t = tiles(profile)
-        loc = t.locate(address)
-        assert 0 <= loc.offset < t.sram and 0 <= loc.bank < 8 and loc.region in (0, 1)
-        assert t.locate(t.canonical(address)) == loc
+def test_every_address_lands_in_populated_memory_where_addresses_alias(address: int) -> None:
+    t = tiles("ipu1")
+    loc = t.locate(address)
+    assert 0 <= loc.offset < t.sram and 0 <= loc.bank < 8 and loc.region in (0, 1)
+    assert t.locate(t.canonical(address)) == loc
+
+
+@given(st.integers(0x4C000, 0xE7FFF))
+def test_every_gc200_address_lands_in_its_region(address: int) -> None:
+    t = tiles("ipu2")
+    loc = t.locate(address)
+    assert loc.offset == address - 0x4C000 and loc.region == (address >= 0x80000) and 0 <= loc.bank < 8
 
 
 def test_reads_and_writes_reach_the_tile_window_of_the_exchange_bar() -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -67,17 +68,22 @@ def device_info(text: str) -> list[dict[str, str]]:
 
 
 class ExporterProcess:
-    """`ipufs exporter` serving a mount on a loopback port of its choosing."""
+    """`ipufs exporter` serving a mount on a loopback port of its choosing;
+    each scrape reads the IPUs afresh (--cache 0) unless ``options`` say
+    otherwise."""
 
-    def __init__(self, mountpoint: Path) -> None:
-        self.proc = subprocess.Popen(ipufs_command("exporter", "--dev", str(mountpoint), "--listen", "127.0.0.1:0"),
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    def __init__(self, mountpoint: Path, *options: str, **popen: Any) -> None:
+        options = options if "--cache" in options else ("--cache", "0", *options)
+        self.proc = subprocess.Popen(ipufs_command("exporter", "--dev", str(mountpoint), "--listen", "127.0.0.1:0",
+                                                   *options),
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()  # "... on http://127.0.0.1:PORT/metrics"
-        if "http://" not in line:
-            self.close()
-            raise AssertionError(f"exporter did not start: {line} {self.proc.stderr.read() if self.proc.stderr else ''}")
-        self.url = line.split()[-1].removesuffix("/metrics")
+        if "://" not in line:
+            self.proc.terminate()
+            _, err = self.proc.communicate(timeout=30)
+            raise AssertionError(f"exporter did not start: {line} {err}")
+        self.url = line.split()[-1].removesuffix("/metrics")  # http://... or https://...
         self.port = int(self.url.rsplit(":", 1)[1])
 
     def close(self) -> None:

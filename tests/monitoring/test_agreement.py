@@ -26,7 +26,7 @@ FAULTS = [  # (command, its arguments), what is then unhealthy
     (("inject", "-d", "1", "link-down"), {1}),
     (("inject", "-d", "6", "exception", "--cause", "parity"), {1, 6}),
     (("inject", "-d", "3", "icu-timeout"), {1, 3, 6}),
-    (("inject", "-d", "4", "parity", "--tile", "2", "--addr", "0x40000"), {1, 3, 6}),  # a mark: not read yet
+    (("inject", "-d", "4", "parity", "--tile", "2", "--addr", "0x4c000"), {1, 3, 6}),  # a mark: not read yet
     (("inject", "-d", "1", "link-up"), {3, 6}),
     (("reset", "-d", "6"), {3}),
     (("inject", "-d", "3", "icu-recover"), set()),

@@ -43,6 +43,7 @@ def test_metrics_carry_what_ipufs_info_prints(board: RunningDaemon, attached: Py
     s = scrape(exporter)
     labels = {k: v for (n, ls), _ in s.items() if n == "ipufs_ipu_healthy" and ("ipu", "1") in ls for k, v in ls}
     assert labels["board"] == "M2000" and labels["pci_address"] == "0000:1b:00.0"
+    assert labels["device"] == "ipu1" and labels["pod"] == labels["namespace"] == labels["container"] == ""
     assert labels["serial"] == ipufs("info", "-d", "1", "--json", "--dev", str(board.mountpoint)).split(
         '"board_serial_number": "')[1].split('"')[0]
     assert s[("ipufs_ipus", frozenset())] == 4
@@ -52,7 +53,9 @@ def test_metrics_carry_what_ipufs_info_prints(board: RunningDaemon, attached: Py
     assert value(s, "ipufs_ipu_temperature_celsius", "1") == 45.0
     assert value(s, "ipufs_ipu_board_power_watts", "1") == 150.0
     assert value(s, "ipufs_ipu_attached", "1") == 1 and value(s, "ipufs_ipu_attached", "0") == 0
-    assert value(s, "ipufs_ipu_process_info", "1", pid=str(attached.proc.pid), user="root") == 1
+    assert value(s, "ipufs_ipu_process_info", "1", user="root") == 1
+    assert value(s, "ipufs_ipu_process_id", "1") == attached.proc.pid
+    assert not [labels for (_, labels) in s if "pid" in dict(labels)]  # no series grows with every process
     # held by a process but running no tile code: idle (tests/monitoring/test_utilisation.py runs some)
     assert value(s, "ipufs_ipu_utilisation_ratio", "0") == value(s, "ipufs_ipu_utilisation_ratio", "1") == 0
     assert value(s, "ipufs_ipu_resets_total", "2") == 0
@@ -61,26 +64,38 @@ def test_metrics_carry_what_ipufs_info_prints(board: RunningDaemon, attached: Py
 
 def test_a_scrape_reads_each_ipu_once(board: RunningDaemon, attached: PyClient,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    """Its registers by one pread, the daemon's view of it by one control
-    request, the ICU through one open of its nodes: the attributes, the
-    health verdict and the counters all come from that one reading."""
+    """Its registers by one pread, the ICU through one open of its nodes,
+    and the daemon's view of every IPU by one control request: the
+    attributes, the health verdict and the counters all come from that one
+    reading."""
     from collections import Counter
 
-    from ipufs.monitoring.metrics import IpuCollector
+    from ipufs.client import Control
+    from ipufs.monitoring import metrics
+    from ipufs.monitoring.scrape import read_all
     from ipufs.tools import devices
 
     reads: Counter[tuple[str, int]] = Counter()
 
     def counted(name: str, read: Any) -> Any:
-        def wrapper(root: Path, index: int, *rest: Any) -> Any:
-            reads[name, index] += 1
-            return read(root, index, *rest)
+        def wrapper(root: Path, *rest: Any) -> Any:
+            reads[name, rest[0]] += 1
+            return read(root, *rest)
         return wrapper
 
-    for name in ("registers", "daemon_view", "icu"):
+    for name in ("registers", "icu"):
         monkeypatch.setattr(devices, name, counted(name, getattr(devices, name)))
-    families = {f.name: f for f in IpuCollector(board.mountpoint).collect()}
-    assert reads == {(name, ipu): 1 for name in ("registers", "daemon_view", "icu") for ipu in range(4)}
+    request = Control.request
+
+    def asked(self: Control, op: str, **arguments: Any) -> dict[str, Any]:
+        reads[op, -1] += 1
+        return request(self, op, **arguments)
+
+    monkeypatch.setattr(Control, "request", asked)
+    outcome = read_all(board.mountpoint, None, 5.0)
+    assert outcome.up and reads == {("status", -1): 1,
+                                    **{(name, ipu): 1 for name in ("registers", "icu") for ipu in range(4)}}
+    families = {f.name: f for f in metrics.ipu_families(outcome.readings)}
     assert [s.value for s in families["ipufs_ipu_attached"].samples] == [0, 1, 0, 0]
     assert [s.value for s in families["ipufs_ipu_healthy"].samples] == [1, 1, 1, 1]
     assert [s.value for s in families["ipufs_ipu_board_power_watts"].samples] == [150.0] * 4
@@ -90,7 +105,7 @@ def test_injected_faults_show(board: RunningDaemon, attached: PyClient, exporter
     m = str(board.mountpoint)
     before = scrape(exporter)
     ipufs("inject", "--dev", m, "link-down", "-d", "1")
-    ipufs("inject", "--dev", m, "parity", "-d", "2", "--tile", "3", "--addr", "0x40010")
+    ipufs("inject", "--dev", m, "parity", "-d", "2", "--tile", "3", "--addr", "0x4c010")
     ipufs("inject", "--dev", m, "reset", "-d", "3")
     ipufs("inject", "--dev", m, "telemetry", "-d", "0", "--temperature", "88", "--clock", "665")
     s = scrape(exporter)
@@ -130,11 +145,11 @@ def test_bad_requests_get_their_status_and_it_keeps_serving(exporter: ExporterPr
     assert _status(exporter.url + "/metrics", "POST") == 405
     assert _status(exporter.url + "/metrics", "DELETE") == 405
     with socket.create_connection(("127.0.0.1", exporter.port), timeout=10) as sock:
-        sock.sendall(b"\x00\xffnot http at all\r\n\r\n")  # no version: an HTTP/0.9 error page
-        assert b"Error code: 400" in _all(sock)
+        sock.sendall(b"\x00\xffnot http at all\r\n\r\n")
+        assert _all(sock).startswith(b"HTTP/1.1 400 Bad Request\r\n")
     with socket.create_connection(("127.0.0.1", exporter.port), timeout=10) as sock:
         sock.sendall(b"GET /metrics HTTP/1.1\r\nX-Long: " + b"a" * 70000 + b"\r\n\r\n")
-        assert _all(sock).startswith(b"HTTP/1.0 431")
+        assert _all(sock).startswith(b"HTTP/1.1 431")
     with socket.create_connection(("127.0.0.1", exporter.port), timeout=10):
         pass  # a client that connects and leaves
     assert _status(exporter.url + "/") == 200
@@ -146,7 +161,8 @@ def test_a_gone_mount_leaves_the_exporter_serving(tmp_path: Path) -> None:
         e = ExporterProcess(d.mountpoint)
     try:
         # the mount is gone: no IPUs, an answer all the same
-        assert scrape(e)[("ipufs_ipus", frozenset())] == 0
+        samples = scrape(e)
+        assert samples[("ipufs_ipus", frozenset())] == 0 and samples[("ipufs_up", frozenset())] == 0
         assert e.proc.poll() is None
     finally:
         e.close()
@@ -197,7 +213,8 @@ def test_the_daemon_serves_metrics_itself(tmp_path: Path) -> None:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=20) as r:
             text = r.read().decode()
-        assert "ipufs_ipus 2.0" in text and 'ipufs_ipu_healthy{board="M2000",ipu="1"' in text
+        assert "ipufs_ipus 2.0" in text and "ipufs_up 1.0" in text
+        assert 'ipufs_ipu_healthy{board="M2000",container="",device="ipu1",ipu="1"' in text
         daemon.terminate()
         assert daemon.wait(15) == 0
         with pytest.raises(OSError):  # it stopped with the daemon
@@ -220,3 +237,36 @@ def test_the_scrape_benchmark_runs() -> None:
                          capture_output=True, text=True, timeout=110)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("scrape of 2 × ipu2: p50 ")
+
+
+def test_a_failed_answer_is_a_500_and_it_keeps_serving(tmp_path: Path) -> None:
+    import trio
+
+    from ipufs.monitoring.http import HttpServer, Request, Response
+
+    async def handler(request: Request) -> Response:
+        if request.path == "/boom":
+            raise RuntimeError("a bug")
+        return Response(200, b"fine")
+
+    async def main() -> list[bytes]:
+        server = HttpServer(handler, request_timeout=5)
+        listeners = await trio.open_tcp_listeners(0, host="127.0.0.1")
+        port = listeners[0].socket.getsockname()[1]
+        answers = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(server.serve, listeners[0])
+            for path in ("/boom", "/ok"):
+                stream = await trio.open_tcp_stream("127.0.0.1", port)
+                await stream.send_all(f"GET {path} HTTP/1.0\r\n\r\n".encode())
+                data = b""
+                while chunk := await stream.receive_some():
+                    data += chunk
+                answers.append(data)
+                await stream.aclose()
+            nursery.cancel_scope.cancel()
+        return answers
+
+    boom, ok = trio.run(main)
+    assert boom.startswith(b"HTTP/1.1 500 ") and b"the answer failed: a bug" in boom
+    assert ok.startswith(b"HTTP/1.1 200 ") and ok.endswith(b"fine")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,7 +46,8 @@ def test_named_attributes_and_their_constants(attached: PyClient, info: ipuinfo.
     assert info.getNamedAttributeForDevice(2, ipuinfo.BoardType) == "M2000"  # type: ignore[attr-defined]
     pids = info.getNamedAttributeForAll(ipuinfo.UserProcessId)  # type: ignore[attr-defined]
     assert pids == ["N/A", str(attached.proc.pid), "N/A", "N/A"]
-    assert info.getNamedAttributeForDevice(0, "link correctable error count") == "N/A"
+    assert info.getNamedAttributeForDevice(0, "link correctable error count") == "0"
+    assert info.getNamedAttributeForDevice(0, "link correctable error count (session)") == "N/A"  # never attached
 
 
 def test_data_is_read_again_only_when_asked(board: RunningDaemon, info: ipuinfo.gcipuinfo) -> None:
@@ -78,11 +80,12 @@ def test_health_reports_what_the_model_holds(board: RunningDaemon, info: ipuinfo
     ipufs("inject", "--dev", m, "exception", "-d", "0", "--cause", "parity")
     ipufs("inject", "--dev", m, "icu-timeout", "-d", "3")
     [failing] = json.loads(info.checkHealthOfDevices())["hosts"].values()
+    p = str(board.mountpoint)  # the partition: the mount (no $IPUOF_VIPU_API_PARTITION_ID here)
     assert failing == [
-        {"error": "device", "id": "0", "board ipu index": "0",
+        {"error": "device", "id": "0", "partition": p, "board ipu index": "0",
          "reason": "exception held (parity): clear it or reset the IPU"},
-        {"error": "connection", "id": "2", "board ipu index": "2", "reason": "link down"},
-        {"error": "device", "id": "3", "board ipu index": "3", "reason": "ICU not answering"},
+        {"error": "connection", "id": "2", "partition": p, "board ipu index": "2", "reason": "link down"},
+        {"error": "device", "id": "3", "partition": p, "board ipu index": "3", "reason": "ICU not answering"},
     ]
     for kind, ipu in (("link-up", "2"), ("reset", "0"), ("icu-recover", "3")):
         ipufs("inject", "--dev", m, kind, "-d", ipu)
@@ -94,6 +97,7 @@ def test_a_c600_has_no_ipu_power(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         monkeypatch.setenv(ipuinfo.DEV_ENV, str(d.mountpoint))
         info = ipuinfo.gcipuinfo()
         assert info.getNamedAttributeForAll("ipu power") == ["N/A"]  # as gc-info prints on a C600
+        assert info.getNamedAttributeForAll("target") == ["PCIe"]  # as Graphcore's C600 sample
         assert info.getNamedAttributeForDevice(0, "total board power") == "185.0 W"
 
 
@@ -153,3 +157,37 @@ def test_a_python_without_ipufs_is_told_why(tmp_path: Path) -> None:
                           "import gcipuinfo"], capture_output=True, text=True, timeout=30, cwd=tmp_path)
     assert out.returncode == 1
     assert "gcipuinfo: ipufs's module runs in a Python that has ipufs installed" in out.stderr
+
+
+def test_the_event_record_keys_and_severities_of_the_reference() -> None:
+    documented = {"keyRecordPath": "event record path", "keyTimestamp": "timestamp", "keySeverity": "severity",
+                  "keyCommandLine": "command line", "keyPid": "pid", "keyAttachedIPUs": "attached ipus",
+                  "keySpecificIPUs": "specific ipus", "keyAttachedIPUHosts": "attached ipu hosts",
+                  "keySpecificIPUHosts": "specific ipu hosts", "keyPartition": "partition",
+                  "keyDescription": "description"}
+    for name, key in documented.items():  # static members of the class, and module names
+        assert getattr(ipuinfo.gcipuinfo, name) == getattr(ipuinfo, name) == key
+    assert ipuinfo.EventSeverity.Info < ipuinfo.EventSeverity.Warning < ipuinfo.EventSeverity.Error
+    assert set(documented) | {"EventSeverity"} <= set(ipuinfo.__all__)
+
+
+def test_the_labels_gc_info_prints_now(board: RunningDaemon, attached: PyClient, info: ipuinfo.gcipuinfo) -> None:
+    m = str(board.mountpoint)
+    ipufs("inject", "--dev", m, "link-errors", "-d", "1", "--count", "2")
+    info.setUpdateMode(True)
+    labels = ipuinfo  # the constants, as a program names them
+    assert info.getNamedAttributeForDevice(1, labels.LinkCorrectableErrorCount) == "2"  # type: ignore[attr-defined]
+    assert info.getNamedAttributeForDevice(1, labels.LinkCorrectableErrorCountSession) == "2"  # type: ignore[attr-defined]
+    assert info.getNamedAttributeForAll(labels.ParityErrorCountThreshold) == ["N/A"] * 4  # type: ignore[attr-defined]
+    assert info.getNamedAttributeForAll(labels.ParityErrorThresholdInterval) == ["N/A"] * 4  # type: ignore[attr-defined]
+    started = info.getNamedAttributeForAll(labels.ProcessStartTime)  # type: ignore[attr-defined]
+    assert started[0] == "N/A" and re.fullmatch(r"\d{8}T\d{6}Z", started[1])
+    assert info.getNamedAttributeForAll(labels.Target) == ["Fabric"] * 4  # type: ignore[attr-defined]
+
+
+def test_the_health_report_names_the_partition(board: RunningDaemon, info: ipuinfo.gcipuinfo,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    ipufs("inject", "--dev", str(board.mountpoint), "link-down", "-d", "1")
+    monkeypatch.setenv(ipuinfo.PARTITION_ENV, "p1")  # as Poplar names its V-IPU partition
+    [[failing]] = json.loads(info.checkHealthOfDevices())["hosts"].values()
+    assert failing["partition"] == "p1" and failing["id"] == "1" and failing["error"] == "connection"

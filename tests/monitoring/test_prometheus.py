@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import RunningDaemon
+from tests.integration.harness import PyClient, RunningDaemon
 from tests.monitoring.conftest import ExporterProcess, ipufs
 
 pytestmark = [pytest.mark.mount,
@@ -93,8 +93,8 @@ def test_prometheus_scrapes_the_exporter_and_sees_an_injected_fault(
     series = prometheus.wait_for('ipufs_ipu_healthy{job="ipufs",ipu="2"}', 1)
     labels = dict(series["metric"])  # type: ignore[call-overload]
     assert labels.pop("instance").startswith("127.0.0.1:")
-    assert labels == {"__name__": "ipufs_ipu_healthy", "job": "ipufs", "ipu": "2", "board": "M2000",
-                      "serial": "0001.0002.000000", "pci_address": "0000:1c:00.0"}
+    assert labels == {"__name__": "ipufs_ipu_healthy", "job": "ipufs", "ipu": "2", "device": "ipu2",
+                      "board": "M2000", "serial": "0001.0002.000000", "pci_address": "0000:1c:00.0"}
     prometheus.wait_for('ipufs_ipu_power_watts{ipu="2"}', 12.6)
     prometheus.wait_for('ipufs_ipu_clock_hertz{ipu="2"}', 1.33e9)
     prometheus.wait_for("sum(ipufs_ipu_healthy)", 4)
@@ -109,3 +109,21 @@ def test_prometheus_scrapes_the_exporter_and_sees_an_injected_fault(
     prometheus.wait_for('changes(ipufs_ipu_resets_total{ipu="1"}[5m])', 1)  # stored as a change over time
     ipufs("inject", "--dev", str(board.mountpoint), "telemetry", "-d", "3", "--temperature", "91")
     prometheus.wait_for('max(ipufs_ipu_temperature_celsius)', 91)
+
+
+def test_the_grafana_dashboard_queries_answer(board: RunningDaemon, attached: PyClient, prometheus: Prometheus) -> None:
+    """Every query of docs/grafana-ipufs.json, run by Prometheus on what it
+    scraped: each is valid PromQL, and those about the IPUs find them."""
+    from tests.monitoring.test_metric_table import _expressions
+
+    prometheus.wait_for("count(ipufs_ipu_info)", 4)
+    prometheus.wait_for("count(ipufs_ipu_process_info)", 1)
+    prometheus.wait_for('count(ipufs_ipu_energy_joules_total offset 5s)', 4)  # two scrapes at least
+    empty = []
+    for expr in _expressions():
+        concrete = expr.replace("$instance", ".*").replace("$device", ".*")
+        if not prometheus.query(concrete):
+            empty.append(expr)
+    # only what needs pods, faults or exporter errors, none of which this mount has
+    unexpected = [e for e in empty if not ('pod!=""' in e or "== 1" in e or "errors_total" in e or "dropped" in e)]
+    assert not unexpected, "\n".join(unexpected)

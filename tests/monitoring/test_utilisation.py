@@ -24,7 +24,7 @@ from tests.monitoring.test_exporter import scrape, value
 pytestmark = pytest.mark.mount
 
 LOOP = """\
-    .text 0x100000
+    .text 0x4c000
     .supervisor
 _start:
     bri _start
@@ -33,7 +33,7 @@ _start:
 #: a worker that counts down, then exits: its tile is idle again (100,000
 #: instructions: long enough, at the native loop's rate, for samples to see it)
 COUNTDOWN = """\
-    .text 0x100000
+    .text 0x4c000
     .worker
 _start:
     setzi $m1, 50000
@@ -91,7 +91,7 @@ def test_a_loop_on_a_quarter_of_the_tiles_shows_everywhere_until_a_reset(
     assert _figures(board, exporter, 0) == IDLE
     with _load(board, tmp_path, LOOP) as device:
         device.attach()
-        device.start(0x100000, QUARTER)
+        device.start(0x4C000, QUARTER)
         # A second after the start every quarter-tile has been busy the whole window.
         _until(lambda: device.read_register("UTILISATION") == 2500)
         assert _figures(board, exporter, 0) == BUSY
@@ -105,7 +105,7 @@ def test_a_loop_on_a_quarter_of_the_tiles_shows_everywhere_until_a_reset(
 
 def test_tiles_that_exit_fall_back_to_idle(board: RunningDaemon, tmp_path: Path) -> None:
     with _load(board, tmp_path, COUNTDOWN) as device:
-        device.start(0x100000, QUARTER, context=1)
+        device.start(0x4C000, QUARTER, context=1)
         _until(lambda: device.read_register("UTILISATION") > 0)
         busy = device.read_register("IPU_POWER")
         assert 12_600 < busy <= BUSY_W * 1000

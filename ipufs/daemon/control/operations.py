@@ -12,9 +12,11 @@ import trio
 
 from ipufs import __version__
 from ipufs.abi.interrupts import SIGNAL_NAMES, Interrupt
+from ipufs.abi.ipu_view import AttachedProcess, IpuView
 from ipufs.daemon import faults
 from ipufs.daemon.control.peers import ControlRights, Peer
 from ipufs.daemon.control.protocol import Operation, RequestRefused, encode
+from ipufs.daemon.energy import EnergyMeter
 from ipufs.daemon.faults import IPU, FaultError, FaultInjector, limits_of
 from ipufs.daemon.fields import Integer, NameList, Text
 from ipufs.daemon.plan import FaultPlan
@@ -56,15 +58,16 @@ class StatusQueries:
         self.mode = mode
         self.requests = requests
         self.system = system
+        self.energy = EnergyMeter(utilisation)
 
     def operations(self) -> list[Operation]:
         return [Operation("status", (), self.status), Operation("ipu", (THE_IPU,), self.ipu)]
 
-    def _ipu(self, index: int, peer: Peer) -> dict[str, Any]:
+    def _ipu(self, index: int, peer: Peer) -> IpuView:
         driver, system = self.driver, self.system
         model = self.devices.ipus[index]
         att = driver.attachments.get(index)
-        attached = None
+        attached: AttachedProcess | None = None
         if att is not None:
             uid = system.uid_of(att.pid)
             where = system.pid_namespace(att.pid)
@@ -80,6 +83,7 @@ class StatusQueries:
                                         "unknown: you are outside the daemon's PID namespace")
         names = SIGNAL_NAMES
         board = model.icu.board
+        session = driver.attachments.session(index)
         return {
             "ipu": index,
             "attached": attached,
@@ -91,6 +95,9 @@ class StatusQueries:
             "parity_errors": len(model.tiles.bad_parity),  # tile memory words whose parity is bad now
             "use": model.utilisation / FULL,  # UTILISATION: tiles busy over the last second, 0..1
             "session_use": self.utilisation.session(index),  # the same over the current or last attachment
+            "energy_j": self.energy.joules(index, board.board_type, board.clock_mhz),
+            "link_errors": model.link_errors.total,
+            "link_errors_session": None if session is None else model.link_errors.between(*session),
             "exception": None if model.exception is None else {
                 "cause": model.exception.cause, "tile": model.exception.tile,
                 "address": model.exception.address, "context": model.exception.context},
@@ -110,7 +117,7 @@ class StatusQueries:
 
     def ipu(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """One IPU: {"op": "ipu", "ipu": N}."""
-        return self._ipu(request["ipu"], peer)
+        return dict(self._ipu(request["ipu"], peer))
 
 
 class DeviceSide:

@@ -14,13 +14,13 @@ from ipufs.model.executor.rule import Handler, Rule, s32, u32
 from ipufs.model.executor.state import MASK, Etype, TileFault
 
 if TYPE_CHECKING:
-    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
 
 def _reg3(op: Callable[[int, int], int]) -> Handler:
     """d, x, y registers (x, y in assembly order)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         c.set_m(o[0], op(m[o[1]], m[o[2]]))
     return run
@@ -28,29 +28,35 @@ def _reg3(op: Callable[[int, int], int]) -> Handler:
 
 def _imm(op: Callable[[int, int], int]) -> Handler:
     """d, x register, immediate (as the decoder extended it)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_m(o[0], op(c.m[o[1]], o[2]))
     return run
 
 
 def _imm_first(op: Callable[[int, int], int]) -> Handler:
     """d, immediate, y register (sub's immediate forms)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_m(o[0], op(o[1], c.m[o[2]]))
     return run
 
 
 def _unary(op: Callable[[int], int]) -> Handler:
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_m(o[0], op(c.m[o[1]]))
     return run
 
 
-def _shift_amount(n: int) -> int:
-    if n > 31:
-        raise TileFault(Etype.INVALID_OP, ExceptionCause.NOT_EXECUTABLE, 0,
-                        f"shift by {n}: the result of shifts by 32 or more is not public")
-    return n
+def _shift(op: Callable[[int, int], int], immediate: bool) -> Handler:
+    """d, x, and a shift amount (a register or zi12): A says "up-to
+    31-bits", and no source gives the result of a larger amount, so one
+    faults at the instruction's address."""
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+        n = o[2] if immediate else c.m[o[2]]
+        if n > 31:
+            raise TileFault(Etype.INVALID_OP, ExceptionCause.NOT_EXECUTABLE, c.pc,
+                            f"shift by {n}: the result of shifts by 32 or more is not public")
+        c.set_m(o[0], op(c.m[o[1]], n))
+    return run
 
 
 def _add(x: int, y: int) -> int: return u32(x + y)
@@ -67,9 +73,9 @@ def _cmpeq(x: int, y: int) -> int: return int(u32(x) == u32(y))
 def _cmpne(x: int, y: int) -> int: return int(u32(x) != u32(y))
 def _cmpslt(x: int, y: int) -> int: return int(s32(u32(x)) < s32(u32(y)))
 def _cmpult(x: int, y: int) -> int: return int(u32(x) < u32(y))
-def _shl(x: int, n: int) -> int: return (x << _shift_amount(n)) & MASK
-def _shr(x: int, n: int) -> int: return x >> _shift_amount(n)
-def _shrs(x: int, n: int) -> int: return u32(s32(x) >> _shift_amount(n))
+def _shl(x: int, n: int) -> int: return (x << n) & MASK
+def _shr(x: int, n: int) -> int: return x >> n
+def _shrs(x: int, n: int) -> int: return u32(s32(x) >> n)
 def _abs(x: int) -> int: return 0 if x == 0x80000000 else u32(abs(s32(x)))  # J: abs of INT_MIN gives 0
 def _clz(x: int) -> int: return 32 - x.bit_length()
 def _popc(x: int) -> int: return bin(x).count("1")
@@ -97,43 +103,43 @@ def _imm_cmp(op: Callable[[int, int], int]) -> Callable[[int, int], int]:
 
 def _a_reg3(op: Callable[[int, int], int]) -> Handler:
     """$a d, x, y (the aux pipeline's bitwise forms)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_a(o[0], op(c.a[o[1]], c.a[o[2]]))
     return run
 
 
 def _a_imm(op: Callable[[int, int], int]) -> Handler:
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_a(o[0], op(c.a[o[1]], o[2]))
     return run
 
 
 def _pair(op: Callable[[int, int], int]) -> Handler:
     """$a pairs, each word alike (and64, andc64, or64: bitwise on 64 bits)."""
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         c.set_a(o[0], op(c.a[o[1]], c.a[o[2]]))
         c.set_a(o[0] + 1, op(c.a[o[1] + 1], c.a[o[2] + 1]))
     return run
 
 
-def _not64(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _not64(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_a(o[0], ~c.a[o[1]] & MASK)
     c.set_a(o[0] + 1, ~c.a[o[1] + 1] & MASK)
 
 
-def _a_not(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _a_not(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_a(o[0], ~c.a[o[1]] & MASK)
 
 
-def _a_setzi(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _a_setzi(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_a(o[0], o[1])
 
 
-def _setzi(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _setzi(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_m(o[0], o[1])
 
 
-def _atom(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _atom(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_m(o[0], c.a[o[1]])
 
 
@@ -172,12 +178,12 @@ RULES: dict[str, Rule] = {
     "cmpslt_mmmn_si": Rule(_imm(_imm_cmp(_cmpslt)), A.format("cmpslt"), "mri.cmpslt"),
     "cmpult_mmmn": Rule(_reg3(_cmpult), A.format("cmpult") + " (unsigned)", "mrr.cmpult"),
     "cmpult_mmmn_zi": Rule(_imm(_imm_cmp(_cmpult)), A.format("cmpult"), "mri.cmpult"),
-    "shl_mmmn": Rule(_reg3(_shl), A.format("shl") + " (amounts over 31 not public: fault)", "mrr.shl"),
-    "shl_mmmn_zi": Rule(_imm(_shl), A.format("shl"), "mri.shl"),
-    "shr_mmmn": Rule(_reg3(_shr), A.format("shr") + " (logical)", "mrr.shr"),
-    "shr_mmmn_zi": Rule(_imm(_shr), A.format("shr"), "mri.shr"),
-    "shrs_mmmn": Rule(_reg3(_shrs), A.format("shrs") + " (arithmetic)", "mrr.shrs"),
-    "shrs_mmmn_zi": Rule(_imm(_shrs), A.format("shrs"), "mri.shrs"),
+    "shl_mmmn": Rule(_shift(_shl, False), A.format("shl") + " (amounts over 31 not public: fault)", "mrr.shl"),
+    "shl_mmmn_zi": Rule(_shift(_shl, True), A.format("shl"), "mri.shl"),
+    "shr_mmmn": Rule(_shift(_shr, False), A.format("shr") + " (logical)", "mrr.shr"),
+    "shr_mmmn_zi": Rule(_shift(_shr, True), A.format("shr"), "mri.shr"),
+    "shrs_mmmn": Rule(_shift(_shrs, False), A.format("shrs") + " (arithmetic)", "mrr.shrs"),
+    "shrs_mmmn_zi": Rule(_shift(_shrs, True), A.format("shrs"), "mri.shrs"),
     "clz_mmmn": Rule(_unary(_clz), A.format("clz"), "mr.clz"),
     "cms_mmmn": Rule(_unary(_cms), A.format("cms") + " (leading bits equal to bit 31)", "mr.cms"),
     "popc_mmmn": Rule(_unary(_popc), A.format("popc"), "mr.popc"),

@@ -2,7 +2,7 @@
 # Targets are absolute byte addresses (the decoder gives field << 2: A
 # hover/bri.md, brz.md; R's boot loader words check it). No delay slots
 # (none is mentioned anywhere: inferred). A branch to a bad address faults
-# at the fetch of the target (Execution.fetch: INVALID_PC).
+# at the fetch of the target (TileAccess.fetch: INVALID_PC).
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
@@ -12,53 +12,53 @@ from ipufs.model.executor.rule import Rule, s32
 from ipufs.model.executor.state import Etype, Repeat, TileFault
 
 if TYPE_CHECKING:
-    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
 A = "A hover/{}.md"
 
 
-def _bri(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _bri(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.next_pc = o[0]
 
 
-def _br(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _br(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.next_pc = c.m[o[0]]
 
 
-def _brz(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _brz(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     if c.m[o[0]] == 0:
         c.next_pc = o[1]
 
 
-def _brnz(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _brnz(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     if c.m[o[0]] != 0:
         c.next_pc = o[1]
 
 
-def _brneg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _brneg(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     if s32(c.m[o[0]]) < 0:
         c.next_pc = o[1]
 
 
-def _brpos(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _brpos(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     if s32(c.m[o[0]]) > 0:
         c.next_pc = o[1]
 
 
-def _brnzdec(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _brnzdec(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     if c.m[o[0]] != 0:
         c.set_m(o[0], c.m[o[0]] - 1)
         c.next_pc = o[1]
 
 
-def _call(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _call(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     target = o[1] & ((1 << 21) - 1)  # the field's bit 19 (byte address bit 21) is ignored
     c.set_m(o[0], c.next_pc)
     c.next_pc = target
 
 
-def _rpt(count: int, size: int, ex: Execution, c: Context) -> None:
+def _rpt(count: int, size: int, ex: Machine, c: Context) -> None:
     first = c.next_pc
     end = first + 8 * (size + 1)
     if first % 8:
@@ -72,11 +72,11 @@ def _rpt(count: int, size: int, ex: Execution, c: Context) -> None:
     c.repeat = Repeat(first, end, count - 1)
 
 
-def _rpt_reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _rpt_reg(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     _rpt(c.m[o[0]] & 0xFFF, o[1], ex, c)
 
 
-def _rpt_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _rpt_imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     _rpt(o[0], o[1], ex, c)
 
 

@@ -15,21 +15,31 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ipufs.abi.registers import ExceptionCause
-from ipufs.model.executor import breaks
 from ipufs.model.executor import native
 from ipufs.model.executor.state import MASK, Etype, TileFault
 from ipufs.model.isa import Arch
 from ipufs.model.isa.csrs import csr_names
 
 if TYPE_CHECKING:
-    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
+#: $TILE_ID reads the tile's physical number, held in its supervisor's row (Execution.state)
 PC, SR, TILE_ID, DBG_DATA, DBG_BRK_ID, CTXT_STS = 0x00, 0x01, 0x03, 0x70, 0x71, 0x72
 CR, WORKER0_BASE, SCOUNT_L, SCOUNT_U = 0x02, 0x21, 0x60, 0x61
 VERTEX_BASE, WORKER_BASE, REPEAT_COUNT, REPEAT_FIRST, REPEAT_END = 0x02, 0x03, 0x04, 0x05, 0x06
 FP_STS, FP_CLR, FP_CTL, PRNG_0_0, PRNG_SEED = 0, 1, 2, 3, 7
 CR_LC_CLR, CR_LC_SET = 1 << 0, 1 << 1
+#: the supervisor's breakpoint CSRs (R ipu1_consts.c CSR_S_DBG_*__INDEX):
+#: a put to one changes what breaks (the debug unit reads them: ipufs/model/debug/breaks.py)
+DBG_CTL = 0x73
+IBRK_CTL, IBRK_PC, IBRK_VERT = 0x80, 0x81, 0x82
+DBRK_CTL, DBRK_BASE, DBRK_SIDA = 0x90, 0x91, 0x92
+BREAK_CSRS = frozenset({IBRK_CTL, IBRK_PC, IBRK_VERT, DBRK_CTL, DBRK_BASE})
+#: $DBG_BRK_ID of each break channel (R TDBG_IBRK_IDBASE, TDBG_DBRK_IDBASE)
+IBRK_CHANNEL, DBRK_CHANNEL = 0, 1
+#: $DBG_DBRK0_CTL's fields whose meaning is not public: SIC[2], MDNR[6]
+DBRK_SIC, DBRK_MDNR = 1 << 2, 1 << 6
 #: written only by the tile (or not at all), in each context's lower space
 SUPERVISOR_READ_ONLY = frozenset({PC, SR, TILE_ID, CTXT_STS, DBG_BRK_ID})
 WORKER_READ_ONLY = frozenset({PC, SR, VERTEX_BASE, WORKER_BASE, REPEAT_COUNT, REPEAT_FIRST, REPEAT_END,
@@ -40,12 +50,12 @@ def _refuse(c: Context, index: int, why: str) -> TileFault:
     return TileFault(Etype.INVALID_OP, ExceptionCause.INVALID_OPERATION, c.pc, f"CSR 0x{index:02x}: {why}")
 
 
-def _known(ex: Execution, c: Context, index: int, upper: bool) -> None:
+def _known(ex: Machine, c: Context, index: int, upper: bool) -> None:
     if index not in csr_names(not c.is_worker, upper, ex.arch):
         raise _refuse(c, index, "no such register in this context")
 
 
-def read(ex: Execution, t: TileState, c: Context, index: int) -> int:
+def read(ex: Machine, t: TileState, c: Context, index: int) -> int:
     """`get`: the value of lower-space CSR ``index``."""
     _known(ex, c, index, False)
     if index == PC:
@@ -57,8 +67,6 @@ def read(ex: Execution, t: TileState, c: Context, index: int) -> int:
     if not c.is_worker:
         if index == SR:
             return (c.sr & ~1) | t.link
-        if index == TILE_ID:
-            return t.tile
         if index == CTXT_STS:
             return t.ctxt_sts()
         if index in (SCOUNT_L, SCOUNT_U):
@@ -80,7 +88,7 @@ def read(ex: Execution, t: TileState, c: Context, index: int) -> int:
     return c.csrs[index]
 
 
-def write(ex: Execution, t: TileState, c: Context, index: int, value: int) -> None:
+def write(ex: Machine, t: TileState, c: Context, index: int, value: int) -> None:
     """`put`: store ``value`` in lower-space CSR ``index``."""
     _known(ex, c, index, False)
     if index in (WORKER_READ_ONLY if c.is_worker else SUPERVISOR_READ_ONLY):
@@ -100,17 +108,17 @@ def write(ex: Execution, t: TileState, c: Context, index: int, value: int) -> No
             count = (count & ~MASK) | value if index == SCOUNT_L else (count & MASK) | value << 32
             t.count_offset = count - t.turns
             return
-        if index in breaks.CSRS:
-            why = breaks.refused_write(index, value)
-            if why is not None:
-                raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc, why)
+        if index in BREAK_CSRS:
+            if index == DBRK_CTL and value & (DBRK_SIC | DBRK_MDNR):
+                raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc,
+                                "$DBG_DBRK0_CTL.SIC and .MDNR: what they select is not public")
             c.csrs[index] = value & MASK
             ex.breaks_changed(t.tile)
             return
     c.csrs[index] = value & MASK
 
 
-def read_upper(ex: Execution, t: TileState, c: Context, index: int) -> int:
+def read_upper(ex: Machine, t: TileState, c: Context, index: int) -> int:
     """`uget`: a worker's upper-space CSR; $FP_CLR and $PRNG_SEED read 0 (A hover)."""
     _known(ex, c, index, True)
     if index in (FP_CLR, PRNG_SEED):
@@ -118,7 +126,7 @@ def read_upper(ex: Execution, t: TileState, c: Context, index: int) -> int:
     return c.upper[index]
 
 
-def write_upper(ex: Execution, t: TileState, c: Context, index: int, value: int) -> None:
+def write_upper(ex: Machine, t: TileState, c: Context, index: int, value: int) -> None:
     """`uput`: $FP_CLR clears the $FP_STS bits set in ``value``; $PRNG_SEED
     seeds the four PRNG words (A hover/$PRNG_SEED.md); others hold the value."""
     _known(ex, c, index, True)
@@ -136,7 +144,7 @@ def write_upper(ex: Execution, t: TileState, c: Context, index: int, value: int)
 
 #: what the native loop's get does with the registers read() computes, by context
 #: ($DBG_BRK_ID is plain: the breaks write the channel into the context's CSRs)
-_SUPERVISOR_GETS = {PC: "pc", SR: "ssr", TILE_ID: "tile", CTXT_STS: "ctxt_sts", SCOUNT_L: "scount_l",
+_SUPERVISOR_GETS = {PC: "pc", SR: "ssr", CTXT_STS: "ctxt_sts", SCOUNT_L: "scount_l",
                     SCOUNT_U: "scount_u", DBG_DATA: "python"}
 _WORKER_GETS = {PC: "pc", SR: "wsr", WORKER_BASE: "worker_base", SCOUNT_L: "count_l", SCOUNT_U: "count_u",
                 REPEAT_COUNT: "repeat_count", REPEAT_FIRST: "repeat_first", REPEAT_END: "repeat_end",

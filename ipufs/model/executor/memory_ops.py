@@ -6,7 +6,7 @@
 # `step` form accesses base + delta, then delta += stride × access size
 # (A hover/ld32step.md; R's clear loop steps 4 bytes with stride 1).
 # Alignment, aliasing and parity are the tile memory's rules, applied by
-# Execution.load/store; ld128 needs the interleaved region 1 (A hover/ld128.md).
+# Machine.load/store; ld128 needs the interleaved region 1 (A hover/ld128.md).
 # The sparse loads (ld64a32, ldd16*) read a dense stream through a pointer
 # ($mAddr++, post-incremented by its size) and a sparse value at base + a
 # 16-bit byte delta; the ldd16 forms load the next delta from the stream into
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from ipufs.model.executor.rule import Handler, Rule, s32, u32
 
 if TYPE_CHECKING:
-    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
 A = "A hover/{}.md"
@@ -32,21 +32,21 @@ def _m_load(width: int, signed: bool) -> tuple[Handler, Handler, Handler, Handle
             value -= 1 << (8 * width)
         c.set_m(d, value)
 
-    def reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def reg(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         finish(c, o[0], ex.load(t, m[o[1]] + m[o[2]] + m[o[3]] * width, width))
 
-    def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         finish(c, o[0], ex.load(t, m[o[1]] + m[o[2]] + o[3] * width, width))
 
-    def step_reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def step_reg(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         value = ex.load(t, m[o[1]] + m[o[2]], width)
         c.set_m(o[2], m[o[2]] + s32(m[o[3]]) * width)
         finish(c, o[0], value)
 
-    def step_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def step_imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         value = ex.load(t, m[o[1]] + m[o[2]], width)
         c.set_m(o[2], m[o[2]] + o[3] * width)
@@ -62,27 +62,27 @@ def _put_a(c: Context, d: int, value: int, width: int) -> None:
 
 def _a_load(width: int, region1: bool = False, broadcast16: bool = False) -> tuple[Handler, Handler, Handler, Handler]:
     """$a loads (32, 64, 128 bits; ldb16 duplicates a 16-bit value into both halves)."""
-    def value_of(ex: Execution, t: TileState, address: int) -> int:
+    def value_of(ex: Machine, t: TileState, address: int) -> int:
         if region1:
             ex.require_region1(t, address)
         v = ex.load(t, address, width)
         return v | v << 16 if broadcast16 else v
 
-    def reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def reg(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         _put_a(c, o[0], value_of(ex, t, m[o[1]] + m[o[2]] + m[o[3]] * width), width)
 
-    def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         _put_a(c, o[0], value_of(ex, t, m[o[1]] + m[o[2]] + o[3] * width), width)
 
-    def step_reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def step_reg(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         value = value_of(ex, t, m[o[1]] + m[o[2]])
         c.set_m(o[2], m[o[2]] + s32(m[o[3]]) * width)
         _put_a(c, o[0], value, width)
 
-    def step_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def step_imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         value = value_of(ex, t, m[o[1]] + m[o[2]])
         c.set_m(o[2], m[o[2]] + o[3] * width)
@@ -101,20 +101,20 @@ def _a_value(c: Context, r: int, width: int) -> int:
 def _m_stores() -> tuple[Handler, Handler, Handler, Handler]:
     """st32 of $m (immediate offset), st32step of $m (immediate stride),
     stm32 (register offset), stm32step (base += stride register × 4)."""
-    def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]] + o[3] * 4, 4, m[o[0]])
 
-    def step_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def step_imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]], 4, m[o[0]])
         c.set_m(o[2], m[o[2]] + o[3] * 4)
 
-    def stm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def stm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]] * 4, 4, m[o[0]])
 
-    def stm_step(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def stm_step(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]], 4, m[o[0]])
         c.set_m(o[1], m[o[1]] + s32(m[o[2]]) * 4)
@@ -124,20 +124,20 @@ def _m_stores() -> tuple[Handler, Handler, Handler, Handler]:
 
 def _a_stores(width: int) -> tuple[Handler, Handler, Handler, Handler]:
     """$a stores: register offset, immediate offset, step by register, step by immediate."""
-    def reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def reg(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]] + m[o[3]] * width, width, _a_value(c, o[0], width))
 
-    def imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]] + o[3] * width, width, _a_value(c, o[0], width))
 
-    def step_reg(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def step_reg(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]], width, _a_value(c, o[0], width))
         c.set_m(o[2], m[o[2]] + s32(m[o[3]]) * width)
 
-    def step_imm(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def step_imm(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         ex.store(t, m[o[1]] + m[o[2]], width, _a_value(c, o[0], width))
         c.set_m(o[2], u32(m[o[2]] + o[3] * width))
@@ -145,7 +145,7 @@ def _a_stores(width: int) -> tuple[Handler, Handler, Handler, Handler]:
     return reg, imm, step_reg, step_imm
 
 
-def _ld64a32(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _ld64a32(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     """ld64a32 $aQ:Q+3, $mAddr++, $mBase, $mDelta: 64 bits at $mAddr into
     the quad's top pair, 32 bits at $mBase + $mDelta[15:0] into its second
     register (the first unchanged); $mAddr += 8."""
@@ -165,7 +165,7 @@ def _ldd16(width: int, *, broadcast16: bool = False, delta_pair: bool = False) -
     a new pair of deltas (32 bits) comes from $mAddr, $mAddr += 4."""
     step = 4 if delta_pair else 2
 
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         m = c.m
         dst, pointer, base, delta = o
         offset = m[delta] >> 16 if delta_pair else m[delta] & 0xFFFF

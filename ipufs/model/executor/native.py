@@ -127,9 +127,12 @@ class Loop:
     and decode cache."""
 
     def __init__(self, arrays: Arrays, exchange: BarMemory, base: int, window: int, sram: int, memory_base: int,
-                 csr_ops: NDArray[np.uint8]) -> None:
+                 csr_ops: NDArray[np.uint8], *, region1: int | None = None, bounded: bool = False) -> None:
         """``csr_ops`` [2, ACCESSES, 256]: for the supervisor, then a
-        worker, what each access of each CSR index does (CSR_OPS)."""
+        worker, what each access of each CSR index does (CSR_OPS).
+        ``region1``: the SRAM offset where region 1 starts (None: half way);
+        ``bounded``: only [memory_base, + sram) is memory, else addresses
+        alias onto it (tiles.py)."""
         if window & (window - 1) or window > 1 << 21 or window >= 2 * sram or exchange.size >= 1 << 32:
             raise ValueError("the native loop needs a power-of-two tile window below 2 MiB and twice the SRAM")
         if csr_ops.shape != (2, ACCESSES, 256) or csr_ops.dtype != np.uint8:
@@ -155,6 +158,7 @@ class Loop:
                                               "uint32_t *", "uint32_t *", "uint8_t *"), self._keep))
         x.memory += base
         x.window, x.sram, x.count, x.memory_base = window, sram, arrays.registers.shape[1], memory_base
+        x.region1, x.bounded = sram // 2 if region1 is None else region1, int(bounded)
         x.zone_local, x.zone_internal, x.event_capacity = Zone.LOCAL, Zone.INTERNAL, _EVENTS
         x.cache = self._cache
         self._pass = _ffi.new("struct ipufs_x_pass *")

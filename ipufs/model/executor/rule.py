@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 from ipufs.model.executor.state import MASK
 
 if TYPE_CHECKING:
-    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
 #: handler(execution, tile, context, operands in assembly order)
-Handler = Callable[["Execution", "TileState", "Context", tuple[int, ...]], None]
+Handler = Callable[["Machine", "TileState", "Context", tuple[int, ...]], None]
 
 
 @dataclass(frozen=True, slots=True)

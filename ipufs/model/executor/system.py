@@ -14,13 +14,13 @@ from ipufs.model.executor.state import Etype, Status, TileFault, Wait
 from ipufs.model.sync import HOST_ZONES, Zone
 
 if TYPE_CHECKING:
-    from ipufs.model.executor.engine import Execution
+    from ipufs.model.executor.ports import Machine
     from ipufs.model.executor.state import Context, TileState
 
 A = "A hover/{}.md"
 
 
-def _check_launch(ex: Execution, c: Context, entry: int, vbase: int) -> None:
+def _check_launch(ex: Machine, c: Context, entry: int, vbase: int) -> None:
     if entry % 4 or vbase % 4:
         raise TileFault(Etype.INVALID_OP, ExceptionCause.INVALID_OPERATION, c.pc,
                         f"run: entry 0x{entry:x} and vertex base 0x{vbase:x} must be 4-byte aligned")
@@ -29,7 +29,7 @@ def _check_launch(ex: Execution, c: Context, entry: int, vbase: int) -> None:
                         f"run: entry 0x{entry:x} is not in region 0")
 
 
-def _run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     entry, vbase = c.m[o[0]], (c.m[o[1]] + o[2] * 4 + ex.memory_base) & 0xFFFFFFFF
     _check_launch(ex, c, entry, vbase)
     free = [w for w in t.contexts[1:] if w.status is Status.INACTIVE]
@@ -39,7 +39,7 @@ def _run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     ex.launch(t, free[0], entry, vbase)
 
 
-def _runall(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _runall(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     entry, vbase = c.m[o[0]], c.m[o[1]]
     _check_launch(ex, c, entry, vbase)
     if any(w.status is not Status.INACTIVE for w in t.contexts[1:]):
@@ -51,7 +51,7 @@ def _runall(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None
 
 
 def _exit(test: str) -> Rule:
-    def run(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+    def run(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
         v = c.m[o[0]]
         status = {"z": v == 0, "nz": v != 0, "neg": s32(v) < 0, "pos": s32(v) > 0}[test]
         c.exit_status = int(status)
@@ -62,28 +62,28 @@ def _exit(test: str) -> Rule:
                 f"exit.{test}")
 
 
-def exited(ex: Execution, t: TileState, context: int, pc: int, status: int) -> None:
+def exited(ex: Machine, t: TileState, context: int, pc: int, status: int) -> None:
     """The trace's event of a worker's exit (the native loop's too)."""
     ex.event(t, "exit", context, pc, f"status {status}")
 
 
-def _get(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _get(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_m(o[0], csr.read(ex, t, c, o[1]))
 
 
-def _put(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _put(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     csr.write(ex, t, c, o[0], c.m[o[1]])
 
 
-def _uget(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _uget(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.set_a(o[0], csr.read_upper(ex, t, c, o[1]))
 
 
-def _uput(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _uput(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     csr.write_upper(ex, t, c, o[0], c.a[o[1]])
 
 
-def _sync(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _sync(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     zone = o[0]
     if zone in (Zone.RECV, Zone.ANS):
         raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc,
@@ -100,16 +100,16 @@ def _sync(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     synced(ex, t, c.number, c.pc, zone)
 
 
-def synced(ex: Execution, t: TileState, context: int, pc: int, zone: int) -> None:
+def synced(ex: Machine, t: TileState, context: int, pc: int, zone: int) -> None:
     """The trace's event of a sync (the native loop's too)."""
     ex.event(t, "sync", context, pc, f"zone {zone}")
 
 
-def _delay(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _delay(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     c.delay = o[0]
 
 
-def _trap(ex: Execution, t: TileState, c: Context, o: tuple[int, ...]) -> None:
+def _trap(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     if o[0] > 1:
         raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc,
                         f"trap {o[0]}: which patched breakpoint an immediate above 1 raises is not public")

@@ -44,7 +44,7 @@ class Assembler:
     def __init__(self, arch: Arch = Arch.IPU1, filename: str = "<input>") -> None:
         self.arch = arch
         self.filename = filename
-        self.base = PROFILES[arch.name.lower()].tile_window  # the first populated address
+        self.base = PROFILES[arch.name.lower()].tile_memory_base  # the first populated address
         self._syntax = {mode: Syntax(arch, mode, strict=True) for mode in (None, True, False)}
 
     def assemble(self, text: str) -> Assembled:

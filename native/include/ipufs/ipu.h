@@ -147,6 +147,7 @@ struct ipufs_buffer {
 #define IPU_TDI_RESULT_BAD_WIDTH 8
 #define IPU_TDI_RESULT_NOT_QUIESCENT 9
 #define IPU_TDI_RESULT_TDI_ERROR 10
+#define IPU_TDI_RESULT_NO_MEMORY 11
 
 /* Tile debug registers (IPU_REG_TDI_REG) and TDI_STS bits. */
 #define IPU_TDI_REG_CTXT_STS 0x00
@@ -201,12 +202,12 @@ static inline int ipufs_tdi_errno_(int result)
 #define IPUFS_IPU2_EXCHANGE_TILE_BASE 0x00000000u
 #define IPUFS_IPU2_TILE_WINDOW 0x100000u
 #define IPUFS_IPU2_TILE_INSTANCES 1472
-#define IPUFS_IPU2_TILE_TDI_BASE 0x0u
+#define IPUFS_IPU2_TILE_TDI_BASE 0x30000u
 #define IPUFS_IPU21_EXCHANGE_SIZE 0x5C000000u
 #define IPUFS_IPU21_EXCHANGE_TILE_BASE 0x00000000u
 #define IPUFS_IPU21_TILE_WINDOW 0x100000u
 #define IPUFS_IPU21_TILE_INSTANCES 1472
-#define IPUFS_IPU21_TILE_TDI_BASE 0x0u
+#define IPUFS_IPU21_TILE_TDI_BASE 0x30000u
 
 /* Exception causes (IPU_REG_EXC_CAUSE, IPU_REG_ERROR_STATE). */
 #define IPU_EXC_NONE 0
@@ -298,7 +299,7 @@ static inline int ipufs_tdi_errno_(int result)
 #define IPUFS_BRI_WORD 0x40800000u
 #define IPUFS_PUT_DBG_DATA_WORD 0x43008070u
 /* `get $mN, CSR` is IPUFS_GET_WORD | N << 16 | CSR; `put CSR, $mN` is IPUFS_PUT_WORD | N << 20 | CSR.
- * The CSRs a debugger moves (docs/execution.md, "Breakpoints"). */
+ * The CSRs a debugger moves (docs/debugging.md, "Breakpoints"). */
 #define IPUFS_GET_WORD 0x41000000u
 #define IPUFS_PUT_WORD 0x43008000u
 #define IPUFS_CSR_PC 0x00u

@@ -131,7 +131,7 @@ static inline int ipufs_inject_(int config_fd, uint32_t tile, uint32_t context, 
     return ipufs_tdi_retired(config_fd, tile);
 }
 
-/* Breakpoints (docs/execution.md, "Breakpoints"): a stopped context's CSR
+/* Breakpoints (docs/debugging.md, "Breakpoints"): a stopped context's CSR
  * `csr` (IPUFS_CSR_*) set to `value` through DBG_DATA, by injecting
  * `get $m<scratch>, $DBG_DATA` then `put CSR, $m<scratch>` (the scratch
  * register is overwritten): 0, or -errno as ipufs_start() (-EINVAL: csr or

@@ -9,7 +9,7 @@ from ipufs.model.ipu import Ipu
 from ipufs.model.isa import Arch, encode_row
 from ipufs.model.isa.assembler import Assembled, Assembler
 from ipufs.model.isa.rows import ROWS
-from ipufs.model.tdi import TdiRegister, TdiStatus
+from ipufs.model.debug import TdiRegister, TdiStatus
 from tests.model.test_ipu import make, reg
 from tests.model.test_ipu import put as put_u32
 

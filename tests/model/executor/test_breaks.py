@@ -11,12 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ipufs.abi.registers import ExceptionCause, TdiResult
-from ipufs.model.executor import breaks, csr
+from ipufs.model.debug import breaks
+from ipufs.model.executor import csr
 from ipufs.model.executor.state import Etype, Status
 from ipufs.model.ipu import Ipu
-from ipufs.model.tdi import TdiRegister, TdiStatus
+from ipufs.model.debug import TdiRegister, TdiStatus
 from tests.model.executor.kit import assemble, load, m, memory_word, start, tdi_read, tdi_write, word
-from tests.model.executor.test_native import WORDS, _run, _same, program
+from tests.model.executor.test_native import CODE, DATA as ANY_DATA, WORDS, _run, _same, program
 from tests.model.test_ipu import make, reg
 
 DATA = 0x60000  # as test_native's
@@ -89,7 +90,7 @@ def test_an_instruction_break_stops_before_the_instruction_and_a_resume_goes_on(
     for _ in range(5):  # once per pass of the loop
         etype, cause, address, pc = _stopped(ipu)
         assert (etype, cause, address, pc) == (Etype.IBRK, ExceptionCause.BREAKPOINT, here, here)
-        assert _brk_id(ipu) == breaks.IBRK_CHANNEL
+        assert _brk_id(ipu) == csr.IBRK_CHANNEL
         sums.append(m(ipu, 0, 4))  # not yet added: the break comes before the instruction
         _resume(ipu, pc)
         ipu.execution.run(10_000)
@@ -170,7 +171,7 @@ def test_a_data_break_stops_a_store_before_it_writes_and_a_load_before_it_reads(
     ipu.execution.run(10_000)
     etype, cause, address, pc = _stopped(ipu)  # st32 at DATA + 12: in [DATA + 8, DATA + 16)
     assert (etype, cause, address, pc) == (Etype.DBRK, ExceptionCause.BREAKPOINT, DATA + 12, entry + 4 * 9)
-    assert _brk_id(ipu) == breaks.DBRK_CHANNEL and memory_word(ipu, 0, DATA + 12) == 0
+    assert _brk_id(ipu) == csr.DBRK_CHANNEL and memory_word(ipu, 0, DATA + 12) == 0
     assert memory_word(ipu, 0, DATA + 4) == 9  # the store before, outside the range, was done
     _resume(ipu, pc)
     ipu.execution.run(10_000)
@@ -257,7 +258,7 @@ def test_rbrk_fields_whose_meaning_is_not_public_are_refused() -> None:
     ipu = make()
     assert tdi_write(ipu, 0, TdiRegister.DBG_RBRK, breaks.RBRK_ATOV | 1) == TdiResult.BAD_VALUE
     assert tdi_read(ipu, 0, TdiRegister.DBG_RBRK) == 0 and tdi_read(ipu, 0, TdiRegister.TDI_STS) & TdiStatus.INV
-    assert 0 not in ipu.execution.breaks
+    assert 0 not in ipu.execution.interpreter.breaks
 
 
 def test_trap_raises_patched_breakpoint_0_or_1_and_refuses_other_immediates() -> None:
@@ -312,13 +313,13 @@ def armed(draw: st.DrawFn) -> dict[str, int]:
     break somewhere in the first 64 words, a data break over the data, and
     retirement breaks for some contexts."""
     return {
-        "ibrk_ctl": draw(st.integers(0, 7)), "ibrk_pc": 0x40000 + 4 * draw(st.integers(0, 63)),
-        "ibrk_vert": DATA + 4 * draw(st.integers(0, 8)),
+        "ibrk_ctl": draw(st.integers(0, 7)), "ibrk_pc": CODE + 4 * draw(st.integers(0, 63)),
+        "ibrk_vert": ANY_DATA + 4 * draw(st.integers(0, 8)),
         "dbrk_ctl": (draw(st.integers(0, 3)) | draw(st.integers(0, 7)) << breaks.SIZE_SHIFT
                      | draw(st.integers(0, 0x7F)) << breaks.CTXT_SHIFT),
-        "dbrk_base": DATA + 4 * draw(st.integers(0, WORDS)),
+        "dbrk_base": ANY_DATA + 4 * draw(st.integers(0, WORDS)),
         "rbrk": draw(st.sampled_from([0, 0, 1, 0x7E, 0x7F])) | draw(st.sampled_from([0, breaks.RBRK_VM_EN])),
-        "rbrk_vert": DATA + 4 * draw(st.integers(0, 8)),
+        "rbrk_vert": ANY_DATA + 4 * draw(st.integers(0, 8)),
     }
 
 
@@ -329,8 +330,8 @@ def _arm(ipu: Ipu, tiles: int, b: dict[str, int]) -> None:
     ex = ipu.execution
     for tile in range(tiles):
         t = ex.state(tile)
-        for index, key in ((breaks.IBRK_PC, "ibrk_pc"), (breaks.IBRK_VERT, "ibrk_vert"), (breaks.IBRK_CTL, "ibrk_ctl"),
-                           (breaks.DBRK_BASE, "dbrk_base"), (breaks.DBRK_CTL, "dbrk_ctl")):
+        for index, key in ((csr.IBRK_PC, "ibrk_pc"), (csr.IBRK_VERT, "ibrk_vert"), (csr.IBRK_CTL, "ibrk_ctl"),
+                           (csr.DBRK_BASE, "dbrk_base"), (csr.DBRK_CTL, "dbrk_ctl")):
             csr.write(ex, t, t.supervisor, index, b[key])
         assert tdi_write(ipu, tile, TdiRegister.DBG_RBRK_VERT, b["rbrk_vert"]) == TdiResult.OK
         assert tdi_write(ipu, tile, TdiRegister.DBG_RBRK, b["rbrk"]) == TdiResult.OK
@@ -389,12 +390,12 @@ _start:
     ipu, entry = _ready(source, native=native)
     ipu.execution.run(100)
     etype, _, _, pc = _stopped(ipu)
-    assert etype is Etype.DBRK and _brk_id(ipu) == breaks.DBRK_CHANNEL
+    assert etype is Etype.DBRK and _brk_id(ipu) == csr.DBRK_CHANNEL
     _resume(ipu, pc)
     ipu.execution.run(100)
     assert _stopped(ipu)[0] is Etype.PBRK0
-    assert 0 not in ipu.execution.breaks
-    assert ipu.execution.debug_data(0) == breaks.DBRK_CHANNEL
+    assert 0 not in ipu.execution.interpreter.breaks
+    assert ipu.execution.debug_data(0) == csr.DBRK_CHANNEL
 
 
 #: worker 1 sums 3 four times in an rpt body and stores the sum at 0x61000

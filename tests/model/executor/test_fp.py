@@ -37,20 +37,19 @@ def normal32() -> st.SearchStrategy[float]:
 
 
 @settings(max_examples=80, deadline=None)
-@given(st.sampled_from(sorted(OPS)), normal32(), normal32())
+@given(st.sampled_from(sorted(OPS)), st.floats(width=32, allow_nan=False), st.floats(width=32, allow_nan=False))
 def test_f32_arithmetic_rounds_as_ieee_binary32(op: str, x: float, y: float) -> None:
+    """Subnormals, infinities, overflow and division by zero included."""
     with np.errstate(all="ignore"):
         want = OPS[op](np.float32(x), np.float32(y))
-    assume(not (op == "f32div" and y == 0))
-    exact = {"f32add": x + y, "f32sub": x - y, "f32mul": x * y, "f32div": x / y if y else 0.0}[op]
-    assume(np.isfinite(want) and (exact == 0 or abs(exact) >= 2.0 ** -126))  # no underflow: not public
     run_worker(f"""
   ld32 $a0, $m13, $m15, 0
   ld32 $a1, $m13, $m15, 1
   {op} $a2, $a0, $a1
   st32 $a2, $m13, $m15, 2
 """, [bits(x), bits(y), 0])
-    assert memory_word(IPU, 0, 0x60008) == bits(float(want))  # the sign of a zero too
+    got = memory_word(IPU, 0, 0x60008)
+    assert got == (0x7FC00000 if np.isnan(want) else bits(float(want)))  # the sign of a zero too
     assert reg(IPU, "EXC_CAUSE") == ExceptionCause.BREAKPOINT  # the supervisor's trap, nothing before
 
 
@@ -87,14 +86,6 @@ def test_an_enabled_exception_is_a_floating_point_exception() -> None:
     assert (reg(IPU, "EXC_CAUSE"), reg(IPU, "EXC_CONTEXT")) == (ExceptionCause.FLOATING_POINT, 1)
 
 
-def test_nan_operands_are_not_guessed() -> None:
-    run_worker("""
-  ld32 $a0, $m13, $m15, 0
-  f32add $a1, $a0, $a0
-""", [0x7FC00000])
-    assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE
-
-
 def half(x: float) -> int:
     return int(np.float16(x).view(np.uint16))
 
@@ -113,10 +104,8 @@ def test_f16v4_lanes_round_as_ieee_binary16(op: str, broadcast: str, values: lis
     x, y = values[:4], values[4:]
     lanes_x = [x[0]] * 4 if broadcast == ":BL" else [x[1]] * 4 if broadcast == ":BU" else x
     fn = {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op]
-    exact = [{"add": a + b, "sub": a - b, "mul": a * b}[op] for a, b in zip(lanes_x, y)]
     with np.errstate(all="ignore"):
-        want = [fn(np.float16(a), np.float16(b)) for a, b in zip(lanes_x, y)]
-    assume(all(np.isfinite(w) for w in want) and all(e == 0 or abs(e) >= 2.0 ** -14 for e in exact))
+        want = [fn(np.float16(a), np.float16(b)) for a, b in zip(lanes_x, y)]  # subnormal results too
     words = [half(x[0]) | half(x[1]) << 16, half(x[2]) | half(x[3]) << 16,
              half(y[0]) | half(y[1]) << 16, half(y[2]) | half(y[3]) << 16]
     source = "$a0" + broadcast if broadcast else "$a0:1"
@@ -266,14 +255,6 @@ def test_max_min_and_magnitudes_lane_by_lane(op: str, f: list[float], h: list[fl
     assert halves(results(12, 2)) == hw and halves(results(9, 1)) == hw[:2]
 
 
-def test_which_zero_max_gives_is_not_guessed() -> None:
-    run_worker("""
-  ld64 $a0:1, $m13, $m15, 0
-  f32max $a2, $a0, $a1
-""", [bits(0.0), bits(-0.0)])
-    assert reg(IPU, "EXC_CAUSE") == ExceptionCause.NOT_EXECUTABLE
-
-
 @settings(max_examples=25, deadline=None)
 @given(st.lists(normal32(), min_size=4, max_size=4), st.lists(normal16(), min_size=6, max_size=6))
 def test_clamp_is_min_of_max_with_the_lower_bound_first(f: list[float], h: list[float]) -> None:
@@ -303,7 +284,7 @@ def test_clamp_is_min_of_max_with_the_lower_bound_first(f: list[float], h: list[
     assert halves(results(12, 2)) == want16 and halves(results(9, 1)) == want16[:2]
 
 
-def test_f32v4tof16_rounds_each_lane_to_nearest_even_and_overflows_to_infinity() -> None:
+def test_f32v4tof16_rounds_each_lane_to_nearest_even_and_saturates_on_overflow() -> None:
     tie_down = 1.0 + 2.0 ** -11  # halfway between 1 and the next f16: to even, 1
     tie_up = 1.0 + 3 * 2.0 ** -11  # halfway, to the even neighbour above
     values = [tie_down, tie_up, -0.0, 70000.0]
@@ -317,8 +298,8 @@ def test_f32v4tof16_rounds_each_lane_to_nearest_even_and_overflows_to_infinity()
 """, [bits(v) for v in values] + [0, 0, 0])
     with np.errstate(all="ignore"):
         want = [int(np.float16(v).view(np.uint16)) for v in values]
-    assert halves(results(4, 2)) == want and want[:3] == [half(1.0), half(1.0 + 2.0 ** -9), 0x8000]
-    assert want[3] == 0x7C00 and results(6, 1) == [4]  # +inf, OFLO
+    assert halves(results(4, 2))[:3] == want[:3] and want[:3] == [half(1.0), half(1.0 + 2.0 ** -9), 0x8000]
+    assert want[3] == 0x7C00 and halves(results(4, 2))[3] == 0x7BFF and results(6, 1) == [4]  # the largest half, OFLO
 
 
 @settings(max_examples=30, deadline=None)
@@ -431,4 +412,4 @@ def test_a_lateral_sum_tie_rounds_to_even_and_an_f16_overflow_is_flagged() -> No
 """, [half(a) | half(b) << 16, half(-60000.0) | half(1.0) << 16, 0, 0, 0, 0])
     want = float(np.float32(a + b))
     assert results(3, 1) == [bits(want)] and want == 2050.0 + 2.0 ** -11
-    assert halves(results(4, 1)) == [0x7C00, half(2.0)] and results(5, 1) == [4]  # +inf and OFLO
+    assert halves(results(4, 1)) == [0x7BFF, half(2.0)] and results(5, 1) == [4]  # the largest half and OFLO

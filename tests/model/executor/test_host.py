@@ -8,7 +8,7 @@ from ipufs.abi.interrupts import Interrupt
 from ipufs.abi.registers import TdiResult
 from ipufs.model.executor.state import Status, Wait
 from ipufs.model.ipu import Ipu
-from ipufs.model.tdi import TdiRegister, TdiStatus
+from ipufs.model.debug import TdiRegister, TdiStatus
 from tests.model.executor.kit import BASE, assemble, load, tdi_read, tdi_write, word
 from tests.model.test_ipu import make
 
@@ -48,10 +48,10 @@ def test_a_sync_waits_for_every_named_tile_started_one_at_a_time() -> None:
         _start_one(ipu, tile)
         ipu.execution.run(10**6)  # the started tiles run as far as they can
         if n < len(tiles) - 1:
-            assert ipu.sync_counts[1] == 0 and not ipu.interrupts.raised[Interrupt.GS1_E0]
+            assert ipu.host_sync.counts[1] == 0 and not ipu.interrupts.raised[Interrupt.GS1_E0]
             waiting = {ipu.execution.states[t].supervisor.wait for t in tiles[: n + 1]}
             assert waiting == {Wait.INTERNAL}
-    assert ipu.sync_counts[1] == 1 and ipu.interrupts.raised[Interrupt.GS1_E0] == 1
+    assert ipu.host_sync.counts[1] == 1 and ipu.interrupts.raised[Interrupt.GS1_E0] == 1
 
 
 def test_a_tile_released_before_it_starts_stops_counting() -> None:
@@ -60,17 +60,17 @@ def test_a_tile_released_before_it_starts_stops_counting() -> None:
         _name(ipu, (0, 1))
         _start_one(ipu, 0)
         ipu.execution.run(10**6)
-        assert ipu.sync_counts[1] == 0
+        assert ipu.host_sync.counts[1] == 0
         if release == "worker":
             _name(ipu, (1,), context=1)  # DBG_IOWNER names a worker: the supervisor is no longer named
         elif release == "injection":  # an injection that does not start it (reading a register)
             assert tdi_write(ipu, 1, TdiRegister.DBG_IEXEC, word("put_mmmn_zi", 0x70, 1)) == TdiResult.OK
         else:
             ipu.reset()
-            assert not ipu.execution.named and not ipu.execution.states
+            assert not ipu.debug.named and not ipu.execution.states
             return
         ipu.execution.run(10**6)
-        assert ipu.sync_counts[1] == 1, release
+        assert ipu.host_sync.counts[1] == 1, release
         assert ipu.execution.states[0].supervisor.wait is Wait.NONE
 
 
@@ -82,7 +82,7 @@ def test_naming_a_running_supervisor_does_not_hold_syncs_back() -> None:
     ipu.execution.run(1)  # both started, neither at its sync yet
     _name(ipu, (0,))  # the host names tile 0 again while it runs
     ipu.execution.run(10**6)
-    assert ipu.sync_counts[1] == 1 and not ipu.execution.named
+    assert ipu.host_sync.counts[1] == 1 and not ipu.debug.named
 
 
 def test_an_injection_is_busy_until_the_executor_retires_it() -> None:
@@ -133,7 +133,7 @@ def test_a_reset_sets_tile_state_aside_and_sweep_frees_it() -> None:
     ipu.execution.run(100)
     ipu.reset()
     ex = ipu.execution
-    assert not ex.states and not ex.running and not ex.injections and not ipu.tdi
+    assert not ex.states and not ex.running and not ipu.debug.injections and not ipu.debug.debug
     assert all(tdi_read(ipu, t, TdiRegister.CTXT_STS) == 0 for t in tiles)
     # 8 tiles' contexts and 8 tiles' TDI registers, freed 3 at a time
     assert [ex.sweep(3) for _ in range(6)] == [True] * 5 + [False]

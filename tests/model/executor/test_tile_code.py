@@ -36,17 +36,18 @@ def test_bad_entries_are_refused() -> None:
 
 def test_the_register_numbers_and_context_states_are_the_models() -> None:
     from ipufs.model.executor.state import Status
-    from ipufs.model.tdi import TdiRegister, TdiStatus
+    from ipufs.model.debug import TdiRegister, TdiStatus
 
     assert (tile_code.TDI_CTXT_STS, tile_code.TDI_DBG_IEXEC, tile_code.TDI_DBG_IOWNER, tile_code.TDI_DBG_DATA,
             tile_code.TDI_TDI_STS, tile_code.TDI_DBG_RBRK, tile_code.TDI_DBG_RBRK_VERT) == (
         TdiRegister.CTXT_STS, TdiRegister.DBG_IEXEC, TdiRegister.DBG_IOWNER, TdiRegister.DBG_DATA,
         TdiRegister.TDI_STS, TdiRegister.DBG_RBRK, TdiRegister.DBG_RBRK_VERT)
-    from ipufs.model.executor import breaks, csr
+    from ipufs.model.executor import csr
+    from ipufs.model.debug import breaks
 
     assert (tile_code.CSR_SSR, tile_code.CSR_DBG_BRK_ID, tile_code.CSR_DBG_IBRK0_CTL, tile_code.CSR_DBG_IBRK0_PC,
             tile_code.CSR_DBG_IBRK0_VERT, tile_code.CSR_DBG_DBRK0_CTL, tile_code.CSR_DBG_DBRK0_BASE) == (
-        csr.SR, csr.DBG_BRK_ID, breaks.IBRK_CTL, breaks.IBRK_PC, breaks.IBRK_VERT, breaks.DBRK_CTL, breaks.DBRK_BASE)
+        csr.SR, csr.DBG_BRK_ID, csr.IBRK_CTL, csr.IBRK_PC, csr.IBRK_VERT, csr.DBRK_CTL, csr.DBRK_BASE)
     assert (tile_code.IBRK_ENS, tile_code.IBRK_ENW) == (breaks.ENS, breaks.ENW)
     assert (tile_code.TDI_STS_CNQ, tile_code.TDI_STS_INV, tile_code.TDI_STS_DBLE, tile_code.TDI_STS_BUSY) == (
         TdiStatus.CNQ, TdiStatus.INV, TdiStatus.DBLE, TdiStatus.BUSY)
@@ -55,7 +56,7 @@ def test_the_register_numbers_and_context_states_are_the_models() -> None:
 
 
 def test_ctxt_sts_of_a_tile_that_never_ran_shows_a_held_exception() -> None:
-    from ipufs.model.tdi import TdiRegister
+    from ipufs.model.debug import TdiRegister
     from tests.model.executor.kit import make, tdi_read
 
     ipu = make()

@@ -167,7 +167,7 @@ def test_sections_without_an_address_follow_those_with_one() -> None:
     placed = {s.name: s.address for s in out.sections}
     assert placed == {".text": 0x40000, ".data": 0x40008}
     assert _assemble("nop").sections[0].address == 0x40000  # ipu1's first populated address
-    assert _assemble("nop", Arch.IPU2).sections[0].address == 0x100000
+    assert _assemble("nop", Arch.IPU2).sections[0].address == 0x4C000  # the GC200's
 
 
 RPT = """\

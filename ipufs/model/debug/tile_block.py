@@ -1,30 +1,42 @@
-# The per-tile TDI registers of profiles that place them in config space
-# (ipu1: from 0x30000, one 0x40 stride per tile instance, a register every 4
-# bytes; docs/registers.md says which public constants that comes from).
-# Register R of tile T reads what the TDI's READ_REG of (T, R) would answer,
-# and a store to it is the TDI's WRITE_REG of (T, R): the same TileDebug and
-# executor as the TDI aperture. Mapped reads reach no daemon code, so the
-# model keeps the block current: every tile whose debug state changed
-# (``dirty``) is published into it. Stores reach the model by pwrite
-# (write) or, through a mapping, when the register watcher finds the block
-# differing from ``expect`` (act). An accepted DBG_IEXEC only queues its
-# instruction (TDI_STS.BUSY); it retires at the executor's next run(),
-# which publishes the tile again (Execution.retire_injections marks it).
+# The per-tile TDI registers in config space: from 0x30000, one 0x40
+# stride per tile instance, a register every 4 bytes, instances numbered
+# by physical tile (ipu1: research/ipu1/ipu1_consts.c; the GC200: a runtime
+# that drives a real C600, osmarks/ipu-stack crates/ipu-driver/src/lib.rs;
+# docs/registers.md). Register R of the instance of logical tile T reads
+# what the TDI's READ_REG of (T, R) would answer, and a store to it is the
+# TDI's WRITE_REG of (T, R): the same debug unit as the TDI aperture. Mapped reads reach no daemon code, so the model
+# keeps the block current: every tile whose debug state changed (the
+# unit's ``changed``) is published into it. Stores reach the model by
+# pwrite (write_words) or, through a mapping, when the register watcher
+# finds the block differing from ``expect`` (act). An accepted DBG_IEXEC
+# only queues its instruction (TDI_STS.BUSY); it retires at the
+# executor's next run(), which publishes the tile again.
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from ipufs.abi.registers import TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiResult
-from ipufs.model.executor import Execution, debug as tile_debug
+from ipufs.model.debug.registers import WRITE_ONLY, TdiRefused, TdiRegister
 from ipufs.model.memory import BarMemory, sparse_words
 from ipufs.model.profile import Profile
-from ipufs.model.tdi import WRITE_ONLY, TdiRefused, TdiRegister, TileDebug
 
 #: registers per tile (TDBG_TDI_APERTURE_SPACE)
 PER_TILE = TDI_TILE_STRIDE // TDI_REGISTER_WIDTH
-#: the debug state of a tile never used
-_UNUSED = TileDebug()
+
+
+class Registers(Protocol):
+    """What the block shows and acts on: the debug unit's registers."""
+
+    #: tiles whose registers may have changed since they were last published
+    changed: set[int]
+
+    def values(self, tile: int) -> list[int]: ...
+
+    def write(self, tile: int, reg: int, value: int) -> TdiResult: ...
 #: stores found together are applied in the order a host's sequence needs
 #: (the owner and data first, then clearing flags and exceptions, then the
 #: injection), whatever their addresses
@@ -40,26 +52,29 @@ _PUBLISH: tuple[int, ...] = tuple(sorted(range(PER_TILE),
                                          key=lambda r: (r in WRITE_ONLY, r == TdiRegister.TDI_STS, r)))
 
 
-class TileRegisters:
+class TileBlock:
     """The per-tile TDI registers of one IPU's config space."""
 
-    def __init__(self, profile: Profile, config: BarMemory, execution: Execution,
-                 debug: dict[int, TileDebug]) -> None:
+    def __init__(self, profile: Profile, config: BarMemory, registers: Registers) -> None:
         if profile.tdi_tile_base is None:
             raise ValueError(f"profile {profile.name} has no per-tile TDI registers")
         self.start = profile.tdi_tile_base
         self.end = self.start + profile.tdi_tile_span
         self.tiles = profile.tiles
+        #: logical tile -> its instance (physical tile), and back
+        self.instance = profile.tile_map.physical
+        self.tile_of = profile.tile_map.logical
         self.config = config
-        self.execution = execution
-        self.debug = debug
+        self.registers = registers
         self._first = self.start // 4
         #: the block as clients see it, and what the model last stored there
         self.words: NDArray[np.uint32] = config.words[self._first : self.end // 4]
         self.expect: NDArray[np.uint32] = sparse_words(self.words.size)
-        #: tiles whose registers must be published (the executor adds those it changed)
-        self.dirty = execution.debug_touched
+        #: tiles whose registers must be published (the unit's: the executor adds those it changed)
+        self.dirty = registers.changed
         self.dirty.clear()
+        #: instances holding no tile that a client stored into: they read 0 again
+        self._stray: set[int] = set()
         config.clear(self.start, self.end - self.start)  # a persistent BAR's old values go
 
     def overlaps(self, offset: int, length: int) -> bool:
@@ -70,25 +85,26 @@ class TileRegisters:
         self.config.clear(self.start, self.end - self.start)
         self.expect[self.expect != 0] = 0  # only written pages: the rest stay the zero page
         self.dirty.clear()
+        self._stray.clear()
 
     # --- what a read answers ------------------------------------------------------
-    def values(self, tile: int) -> list[int]:
-        """The 16 registers of ``tile`` as a read answers them (0 for a tile
+    def values(self, instance: int) -> list[int]:
+        """The 16 registers of ``instance`` as a read answers them (0 for an
         instance that holds no tile)."""
-        if not 0 <= tile < self.tiles:
+        if not 0 <= instance < self.tiles:
             return [0] * PER_TILE
-        debug = self.debug.get(tile)
-        return [v & 0xFFFFFFFF for v in tile_debug.register_values(self.execution, tile, debug or _UNUSED)]
+        return [v & 0xFFFFFFFF for v in self.registers.values(self.tile_of[instance])]
 
     def publish(self) -> None:
         """Store the registers of every dirty tile. A word a client stored
         and the model has not acted on yet is left for it to act on."""
-        if not self.dirty:
+        if not self.dirty and not self._stray:
             return
         words, expect, config = self.words, self.expect, self.config
-        for tile in sorted(self.dirty):
-            at = tile * PER_TILE
-            now = self.values(tile)
+        instances = sorted({self.instance[tile] for tile in self.dirty if 0 <= tile < self.tiles} | self._stray)
+        for instance in instances:
+            at = instance * PER_TILE
+            now = self.values(instance)
             held, stored = words[at : at + PER_TILE].tolist(), expect[at : at + PER_TILE].tolist()
             if now != stored or held != stored:
                 for reg in _PUBLISH:
@@ -96,19 +112,20 @@ class TileRegisters:
                         config.store_word(self._first + at + reg, now[reg])
                 expect[at : at + PER_TILE] = now
         self.dirty.clear()
+        self._stray.clear()
 
     # --- stores ---------------------------------------------------------------------
-    def write(self, tile: int, reg: int, value: int) -> int:
-        """A store of ``value`` to register ``reg`` of ``tile``: the TDI's
-        WRITE_REG. Returns its TDI_RESULT (a refusal also sets TDI_STS as
-        the aperture's does)."""
-        if not 0 <= tile < self.tiles:
-            self.dirty.add(tile)  # restore what a mapped store changed
+    def write(self, instance: int, reg: int, value: int) -> int:
+        """A store of ``value`` to register ``reg`` of ``instance``: the
+        TDI's WRITE_REG of its tile. Returns its TDI_RESULT (a refusal also
+        sets TDI_STS as the aperture's does)."""
+        if not 0 <= instance < self.tiles:
+            self._stray.add(instance)  # restore what a mapped store changed
             return TdiResult.BAD_TILE
+        tile = self.tile_of[instance]
         self.dirty.add(tile)
         try:
-            return tile_debug.write_register(self.execution, tile, self.debug.setdefault(tile, TileDebug()),
-                                             reg, value & 0xFFFFFFFF)
+            return self.registers.write(tile, reg, value & 0xFFFFFFFF)
         except TdiRefused as refused:
             return refused.result
 
@@ -121,16 +138,37 @@ class TileRegisters:
         done = 0
         try:
             for at in range(0, len(data), TDI_REGISTER_WIDTH):
-                tile, reg = divmod((offset + at - self.start) // TDI_REGISTER_WIDTH, PER_TILE)
-                result = self.write(tile, reg, int.from_bytes(data[at : at + TDI_REGISTER_WIDTH], "little"))
+                instance, reg = divmod((offset + at - self.start) // TDI_REGISTER_WIDTH, PER_TILE)
+                result = self.write(instance, reg, int.from_bytes(data[at : at + TDI_REGISTER_WIDTH], "little"))
                 if result != TdiResult.OK:
                     if done:
                         return done
-                    raise TdiRefused(result, f"tile {tile} TDI register 0x{reg:02x}: {TdiResult(result).name}")
+                    raise TdiRefused(result, f"physical tile {instance} TDI register 0x{reg:02x}: "
+                                             f"{TdiResult(result).name}")
                 done += TDI_REGISTER_WIDTH
             return done
         finally:
             self.publish()
+
+    def write_spanning(self, offset: int, data: memoryview, write_outside: Callable[[int, memoryview], int]) -> int:
+        """A config space write that covers the block: what lies before it
+        (``write_outside``), the registers, what lies after, in order;
+        returns the count written (TdiRefused when the first register is
+        refused and nothing lies before it)."""
+        n = self.config.clip(offset, len(data))
+        first, last = max(offset, self.start), min(offset + n, self.end)
+        done = write_outside(offset, data[: first - offset]) if first > offset else 0
+        try:
+            done += self.write_words(first, data[first - offset : last - offset])
+        except TdiRefused:
+            if not done:
+                raise
+            return done  # what lies before was written
+        if done < last - offset:
+            return done
+        if offset + n > last:
+            done += write_outside(last, data[last - offset : n])
+        return done
 
     def changed(self) -> bool:
         """Whether a client stored into the block (only reads: any thread)."""
@@ -148,8 +186,8 @@ class TileRegisters:
             return False
         values = self.words[where]
         stores = [(int(i) // PER_TILE, int(i) % PER_TILE, int(v)) for i, v in zip(where, values, strict=True)]
-        for tile, reg, value in sorted(stores, key=lambda s: (s[0], _ORDER.get(s[1], s[1]))):
-            self.write(tile, reg, value)
+        for instance, reg, value in sorted(stores, key=lambda s: (s[0], _ORDER.get(s[1], s[1]))):
+            self.write(instance, reg, value)
         self.expect[where] = values  # acted on: publish stores what the registers now read
         self.publish()
         return True

@@ -6,44 +6,28 @@
 # TDI_DBG_RBRK*, TDBG_*_IDBASE); meanings from Graphcore's ISA text (A114
 # hover/$DBG_RBRK.md, $DBG_RBRK_VERT.md, $DBG_BRK_ID.md, $DBG_IEXEC.md)
 # where it gives them and ipufs's own where it does not: docs/execution.md,
-# "Breakpoints", says which is which. The engine (engine.py) asks these
-# questions on the Python path; the native loop hands every turn of a
-# context a breakpoint applies to back to it (native.BREAK).
+# "Breakpoints", says which is which. The debug unit builds them when a
+# break register is written and hands them to the executor (watch), which
+# asks these questions on the Python path; the native loop hands every turn
+# of a context a breakpoint applies to back to it (native.BREAK).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ipufs.model.executor.state import Context
+from ipufs.model.executor.csr import DBRK_BASE, DBRK_CTL, DBRK_MDNR, DBRK_SIC, IBRK_CTL, IBRK_PC, IBRK_VERT
+from ipufs.model.executor.state import Context
 
-#: supervisor CSRs (R ipu1_consts.c CSR_S_DBG_*__INDEX)
-DBG_CTL = 0x73
-IBRK_CTL, IBRK_PC, IBRK_VERT = 0x80, 0x81, 0x82
-DBRK_CTL, DBRK_BASE, DBRK_SIDA = 0x90, 0x91, 0x92
-#: the CSRs whose writes change what breaks
-CSRS = frozenset({IBRK_CTL, IBRK_PC, IBRK_VERT, DBRK_CTL, DBRK_BASE})
 #: $DBG_IBRK0_CTL: ENS[0] ENW[1] EVM[2]
 ENS, ENW, EVM = 1 << 0, 1 << 1, 1 << 2
 #: $DBG_DBRK0_CTL: MLD[0] MSTNI[1] SIC[2] SIZE[5:3] MDNR[6] CTXT[21:15]
-MLD, MSTNI, SIC, MDNR = 1 << 0, 1 << 1, 1 << 2, 1 << 6
+MLD, MSTNI, SIC, MDNR = 1 << 0, 1 << 1, DBRK_SIC, DBRK_MDNR
 SIZE_SHIFT, CTXT_SHIFT = 3, 15
 #: TDI DBG_RBRK: EN[6:0] (one bit per context), ATOV[30], VM_EN[31]
 RBRK_EN, RBRK_ATOV, RBRK_VM_EN = 0x7F, 1 << 30, 1 << 31
-#: $DBG_BRK_ID of each channel (R TDBG_IBRK_IDBASE, TDBG_DBRK_IDBASE)
-IBRK_CHANNEL, DBRK_CHANNEL = 0, 1
 #: the worker CSR holding the vertex base
 _VERTEX_BASE = 0x02
 #: addresses compare as 21-bit tile addresses, word-aligned where the field is ADDR[18:2] (ours)
 _ADDRESS, _WORD = 0x1FFFFF, 0x1FFFFC
-
-
-def refused_write(index: int, value: int) -> str | None:
-    """Why a `put` of ``value`` to supervisor CSR ``index`` is refused (its
-    meaning is not public), or None."""
-    if index == DBRK_CTL and value & (SIC | MDNR):
-        return "$DBG_DBRK0_CTL.SIC and .MDNR: what they select is not public"
-    return None
 
 
 def refused_rbrk(value: int) -> str | None:
@@ -65,6 +49,13 @@ class Breakpoints:
     dbrk_base: int = 0
     rbrk: int = 0
     rbrk_vert: int = 0
+
+    @classmethod
+    def read(cls, supervisor_csrs: memoryview, rbrk: int, rbrk_vert: int) -> Breakpoints:
+        """What breaks on a tile whose supervisor's CSRs are ``supervisor_csrs``
+        and whose TDI holds DBG_RBRK ``rbrk`` and DBG_RBRK_VERT ``rbrk_vert``."""
+        c = supervisor_csrs
+        return cls(c[IBRK_CTL], c[IBRK_PC], c[IBRK_VERT], c[DBRK_CTL], c[DBRK_BASE], rbrk, rbrk_vert)
 
     def any(self) -> bool:
         return bool(self.ibrk_ctl & (ENS | ENW) or self.dbrk_ctl & (MLD | MSTNI) and self._dbrk_contexts()
@@ -110,12 +101,3 @@ class Breakpoints:
         if not self.rbrk & (1 << c.number):
             return False
         return not (c.number and self.rbrk & RBRK_VM_EN) or self._vertex(c, self.rbrk_vert)
-
-
-def hits(watch: tuple[int, int, bool, bool], address: int, width: int, store: bool) -> bool:
-    """Whether an access of ``width`` bytes at ``address`` meets a DBRK watch."""
-    first, end, loads, stores = watch
-    if not (stores if store else loads):
-        return False
-    at = address & _ADDRESS
-    return at < end and first < at + width

@@ -1,0 +1,314 @@
+# The executor of one IPU: the scheduler. Tiles take turns, one
+# instruction (or bundle) per turn, contexts round-robin within a tile;
+# run() takes a bounded number of turns in slices across the running
+# tiles, in the native loop (native.py) where the semantic rules name a
+# native form, and on the Python path (issue.py) otherwise, on the same
+# state; after each pass it settles the syncs (syncs.py). Faults and
+# breakpoints become tile exceptions raised on the IPU (EXC_*, signal 44).
+# The debug unit acts on it through a small interface (debuggee.py).
+# Pure: no I/O, no clocks; the daemon calls run() in bounded slices.
+# docs/execution.md.
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from ipufs.abi.registers import ExceptionCause
+from ipufs.model.executor import csr, native, system
+from ipufs.model.executor.access import TileAccess
+from ipufs.model.executor.interpreter import Interpreter
+from ipufs.model.executor.ports import Debugger, Device
+from ipufs.model.executor.state import MASK, Context, Etype, Status, TileFault, TileState, Wait
+from ipufs.model.executor.syncs import Syncs
+from ipufs.model.isa import Arch
+from ipufs.model.profile import Profile
+from ipufs.model.tiles import TileMemory
+
+#: the breakpoints' ETYPEs: the context stops where a resume can go on (a running rpt stays)
+_BREAKS = frozenset({Etype.IBRK, Etype.DBRK, Etype.RBRK})
+_MAX_EVENTS = 4096
+#: generations of tile state a reset has dropped and sweep() not yet freed;
+#: beyond this a reset frees the oldest itself
+_MAX_RETIRED = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """A program event for the trace: start, exit, exception, sync."""
+
+    kind: str
+    tile: int
+    context: int
+    pc: int
+    detail: str
+
+
+class Execution:
+    """Runs the tiles of one IPU (``device``), whose debug unit is ``debugger``."""
+
+    def __init__(self, profile: Profile, tiles: TileMemory, device: Device, debugger: Debugger) -> None:
+        self.arch = Arch.named(profile.arch)
+        self.memory_base = tiles.base
+        self.workers = profile.workers_per_tile
+        self.tiles = tiles
+        #: each logical tile's $TILE_ID: where it sits (its physical number)
+        self.tile_ids = profile.tile_map.physical
+        self.device = device
+        self.debugger = debugger
+        #: every tile's registers, PC, status, turns..., shared by both paths
+        self.arrays = native.Arrays(profile.tiles, self.workers + 1)
+        #: the native loop: on, off, or None for the process's default (native.enabled())
+        self.native: bool | None = None
+        self._loop: native.Loop | None = None
+        self.states: dict[int, TileState] = {}
+        #: tiles with an active context (a tile that stopped leaves at the next settle)
+        self.running = native.RunningTiles()
+        self.syncs = Syncs(self.arrays, self.running, device, debugger)
+        self.access = TileAccess(tiles)
+        self.load, self.store = self.access.load, self.access.store  # a rule's memory (ports.Machine)
+        self.executable, self.require_region1 = self.access.executable, self.access.require_region1
+        self.interpreter = Interpreter(self.arch, self.access, self, self.syncs, self.fault)
+        self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
+        self._native_retired = 0  # instructions the native loop retired since reset
+        #: called when there is work (the daemon wakes its runner): an
+        #: injection to retire, a sync released, state to sweep
+        self.wake: Callable[[], None] | None = None
+        self._retired: list[dict[int, Any]] = []  # per-tile state resets dropped, for sweep()
+        self._cursor = 0  # the tile run() serves first next time
+        self._stop: bytearray | None = None  # stop_when
+
+    # --- state -----------------------------------------------------------------
+    def state(self, tile: int) -> TileState:
+        t = self.states.get(tile)
+        if t is None:
+            a = self.arrays
+            t = self.states[tile] = TileState(tile, self.workers, a.registers[tile], a.fields[tile], a.counters[tile],
+                                              a.csrs[tile])
+            t.supervisor.csrs[csr.TILE_ID] = self.tile_ids[tile]
+        return t
+
+    def reset(self) -> None:
+        """Every context stops; registers, counters, syncs, breakpoints and
+        events are forgotten. The tiles' state objects are set aside, not
+        freed: freeing thousands of them is what took a reset's time;
+        sweep() frees them later."""
+        self.set_aside(self.states)
+        self.states = {}
+        self.running.clear()
+        self.events.clear()
+        self.interpreter.breaks.clear()
+        self.syncs.reset()
+        self.interpreter.retired = self._native_retired = 0
+        self._cursor = 0  # tiles are served from the first again, as on a new IPU
+
+    def set_aside(self, per_tile: dict[int, Any]) -> None:
+        """Keep ``per_tile`` (state a reset dropped) for sweep() to free."""
+        if per_tile:
+            self._retired.append(per_tile)
+            if len(self._retired) > _MAX_RETIRED:
+                del self._retired[0]
+            self._wake()
+
+    def sweep(self, tiles: int) -> bool:
+        """Free the state of up to ``tiles`` tiles that resets dropped;
+        returns whether some is left."""
+        while tiles > 0 and self._retired:
+            old = self._retired[0]
+            for _ in range(min(tiles, len(old))):
+                old.popitem()
+                tiles -= 1
+            if not old:
+                del self._retired[0]
+        return bool(self._retired)
+
+    def _wake(self) -> None:
+        if self.wake is not None:
+            self.wake()
+
+    @property
+    def instructions(self) -> int:
+        """Instructions retired since reset, every tile, both paths."""
+        return self.interpreter.retired + self._native_retired
+
+    # --- what the rules use besides memory (ports.Machine) ---------------------------
+    def event(self, t: TileState, kind: str, context: int, pc: int, detail: str = "") -> None:
+        """A program event: start, exit, exception (a context's state moved), sync."""
+        self.events.append(Event(kind, t.tile, context, pc, detail))
+        if kind != "sync":  # a context waiting for a sync stays active
+            self.debugger.changed.add(t.tile)
+
+    def debug_data(self, tile: int) -> int:
+        return self.debugger.data(tile)
+
+    def set_debug_data(self, tile: int, value: int) -> None:
+        self.debugger.set_data(tile, value)
+
+    def breaks_changed(self, tile: int) -> None:
+        self.debugger.breaks_changed(tile)
+
+    def launch(self, t: TileState, w: Context, entry: int, vertex_base: int) -> None:
+        """Start worker ``w`` at ``entry`` (run, runall): launch state as
+        A hover/$FP_CTL.md, $FP_STS.md, $PC.md say; $m13 = vertex base and
+        $m12 = $WORKER_BASE (A hover/$m12.md, $m13.md)."""
+        w.stop()
+        w.pc = entry
+        w.status = Status.ACTIVE
+        w.exit_status = None
+        w.csrs[0x02] = vertex_base
+        w.upper[2] = t.supervisor.csrs[0x20]  # $FP_CTL := $FP_ICTL
+        w.upper[0] = 0  # $FP_STS
+        w.set_m(13, vertex_base)
+        w.set_m(12, t.supervisor.csrs[0x20 + w.number])
+        self.activate(t)
+        self.event(t, "start", w.number, entry)
+
+    def activate(self, t: TileState) -> None:
+        """``t`` has an active context: it takes turns."""
+        if t.tile not in self.running:
+            self.running.add(t.tile)
+            self._wake()
+
+    # --- running -----------------------------------------------------------------------
+    def run(self, budget: int, slice_turns: int = 512) -> int:
+        """Take up to ``budget`` turns across the running tiles, tile by
+        tile in slices; returns the turns taken. Each tile's results and
+        turn count do not depend on the budget or slicing. Injections
+        accepted since the last call retire first."""
+        if self.debugger.pending():
+            self.debugger.retire()
+        loop = self._native_loop()
+        done = 0 if loop is None else self._run_native(loop, budget, slice_turns)
+        while loop is None and done < budget and self.running:
+            taken = 0
+            order = sorted(self.running)
+            # Fair across calls: start after the tile served last, and give
+            # each tile a share of the budget.
+            first = bisect_left(order, self._cursor) % len(order)
+            share = max(16, min(slice_turns, (budget - done) // len(order)))
+            for tile in order[first:] + order[:first]:
+                taken += self.interpreter.run_tile(self.states[tile], min(share, budget - done - taken))
+                self._cursor = tile + 1
+                if done + taken >= budget:
+                    break
+            done += taken
+            released = self._settle()
+            if not taken and not released:
+                break
+        if self.debugger.changed:
+            self.debugger.publish()
+        return done
+
+    def _run_native(self, loop: native.Loop, budget: int, slice_turns: int) -> int:
+        """run() in the native loop: the same passes over the running tiles
+        as above, so that every turn is taken in the same order; the C loop
+        makes them, calling back for the turns it does not take and for
+        _settle after a pass in which Python took a turn (a pass without one
+        changed nothing _settle reads)."""
+        done, more = 0, True
+        while more and done < budget and self.running:
+            running = len(self.running)
+
+            def settle() -> tuple[bool, bool]:
+                return self._settle(), len(self.running) != running  # it only drops tiles
+
+            taken, self._cursor, retired, more = loop.run(self.running.order(), slice_turns,
+                                                          budget - done, self._cursor, self.interpreter.learn,
+                                                          self._python_turn, settle, self._logged)
+            self._native_retired += retired
+            done += taken
+        return done
+
+    def busy(self) -> bool:
+        """Whether some context can take a turn now (or will once the
+        internal sync every member has reached is released), or an
+        injection waits."""
+        if self.debugger.pending():
+            return True
+        if not self.running:
+            return False
+        counts = self._the_loop().scan(self.running.order())[1]
+        return counts[native.RUNNABLE] > 0 or self.syncs.internal_due(counts)
+
+    def native_on(self) -> bool:
+        """Whether turns run in the native loop (Execution.native, else
+        IPUFS_NATIVE_EXECUTOR), and may now: not while a parity mark
+        exists (loads and fetches check those on the Python path)."""
+        return (native.enabled() if self.native is None else self.native) and not self.tiles.bad_parity
+
+    def _native_loop(self) -> native.Loop | None:
+        return self._the_loop() if self.native_on() else None
+
+    def _the_loop(self) -> native.Loop:
+        if self._loop is None:
+            t = self.tiles
+            self._loop = native.Loop(self.arrays, t.exchange, t.exchange_base, t.window, t.sram, self.memory_base,
+                                     csr.native_ops(self.arch), region1=t.region1 - t.base, bounded=not t.aliasing)
+            self._loop.stop_when(self._stop)
+        return self._loop
+
+    def stop_when(self, flag: bytearray | None) -> None:
+        """End each run() of the native loop early, after the tile in hand,
+        once ``flag[0]`` is nonzero (and offer the CPU to other threads
+        now and then while it runs): the daemon's FUSE reader sets it while
+        a request waits for the lock the caller holds. Tiles' results do
+        not depend on where a run ends."""
+        self._stop = flag
+        if self._loop is not None:
+            self._loop.stop_when(flag)
+
+    def _settle(self) -> bool:
+        """Drop tiles that stopped; complete syncs every member has
+        reached. Returns whether a context was released."""
+        if not self.running:
+            return False
+        stopped, counts = self._the_loop().scan(self.running.order())  # one look, in the arrays
+        for tile in stopped:
+            self.running.discard(tile)
+        return self.syncs.settle(counts, self.states, self._sync_refused)
+
+    def _sync_refused(self, zone: int, tiles: list[int]) -> None:
+        for tile in tiles:
+            t = self.states[tile]
+            if t.supervisor.wait is Wait.EXTERNAL:
+                self.fault(t, t.supervisor, TileFault(Etype.EXERR, ExceptionCause.SYNC, t.supervisor.pc,
+                                                      f"sync {zone}: the IPU's host sync refused it"))
+
+    def sync_completed(self, zone: int) -> None:
+        """The IPU's host sync on ``zone`` completed: tiles waiting on it go on."""
+        if self.syncs.completed(zone, self.states):
+            self._wake()  # a GS2 barrier may complete from another IPU's request
+
+    def _logged(self, kind: int, tile: int, context: int, pc: int, value: int) -> None:
+        """A program event of the native loop, for the trace, as the rules log it."""
+        t = self.states[tile]
+        if kind == native.EVENT_SYNC:
+            system.synced(self, t, context, pc, value)
+        elif kind == native.EVENT_START:
+            self.event(t, "start", context, pc)
+        else:
+            system.exited(self, t, context, pc, value)
+
+    def _python_turn(self, tile: int) -> None:
+        """The turn the native loop hands back: a context of ``tile`` can run."""
+        t = self.states[tile]
+        c = t.next_runnable()
+        assert c is not None, "the native loop hands back only turns a context can take"
+        self.interpreter.turn(t, c)
+
+    # --- exceptions ------------------------------------------------------------------------
+    def fault(self, t: TileState, c: Context, fault: TileFault) -> None:
+        """Context ``c`` takes an exception: it stops (EXCEPTED), its
+        $SSR/$WSR.ETYPE is set, and the IPU raises it (EXC_*, signal 44).
+        A breakpoint keeps a running rpt, for the resume to go on in it."""
+        repeat = c.repeat if fault.etype in _BREAKS else None
+        if c.number == 0:
+            self.syncs.leaves(t)
+        c.stop()
+        c.repeat = repeat
+        c.status = Status.EXCEPTED
+        c.sr = (c.sr & ~0xF0) | int(fault.etype) << 4
+        self.event(t, "exception", c.number, c.pc, f"{fault.etype.name}: {fault}")
+        self.device.raise_exception(int(fault.cause), t.tile, fault.address & MASK, c.number)
