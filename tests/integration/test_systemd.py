@@ -150,7 +150,8 @@ def test_the_unit_serves_a_configured_exporter_under_systemd(tmp_path: Path) -> 
         if text is None and "Failed to create" in booted and "cgroup" in booted:
             pytest.skip(f"systemd-nspawn cannot boot a container here: {booted[-500:]}")
         assert text is not None, booted[-3000:]
-        assert 'ipufs_ipu_healthy{board="C2",ipu="0"' in text
+        assert re.search(r"^ipufs_up 1(\.0)?$", text, re.M), text  # it read the IPUs through the daemon
+        assert re.search(r'^ipufs_ipu_healthy\{[^}]*ipu="0"[^}]*\} 1(\.0)?$', text, re.M), text
         assert "Started" in booted and "ipufs.service" in booted
     finally:
         container.terminate()  # nspawn halts the container: the unit stops, the mount goes with it
