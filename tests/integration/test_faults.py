@@ -19,6 +19,7 @@ import pytest
 from ipufs.client import Control, ControlError
 from ipufs.abi.icu import Op, op_word
 from ipufs.abi.registers import ExceptionCause
+from ipufs.model.profile import PROFILES
 from tests.integration.harness import PyClient as Client
 from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon, wait_for
 
@@ -55,8 +56,9 @@ def test_exception_fault(board: RunningDaemon, client: Callable[[int], Client]) 
 
 def test_parity_fault(board: RunningDaemon, client: Callable[[int], Client]) -> None:
     c = client(0)
-    inject(board, "parity", "--tile", "5", "--addr", "0x100010")
-    assert c("tdi-mem-read 5 0x100010 8").split()[0] == "PARITY"
+    address = hex(PROFILES["ipu2"].tile_memory_base + 0x10)  # a word of tile memory
+    inject(board, "parity", "--tile", "5", "--addr", address)
+    assert c(f"tdi-mem-read 5 {address} 8").split()[0] == "PARITY"
     assert c("signals 1 2000") == "signals 44:10"
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from ipufs.model.profile import PROFILES
 from tests.integration.harness import RunningDaemon, ipufs_command
 
 pytestmark = pytest.mark.mount
@@ -20,9 +21,10 @@ def ipufs(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_options_may_follow_the_fault_name(board: RunningDaemon) -> None:
-    out = ipufs("inject", "parity", "-d", "2", "--tile", "5", "--addr", "0x40010", "--dev", str(board.mountpoint))
+    address = PROFILES["ipu2"].tile_memory_base + 0x10  # a word of tile memory
+    out = ipufs("inject", "parity", "-d", "2", "--tile", "5", "--addr", hex(address), "--dev", str(board.mountpoint))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "parity ipu=2 address=262160 tile=5"
+    assert out.stdout.strip() == f"parity ipu=2 address={address} tile=5"
     out = ipufs("inject", "--dev", str(board.mountpoint), "telemetry", "--power", "12.5", "--json")
     assert out.returncode == 0 and '"fired": "telemetry ipu=0 power_mw=12500"' in out.stdout
 
