@@ -18,6 +18,7 @@ from ipufs.daemon import settings
 from ipufs.sd_notify import sd_notify
 from ipufs.daemon.log_budget import LogBudget
 from ipufs.problems import USAGE, Problem
+from ipufs.tools.deadline import DAEMON_TIMEOUT
 
 log = logging.getLogger("ipufs")
 
@@ -73,6 +74,14 @@ def _root(args: argparse.Namespace) -> Path:
     return devices.root(args.dev)
 
 
+def _answered(args: argparse.Namespace, root: Path) -> Any:
+    """The tool's work on the IPUs in ``root``, ended with one line when
+    their daemon has not answered within --timeout (tools/deadline.py)."""
+    from ipufs.tools.deadline import answered_within
+
+    return answered_within(args.command, args.timeout, root)
+
+
 def _ipus(args: argparse.Namespace) -> list[int]:
     """The IPUs that -d names (a single or multi-IPU id, as `ipufs ls`
     prints them), or every IPU."""
@@ -87,7 +96,9 @@ def _ipus(args: argparse.Namespace) -> list[int]:
 def cmd_ls(args: argparse.Namespace) -> int:
     from ipufs.tools import listing
 
-    result = listing.listing(_root(args))
+    root = _root(args)
+    with _answered(args, root):
+        result = listing.listing(root)
     print(json.dumps(listing.as_dict(result), indent=2) if args.json else listing.render(result))
     return 0
 
@@ -96,16 +107,17 @@ def cmd_info(args: argparse.Namespace) -> int:
     from ipufs.tools import devices, info
 
     root = _root(args)
-    ids = _ipus(args)
-    if args.ipu_count:
-        print(len(devices.indices(root)))
-        return 0
-    if args.ipu_arch or args.tile_clock_speed:
-        for index in ids:
-            r = devices.registers(root, index)
-            print(info.ARCH_NAMES.get(r["ARCH"], "unknown") if args.ipu_arch else f"{r['CLOCK']}MHz")
-        return 0
-    infos = [info.fields(root, i) for i in ids]
+    with _answered(args, root):
+        ids = _ipus(args)
+        if args.ipu_count:
+            print(len(devices.indices(root)))
+            return 0
+        if args.ipu_arch or args.tile_clock_speed:
+            for index in ids:
+                r = devices.registers(root, index)
+                print(info.ARCH_NAMES.get(r["ARCH"], "unknown") if args.ipu_arch else f"{r['CLOCK']}MHz")
+            return 0
+        infos = [info.fields(root, i) for i in ids]
     print(json.dumps([info.as_dict(i) for i in infos], indent=2) if args.json else info.render(infos))
     return 0
 
@@ -117,7 +129,8 @@ def cmd_monitor(args: argparse.Namespace) -> int:
     live = args.watch and sys.stdout.isatty()  # clear the screen only on a terminal
     try:
         while True:
-            rows = monitor.snapshot(root)
+            with _answered(args, root):
+                rows = monitor.snapshot(root)
             if args.json:
                 print(json.dumps({"time": time.time(), "ipus": rows}), flush=True)
             else:
@@ -136,8 +149,11 @@ def cmd_monitor(args: argparse.Namespace) -> int:
 def cmd_reset(args: argparse.Namespace) -> int:
     from ipufs.client import Device
 
-    for index in _ipus(args):
-        with Device(index, _root(args)) as dev:
+    root = _root(args)
+    with _answered(args, root):
+        ids = _ipus(args)
+    for index in ids:
+        with _answered(args, root), Device(index, root) as dev:
             dev.reset()
             count = dev.read_register("RESET_COUNT")
         print(f"IPU {index} reset (reset count {count})")
@@ -145,7 +161,7 @@ def cmd_reset(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ipufs import run
+    from ipufs.run import command as run
 
     command = args.command_args[1:] if args.command_args[:1] == ["--"] else args.command_args
     if not command:
@@ -298,11 +314,17 @@ def parser() -> argparse.ArgumentParser:
         t.add_argument("--dev", help="directory of the nodes (default $IPUFS_MOUNT when set, else /dev if /dev/ipu0 exists, else /run/ipufs)")
         return t
 
-    ls = tool("ls", "list the devices, like gc-info -l")
+    def waits(t: argparse.ArgumentParser) -> argparse.ArgumentParser:
+        t.add_argument("--timeout", type=float, default=DAEMON_TIMEOUT, metavar="SECONDS",
+                       help=f"give up when the daemon has not answered within this long (default "
+                            f"{DAEMON_TIMEOUT:g}; it may be stopped)")
+        return t
+
+    ls = waits(tool("ls", "list the devices, like gc-info -l"))
     ls.add_argument("--json", action="store_true", help="print JSON")
     ls.set_defaults(func=cmd_ls)
 
-    i = tool("info", "describe devices, like gc-info --device-info")
+    i = waits(tool("info", "describe devices, like gc-info --device-info"))
     i.add_argument("-d", "--device-id", type=int,
                    help="a device id as `ipufs ls` prints it: an IPU, or a multi-IPU device's members "
                         "(default: every IPU)")
@@ -313,7 +335,7 @@ def parser() -> argparse.ArgumentParser:
     what.add_argument("--tile-clock-speed", action="store_true", help="print only the tile clock (MHz)")
     i.set_defaults(func=cmd_info)
 
-    mon = tool("monitor", "show the cards, the attached processes, signals and telemetry, like gc-monitor")
+    mon = waits(tool("monitor", "show the cards, the attached processes, signals and telemetry, like gc-monitor"))
     mon.add_argument("--watch", action="store_true",
                      help="refresh until Ctrl-C (the screen is cleared only on a terminal)")
     mon.add_argument("--interval", type=float, default=1.0, help="seconds between refreshes (default 1)")
@@ -322,7 +344,7 @@ def parser() -> argparse.ArgumentParser:
     mon.add_argument("--once", action="store_true", help=argparse.SUPPRESS)  # the default now
     mon.set_defaults(func=cmd_monitor)
 
-    r = tool("reset", "reset a device, like gc-reset")
+    r = waits(tool("reset", "reset a device, like gc-reset"))
     r.add_argument("-d", "--device-id", type=int, required=True,
                    help="an IPU, or a multi-IPU device (all its members are reset)")
     r.set_defaults(func=cmd_reset)

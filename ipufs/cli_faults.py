@@ -15,6 +15,7 @@ from typing import Any
 from ipufs.daemon import small_file
 from ipufs.daemon.fault_kinds import KINDS, FaultKind
 from ipufs.daemon.fields import Choice, Field, Flag, Integer, Words
+from ipufs.tools.deadline import DAEMON_TIMEOUT
 
 #: Where `ipufs inject` keeps each field's value among the parsed arguments.
 _DEST = "field_"
@@ -28,10 +29,14 @@ def _root(args: argparse.Namespace) -> Path:
 
 def control(args: argparse.Namespace) -> Any:
     """The control connection of the daemon serving the IPUs under --dev;
-    a one-line Problem with the fix when there is none."""
+    a one-line Problem with the fix when there is none, or when the
+    daemon does not answer within --timeout."""
     from ipufs.tools import devices
+    from ipufs.tools.deadline import answered_within
 
-    return devices.control_of(_root(args))
+    root = _root(args)
+    with answered_within(args.command, args.timeout, root):
+        return devices.control_of(root, args.timeout)
 
 
 def _refusal(kind: FaultKind, error: str) -> str:
@@ -107,6 +112,13 @@ def _common(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     parser.add_argument("--json", action="store_true", help="print the daemon's answer as JSON", **default)
     parser.add_argument("--dev", help="directory of the nodes (default /dev if /dev/ipu0 exists, "
                                       "else /run/ipufs)", **default)
+    _timeout_option(parser, **default)
+
+
+def _timeout_option(parser: argparse.ArgumentParser, **default: Any) -> None:
+    parser.add_argument("--timeout", type=float, metavar="SECONDS",
+                        help=f"give up when the daemon has not answered within this long (default "
+                             f"{DAEMON_TIMEOUT:g}; it may be stopped)", **(default or {"default": DAEMON_TIMEOUT}))
 
 
 def _converter(f: Field) -> Callable[[str], Any]:
@@ -172,4 +184,5 @@ def add_commands(sub: Any, tool: Any) -> None:
     tr.add_argument("--kind", action="append", help="only these kinds (repeatable): open, ioctl, signal, ...")
     tr.add_argument("--json", action="store_true", help="JSON lines")
     tr.add_argument("--count", type=int, help="stop after this many events")
+    _timeout_option(tr)
     tr.set_defaults(func=cmd_trace)

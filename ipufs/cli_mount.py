@@ -15,7 +15,7 @@ import trio
 from ipufs.daemon import settings
 from ipufs.daemon.settings import given
 from ipufs.sd_notify import sd_notify
-from ipufs.problems import USAGE, Problem
+from ipufs.problems import USAGE, Problem, as_root
 
 log = logging.getLogger("ipufs")
 
@@ -78,6 +78,10 @@ def cmd_mount(args: argparse.Namespace) -> int:
                 log.info("%d x %s mounted at %s (%s%s)%s; requests through %s", config.ipus, config.profile,
                          config.mountpoint, serving.mode, f": {serving.mode_reason}" if serving.mode_reason else "",
                          f", linked in {serving.linked_in}" if serving.linked_in else "", serving.transport)
+                if daemon.created:  # said once mounted: a refused mount removed them again, silently
+                    above = len(daemon.created) - 1
+                    log.info("created %s%s, which did not exist; removed at unmount", config.mountpoint,
+                             f" (and {above} missing directories above it)" if above else "")
                 if exporter is not None:
                     exporter.start()
                     log.info("metrics of the IPUs on http://%s:%d/metrics", *exporter.address)
@@ -88,7 +92,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     except (PermissionError, BaseExceptionGroup) as exc:
         if _has(exc, PermissionError):
             raise Problem("mounting needs root (with CAP_SYS_ADMIN) to mount FUSE and register passthrough files",
-                          f"run `sudo ipufs mount {mountpoint}`") from exc
+                          as_root(f"ipufs mount {mountpoint}")) from exc
         if isinstance(exc, BaseExceptionGroup):
             raise _alone(exc) from None
         raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import platform
 import stat
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 
@@ -132,8 +133,37 @@ def _root_mode(findings: list[Finding], mounts: list[MountStatus]) -> Finding:
         detail = f"passthrough (the mount at {serving[0]} serves in passthrough mode now)"
     else:
         detail = ("passthrough, as the kernel offers it to CAP_SYS_ADMIN (not probed: the probe needs "
-                  "root; `sudo ipufs doctor` checks it)")
+                  "root; `ipufs doctor` run as root checks it)")
     return Finding("ipufs run as root", True, detail)
+
+
+def _closed_to_others(path: str) -> str | None:
+    """The first directory on the way to ``path`` (the path as given, and
+    where its links lead) that users other than its owner and group cannot
+    enter, or ``path`` itself when they cannot run it; None when all can."""
+    for way in dict.fromkeys((os.path.abspath(path), os.path.realpath(path))):
+        parts = way.split("/")
+        for i in range(2, len(parts) + 1):
+            step = "/".join(parts[:i])
+            try:
+                mode = os.stat(step).st_mode
+            except OSError:
+                return step
+            if not mode & stat.S_IXOTH:
+                return step
+    return None
+
+
+def python_closed_to_users(executable: str | None = None) -> str | None:
+    """Why other users cannot run this installation of ipufs (its Python
+    lies where they cannot enter), with the cure; None when they can."""
+    python = executable or sys.executable
+    closed = _closed_to_others(python)
+    if closed is None:
+        return None
+    return (f"this ipufs's Python ({python}) lies under {closed}, which other users cannot enter or run, so "
+            "`ipufs` answers them `Permission denied` (status 126): make the venv from a Python they can run "
+            "(`rm -rf .venv && PYTHON=/usr/bin/python3 ./dev setup`), or install ipufs with one")
 
 
 def run_modes(findings: list[Finding], mounts: list[MountStatus]) -> list[Finding]:
@@ -160,6 +190,9 @@ def run_modes(findings: list[Finding], mounts: list[MountStatus]) -> list[Findin
         reasons.append("AppArmor restricts unprivileged user namespaces")
     if _kernel_version() < (4, 18):
         reasons.append("FUSE in user namespaces needs Linux 4.18")
+    unreachable = python_closed_to_users()
+    if unreachable is not None:
+        reasons.append(unreachable)
     usable, closed = services(mounts)
     if usable:
         service = (f"; `ipufs run` (with no mount options) uses the IPUs of the service at {usable[0]}, "

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 
 #: Exit statuses (docs/tools.md).
 OK = 0
@@ -27,6 +28,12 @@ class Problem(Exception):
 
     def line(self) -> str:
         return f"{self.what}: {self.fix}" if self.fix else self.what
+
+
+def as_root(command: str) -> str:
+    """The advice to run ``command`` as root: sudo's form too where sudo is
+    installed (a root shell without it has no use for that)."""
+    return f"run `{command}` as root" + (f" (`sudo {command}`)" if shutil.which("sudo") else "")
 
 
 class BrokenPipe(Exception):

@@ -60,3 +60,12 @@ def test_an_unknown_option_is_blamed_on_its_subcommand(argv: list[str], where: s
     err = capsys.readouterr().err
     assert err.splitlines() == [f"{where}: unrecognized arguments: {' '.join(argv[len(where.split()) - 1:])} "
                                 f"(see `{where} --help`)"]
+
+
+def test_root_advice_names_sudo_only_where_it_is_installed(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ipufs import problems
+
+    monkeypatch.setattr(problems.shutil, "which", lambda name: None)
+    assert problems.as_root("ipufs mount /m") == "run `ipufs mount /m` as root"
+    monkeypatch.setattr(problems.shutil, "which", lambda name: "/usr/bin/sudo" if name == "sudo" else None)
+    assert problems.as_root("ipufs mount /m") == "run `ipufs mount /m` as root (`sudo ipufs mount /m`)"

@@ -25,7 +25,7 @@ def complete(*words: str) -> list[str]:
 @pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
 def test_bash_completes_from_the_parser() -> None:
     assert complete("mo") == ["monitor", "mount"]
-    assert complete("monitor", "--") == ["--dev", "--help", "--interval", "--json", "--no-card-info", "--watch"]
+    assert complete("monitor", "--") == ["--dev", "--help", "--interval", "--json", "--no-card-info", "--timeout", "--watch"]
     assert "icu-timeout" in complete("inject", "") and complete("inject", "icu-timeout", "--f") == ["--for"]
     assert complete("info", "--ipu-") == ["--ipu-arch", "--ipu-count"]
 

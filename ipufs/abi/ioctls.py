@@ -137,13 +137,15 @@ IOCTLS: tuple[IoctlSpec, ...] = (
               "with 8 bytes: a u64, the number of responses waiting",
               "take the next response from the ICU's response ring (EAGAIN: none)",
               needs_write=False),
+    # An ICU request that only reads the board may be sent on any open; one
+    # that changes it needs a file opened for writing (docs/abi.md).
     IoctlSpec("MAILBOX_WRITE_ONLY", 30, (Encoding(W, 20), Encoding(W, 24)),
               "5 x u32: an ICU request", "send a request; its answer is queued and rings the doorbell",
-              shown=Shown.ICU_MESSAGE),
+              needs_write=False, shown=Shown.ICU_MESSAGE),
     IoctlSpec("MAILBOX_WRITE_READ", 31, (Encoding(RW, 20), Encoding(RW, 24), Encoding(W, 24)),
               "5 x u32: an ICU request, replaced by its answer",
               "send a request and get its answer at once (not queued, no doorbell)",
-              shown=Shown.ICU_MESSAGE),
+              needs_write=False, shown=Shown.ICU_MESSAGE),
     IoctlSpec("MAILBOX_GET_OFFSETS", 32, (Encoding(R, 8), Encoding(R, 16)),
               "u64: request ring offset | response ring offset << 32; with 16 bytes: "
               "u32 request offset, request slots, response offset, response slots",

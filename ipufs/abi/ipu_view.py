@@ -6,7 +6,7 @@
 # instead of reading as absent. docs/control.md describes each key.
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class ProcessNamespace(TypedDict):
@@ -15,7 +15,8 @@ class ProcessNamespace(TypedDict):
 
 
 class AttachedProcess(TypedDict):
-    pid: int  # as the daemon sees it (devices.daemon_view rewrites it for the asker)
+    pid: int | None  # as the asker's PID namespace numbers it; None: it cannot see the process
+    pid_note: NotRequired[str]  # why pid is None
     command: str
     uid: int
     user: str

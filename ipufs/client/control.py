@@ -7,6 +7,7 @@ import json
 import os
 import select
 import socket
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -58,14 +59,21 @@ class Control:
     def _connect(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(self.timeout)
-        try:
-            self.sock.connect(self.path)
-        except TimeoutError:
-            self.sock.close()
-            raise self._timed_out("accept the connection") from None
-        except OSError:
-            self.sock.close()
-            raise
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                self.sock.connect(self.path)
+                break
+            except (TimeoutError, BlockingIOError):
+                # A Unix socket's connect says EAGAIN at once while the
+                # daemon's backlog is full: tried again until the timeout.
+                if time.monotonic() >= deadline:
+                    self.sock.close()
+                    raise self._timed_out("accept the connection") from None
+                time.sleep(0.01)
+            except OSError:
+                self.sock.close()
+                raise
         self.file = self.sock.makefile("rb")
 
     @classmethod
@@ -82,13 +90,16 @@ class Control:
     def request(self, op: str, **arguments: Any) -> dict[str, Any]:
         """Send one request; its answer without "ok". Raises ControlError
         with the daemon's reason when it refuses."""
-        if self._closed_by_daemon():
+        if self.sock.fileno() == -1:
+            self._connect()
+        elif self._closed_by_daemon():
             self.close()
             self._connect()
         try:
             self.sock.sendall(json.dumps({"op": op, **arguments}).encode() + b"\n")
             line = self.file.readline()
         except TimeoutError:
+            self.close()  # its answer may still come: the next request starts afresh
             raise self._timed_out(f"answer {op!r}") from None
         if not line:
             raise ControlError("the daemon closed the control connection")

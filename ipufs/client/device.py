@@ -16,6 +16,7 @@ from ipufs.abi import icu
 from ipufs.abi.elf import ElfImage
 from ipufs.abi.nodes import node_name
 from ipufs.client import execution
+from ipufs.client.bars import bar_size
 from ipufs.client.where import default_root
 from ipufs.abi.registers import REGISTERS, TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiCommand, TdiResult
 
@@ -24,6 +25,15 @@ _U64 = struct.Struct("<Q")
 
 class IoctlError(OSError):
     """An ioctl of the device failed; ``errno`` says why (docs/abi.md)."""
+
+
+def icu_transfer(fd: int, request: tuple[int, ...]) -> tuple[int, ...]:
+    """Send an ICU request through ``fd``, an open IPU node, and get its
+    answer (MAILBOX_WRITE_READ). A request that only reads the board
+    (READ_*) may go through a file opened read-only, as board management
+    tools open it; one that changes it needs one opened for writing."""
+    out = _ioctl(fd, "MAILBOX_WRITE_READ", icu.MESSAGE.pack(*request))
+    return icu.MESSAGE.unpack(out)  # type: ignore[arg-type]
 
 
 def _ioctl(fd: int, name: str, arg: bytes | int = 0, encoding: int = 0) -> bytes | int:
@@ -52,8 +62,8 @@ class Device:
         except OSError:
             os.close(self.fd)
             raise
-        self.config = mmap.mmap(self.fd, os.fstat(self.fd).st_size, mmap.MAP_SHARED)
-        self.exchange = mmap.mmap(self.ex_fd, os.fstat(self.ex_fd).st_size, mmap.MAP_SHARED)
+        self.config = mmap.mmap(self.fd, bar_size(self.fd), mmap.MAP_SHARED)
+        self.exchange = mmap.mmap(self.ex_fd, bar_size(self.ex_fd), mmap.MAP_SHARED)
         self._buffers: dict[int, object] = {}
 
     def attach(self) -> None:
@@ -169,8 +179,7 @@ class Device:
     # --- the ICU, by ioctl ------------------------------------------------------
     def icu_transfer(self, request: tuple[int, ...]) -> tuple[int, ...]:
         """Send a request and get its answer (MAILBOX_WRITE_READ)."""
-        out = _ioctl(self.fd, "MAILBOX_WRITE_READ", icu.MESSAGE.pack(*request))
-        return icu.MESSAGE.unpack(out)  # type: ignore[arg-type]
+        return icu_transfer(self.fd, request)
 
     def icu_send(self, request: tuple[int, ...]) -> None:
         """Send a request; its answer is queued and rings the doorbell."""

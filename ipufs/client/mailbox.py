@@ -12,6 +12,7 @@ from pathlib import Path
 from ipufs.abi import icu
 from ipufs.abi.icu import Header
 from ipufs.abi.nodes import node_name
+from ipufs.client.bars import bar_size
 from ipufs.client.where import default_root
 
 _U32 = struct.Struct("<I")
@@ -22,7 +23,7 @@ class Mailbox:
         """``root``: the nodes' directory (default $IPUFS_MOUNT, else /dev)."""
         base = Path(default_root() if root is None else root)
         self.fd = os.open(base / node_name(index, "mailbox"), os.O_RDWR | os.O_CLOEXEC)
-        self.map = mmap.mmap(self.fd, os.fstat(self.fd).st_size, mmap.MAP_SHARED)
+        self.map = mmap.mmap(self.fd, bar_size(self.fd), mmap.MAP_SHARED)
         if self._get(Header.MAGIC) != icu.MAGIC:
             raise OSError(f"ipu{index}_mailbox has no ICU mailbox layout")
 

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+from ipufs.client.bars import bar_size
 from ipufs.abi.registers import (
     REGISTERS,
     STATUS_EXCEPTION,
@@ -50,7 +51,7 @@ class StatusView:
         self.index = index
         fd = os.open(Path(root) / f"ipu{index}", os.O_RDONLY | os.O_CLOEXEC)
         try:
-            self._map = mmap.mmap(fd, os.fstat(fd).st_size, mmap.MAP_SHARED, mmap.PROT_READ)
+            self._map = mmap.mmap(fd, bar_size(fd), mmap.MAP_SHARED, mmap.PROT_READ)
         finally:
             os.close(fd)  # the mapping keeps the file
 

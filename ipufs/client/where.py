@@ -11,8 +11,19 @@ CONTROL_ENV = "IPUFS_CONTROL"
 
 
 def default_root() -> str:
-    """The directory of the nodes: $IPUFS_MOUNT when set, else /dev."""
-    return os.environ.get(MOUNT_ENV) or "/dev"
+    """The directory of the nodes: /dev when it holds the very nodes of
+    $IPUFS_MOUNT (inside `ipufs run`, which binds them there: a client's
+    files then read as /dev/ipuN in /proc and to lsof, as real devices
+    do), else $IPUFS_MOUNT when set, else /dev."""
+    mount = os.environ.get(MOUNT_ENV)
+    if not mount:
+        return "/dev"
+    try:
+        if os.path.samefile("/dev/ipu0", os.path.join(mount, "ipu0")):
+            return "/dev"
+    except OSError:
+        pass
+    return mount
 
 
 def default_control() -> str | None:

@@ -19,6 +19,8 @@ from ipufs.container import cdi
 from ipufs.daemon import small_file
 from ipufs.daemon.settings import BY_KEY, SETTINGS
 from ipufs.driver.nodes import Ownership
+from ipufs.driver.while_attached import EXCLUSIVE
+from ipufs.driver.while_attached import MODES as WHILE_ATTACHED
 from ipufs.fuse import transports
 from ipufs.fuse.devfuse import SPIN
 from ipufs.model.profile import DEFAULT_PROFILE, PROFILES, Profile
@@ -33,6 +35,8 @@ class DaemonConfig:
     ipus: int = 4
     profile: str = DEFAULT_PROFILE
     ownership: Ownership = field(default_factory=Ownership)
+    while_attached: str = EXCLUSIVE  # who may change an attached IPU (ipufs/driver/while_attached.py)
+    control_group: int | None = None  # may inject faults and load plans, with root and the daemon's user
     passthrough: bool = True
     state_dir: Path | None = None
     group_size: int | None = None  # IPUs per GS2 group (default: per board)
@@ -65,6 +69,9 @@ class DaemonConfig:
             raise ValueError("--mode must be permission bits, such as 0660")
         if not 0 <= self.spin_us <= 10_000:
             raise ValueError("--spin-us must be between 0 and 10000")
+        if self.while_attached not in WHILE_ATTACHED:
+            raise ValueError(f"--while-attached must be one of {', '.join(WHILE_ATTACHED)}, "
+                             f"not {self.while_attached!r}")
         transports.check(self.transports)
         if self.cdi_prefix is not None:
             cdi.check_prefix(self.cdi_prefix)
@@ -94,14 +101,18 @@ def uid_of(value: str | int) -> int:
         raise ValueError(f"owner: there is no user named {value}") from None
 
 
-def gid_of(value: str | int) -> int:
+def gid_of(value: str | int, key: str = "group") -> int:
     if isinstance(value, int) or value.isdigit():
         return int(value)
     try:
         return grp.getgrnam(value).gr_gid
     except KeyError:
-        raise ValueError(f"group: there is no group named {value} (create it with `groupadd {value}`, "
+        raise ValueError(f"{key}: there is no group named {value} (create it with `groupadd {value}`, "
                          "or name an existing one)") from None
+
+
+def control_gid_of(value: str | int) -> int:
+    return gid_of(value, "control_group")
 
 
 def mode_of(value: str | int) -> int:
@@ -142,7 +153,7 @@ def load(path: str | os.PathLike[str]) -> dict[str, Any]:
             want = " or ".join(_TOML_NAMES[k] for k in kinds)
             raise ValueError(f"{path}: {key} = {json.dumps(value, default=str)} must be {want}, "
                              f"such as {key} = {BY_KEY[key].example}")
-    for key, convert in (("owner", uid_of), ("group", gid_of), ("mode", mode_of)):
+    for key, convert in (("owner", uid_of), ("group", gid_of), ("control_group", control_gid_of), ("mode", mode_of)):
         if key in settings:
             try:
                 convert(settings[key])
@@ -174,6 +185,7 @@ BUILT: dict[str, Callable[[Mapping[str, Any]], Any]] = {
     "group_size": lambda s: int(s["group_size"]) if s.get("group_size") else None,
     "link_dev": lambda s: bool(s.get("link_dev", os.geteuid() == 0)),  # root links by default
     "cdi_dir": _cdi_dir,
+    "control_group": lambda s: None if s.get("control_group") is None else control_gid_of(s["control_group"]),
     "transports": lambda s: {key: str(s[key]) for key in transports.SWITCHES if s.get(key) is not None},
 }
 _AS: dict[tuple[type, ...], Callable[[Any], Any]] = {(int,): int, (str,): str, (bool,): bool}

@@ -20,6 +20,7 @@ from ipufs import native
 from ipufs.container.cdi import SpecFile, default_prefix
 from ipufs.container.follow import Holder
 from ipufs.daemon.config import DaemonConfig
+from ipufs.daemon.control.peers import ControlRights
 from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
 from ipufs.daemon.devlinks import DevLinks
@@ -45,6 +46,7 @@ from ipufs.driver.filesystem import IpuFilesystem
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.pollers import PollWakeups
 from ipufs.driver.register_watcher import RegisterWatcher
+from ipufs.driver.system import REAL
 from ipufs.driver.view_files import SysfsView
 from ipufs.driver.watch import PidfdWatcher
 from ipufs.driver.work import DeviceWork
@@ -94,6 +96,8 @@ class Daemon:
     def __init__(self, config: DaemonConfig) -> None:
         profile = config.validate()
         self.config = config
+        #: The directories run() made for the mount point (removed at the end).
+        self.created: list[str] = []
         limits = Limits.of(profile, config.ipus)
         plan = _read_plan(config.fault_plan, limits) if config.fault_plan else None  # before anything is held
         #: How requests come (ValueError: a transport switched on where it
@@ -126,7 +130,8 @@ class Daemon:
         tree = sysfs_tree.node_tree(config.ipus)  # the view too, before anyone holds the tree
         self.kernel = KernelLink()
         self.exits = PidfdWatcher(lock=lock)
-        self.driver = IpuDriver(self.devices, exits=self.exits, events=self.tracer)
+        self.driver = IpuDriver(self.devices, exits=self.exits, events=self.tracer,
+                                while_attached=config.while_attached)
         use = RegisterUse()
         mapping = BarMapping(self.devices, tree, self.kernel, passthrough=config.passthrough, use=use)
         self.effects = ModelEffects(mapping, self.driver, PollWakeups(self.devices, self.kernel), lock=lock)
@@ -176,7 +181,8 @@ class Daemon:
                     if config.cdi_dir else None)
         self.holder = Holder(mount_dir) if self.cdi is not None and config.cdi_follow_restarts else None
         # The control socket.
-        device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock)
+        device_side = DeviceSide(self.devices, self.tracer, self.injector, self.plans, lock=lock,
+                                 rights=ControlRights(config.control_group, self.driver, REAL))
         status = StatusQueries(self.devices, self.driver, self.utilisation, lambda: self.filesystem.mode,
                                self._requests)
         o = config.ownership
@@ -204,20 +210,32 @@ class Daemon:
             self.tracer.emit(FaultFired(fault.ipu, fault.describe()))
 
     @staticmethod
-    def prepare_mountpoint(mountpoint: str) -> None:
+    def prepare_mountpoint(mountpoint: str) -> list[str]:
         """Create the mount point, or clear the dead mount of a crashed
-        daemon found there; refuse a mount point that is in use."""
+        daemon found there; refuse a mount point that is in use or not a
+        directory. Returns the directories it created (the mount point and
+        missing parents, outermost first), which run() removes at the end."""
         if fmount.is_dead(mountpoint):
             log.warning("clearing the dead mount at %s left by a crashed daemon", mountpoint)
             fmount.unmount(mountpoint)
-        os.makedirs(mountpoint, exist_ok=True)
+        if os.path.lexists(mountpoint) and not os.path.isdir(mountpoint):
+            raise RuntimeError(f"{mountpoint} is a file, not a directory: ipufs mounts its nodes in a directory; "
+                               "name one (it is created if missing), or remove the file")
+        missing = []
+        path = mountpoint
+        while not os.path.lexists(path):
+            missing.append(path)
+            path = os.path.dirname(path)
+        for directory in reversed(missing):
+            os.mkdir(directory)
         if os.path.ismount(mountpoint):
             raise RuntimeError(f"{mountpoint} is already a mount point")
+        return missing[::-1]
 
     async def run(self, *, task_status: trio.TaskStatus[Serving] = trio.TASK_STATUS_IGNORED) -> None:
         """Mount and serve until cancelled or unmounted; ``task_status``
         gets a Serving once clients may use the nodes."""
-        self.prepare_mountpoint(self.config.mountpoint)
+        created = self.created = self.prepare_mountpoint(self.config.mountpoint)
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.tracer.run)
@@ -257,6 +275,11 @@ class Daemon:
             self.devices.close()
             if self.state_lock is not None:
                 self.state_lock.release()
+            for directory in reversed(created):  # what this daemon made, if it is empty again
+                try:
+                    os.rmdir(directory)
+                except OSError:
+                    break
 
     def call(self, action: Callable[[], T]) -> T:
         """Run a model-side action in the daemon's loop (called from within

@@ -21,7 +21,8 @@ class PlanRunner:
         self.injector = injector
         self.timers = timers
         self.plan: FaultPlan | None = None
-        #: Whether a plan is in force: the filesystem calls count() only then.
+        #: Whether the plan in force has faults fired by accesses: the
+        #: filesystem calls count() only then.
         self.counting = False
         #: Told when ``counting`` changes (the fast path holds while it is set).
         self.watchers: list[Callable[[], None]] = []
@@ -33,10 +34,13 @@ class PlanRunner:
                 self.injector.apply(fault)
 
     def start(self, plan: FaultPlan) -> None:
-        """Make ``plan`` the one in force: count accesses, schedule times."""
+        """Make ``plan`` the one in force: count accesses while it has
+        faults that fire on them (a plan of timed faults only, or an empty
+        one that clears the last, counts nothing), schedule times."""
         self.plan = plan
-        if not self.counting:
-            self.counting = True
+        counting = any(entry.at is None for entry in plan.entries)
+        if counting != self.counting:
+            self.counting = counting
             for watcher in self.watchers:
                 watcher()
         for entry in plan.timed():

@@ -92,6 +92,11 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("group", (str, int), "group of the nodes (name or gid; default root): put IPU users in it",
             '"root"', shipped=True),
     Setting("mode", S, "permission bits of the nodes, in octal (default 0660)", '"0660"', shipped=True, run=True),
+    Setting("while_attached", S, "who may change an IPU while a process is attached to it: exclusive (the "
+            "default: that process and root; others may read, not write, reset or inject faults) or shared "
+            "(everyone who may open the nodes; docs/filesystem.md)", '"exclusive"', shipped=True, run=True),
+    Setting("control_group", (str, int), "a group whose members may inject faults and load fault plans "
+            "through the control socket (name or gid; default: root and the daemon's user alone)", '"adm"'),
     Setting("link_dev", B, "link /dev/ipuN* to the nodes (the default as root; never over a real device)",
             "true", Form.OFF, shipped=True, off_help="do not link /dev/ipuN* to the nodes"),
     Setting("passthrough", B, "map BARs zero-copy where FUSE passthrough works (the default); false: "

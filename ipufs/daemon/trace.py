@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from ipufs import __version__
 from ipufs.driver import events
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,38 @@ def _refusal(path: str, exc: OSError) -> TraceFileRefused:
     return TraceFileRefused(reason if reason.startswith("trace file ") else f"trace file {path}: {reason}")
 
 
+#: The kind of the first line of every trace file ipufs writes: how the
+#: daemon knows, at a restart or a rotation, that a file it finds is its own.
+HEADER_KIND = "trace-file"
+#: How much of an existing file is read to find that line.
+_HEADER_READ = 4096
+
+
+def _is_header(data: bytes) -> bool:
+    line = data.split(b"\n", 1)[0]
+    try:
+        first = json.loads(line)
+    except ValueError:
+        return False
+    return isinstance(first, dict) and first.get("kind") == HEADER_KIND and first.get("seq") == 0
+
+
+def _rotation_slot_is_free(path: str) -> bool:
+    """Whether rotation may put the full file at ``path`` (PATH.1): nothing
+    is there, a symbolic link is (the rename replaces the link, never what
+    it names), or a trace file of ipufs's."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return True
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    try:
+        return stat.S_ISREG(os.fstat(fd).st_mode) and _is_header(os.pread(fd, _HEADER_READ, 0))
+    finally:
+        os.close(fd)
+
+
 @dataclass
 class TraceFile:
     """Events as JSON lines in ``path``; past ``max_bytes`` the file is
@@ -72,11 +105,15 @@ class TraceFile:
 
     The trace names processes and shows register values and ICU messages,
     so the file gets the nodes' owner and group and at most their read
-    and write bits (never more than ``mode & 0o644``). It is opened with
-    O_NOFOLLOW and must be a regular file with one link, so a name planted
-    in a shared directory cannot make the daemon write elsewhere; a new
-    file after rotation is created with O_EXCL, so nothing put there in
-    the meantime is followed or truncated."""
+    and write bits (never more than ``mode & 0o644``). The daemon writes
+    only files it made: a new one is created with O_EXCL and begins with
+    a header line (kind HEADER_KIND); an existing one is taken up again
+    only if it begins so, is a regular file with one link and belongs to
+    the daemon's user or the nodes' owner, opened with O_NOFOLLOW. So a
+    name planted in a shared directory cannot make the daemon write, chown
+    or rename anything else, and a file named by mistake (/etc/shadow) is
+    refused untouched. Rotation replaces ``path.1`` only when it is
+    missing, a link, or a trace file of ours."""
 
     path: str
     max_bytes: int
@@ -88,40 +125,71 @@ class TraceFile:
     def __post_init__(self) -> None:
         self.mode &= 0o644
         try:
-            self.file = self._open(os.O_CREAT)
+            self.file = self._open()
+            if not _rotation_slot_is_free(self.path + ".1"):
+                self.file.close()
+                raise OSError(errno.EEXIST, f"trace file {self.path}.1, where rotation would move the full "
+                                            "trace, exists and was not written by ipufs: remove it or name "
+                                            "another trace file")
         except OSError as exc:
             raise _refusal(self.path, exc) from None
         self.written = self.file.tell()
 
-    def _open(self, create: int) -> Any:
-        flags = os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | create
+    def _open(self) -> Any:
+        """The trace file: a new one, or one of ours found there."""
         try:
-            fd = os.open(self.path, flags, self.mode)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_CREAT
+                         | os.O_EXCL, self.mode)
+        except FileExistsError:
+            return self._adopt(self._open_existing(), new=False)
+        return self._adopt(fd, new=True)
+
+    def _open_existing(self) -> int:
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError as exc:
             if exc.errno == errno.ELOOP:
                 raise OSError(errno.ELOOP, f"trace file {self.path} is a symbolic link") from None
             raise
+        return fd
+
+    def _adopt(self, fd: int, *, new: bool) -> Any:
         try:
             st = os.fstat(fd)
             if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
                 raise OSError(errno.EPERM, f"trace file {self.path} must be a regular file with one link")
             if st.st_uid not in (os.geteuid(), self.uid):
                 raise OSError(errno.EPERM, f"trace file {self.path} belongs to uid {st.st_uid}")
+            if not new and not _is_header(os.pread(fd, _HEADER_READ, 0)):
+                raise OSError(errno.EEXIST, f"trace file {self.path} exists and was not written by ipufs (it "
+                                            f"does not begin with a {HEADER_KIND} line); it is left untouched: "
+                                            "name a new file, or remove this one")
             if os.geteuid() == 0 and (self.uid, self.gid) != (-1, -1):
                 os.fchown(fd, self.uid, self.gid)
             os.fchmod(fd, self.mode)
-            return os.fdopen(fd, "a", buffering=1)
+            os.set_blocking(fd, True)
+            file = os.fdopen(fd, "a", buffering=1)
         except BaseException:
             os.close(fd)
             raise
+        if new:
+            file.write(json.dumps(self._header(), separators=(",", ":")) + "\n")
+        return file
+
+    def _header(self) -> dict[str, Any]:
+        return {"seq": 0, "time": round(time.time(), 6), "kind": HEADER_KIND, "ipu": None,
+                "ipufs": __version__, "pid": os.getpid()}
 
     def write(self, event: dict[str, Any]) -> None:
         line = json.dumps(event, separators=(",", ":")) + "\n"
         if self.written + len(line) > self.max_bytes and self.written:
             self.file.close()
+            if not _rotation_slot_is_free(self.path + ".1"):
+                raise OSError(errno.EEXIST, f"{self.path}.1 was replaced by a file ipufs did not write; "
+                                            "the trace is not rotated over it")
             os.replace(self.path, self.path + ".1")  # renames the name, follows nothing
-            self.file = self._open(os.O_CREAT | os.O_EXCL)
-            self.written = 0
+            self.file = self._open()
+            self.written = self.file.tell()
         self.file.write(line)
         self.written += len(line)
 

@@ -124,8 +124,8 @@ class DeviceNodes(MappedStoreRequests):
     def open(self, req: rq.Open, node: Node, fh: int) -> rp.Opened:
         if req.flags & os.O_TRUNC:
             raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
+        f = self.driver.opened(fh, node, req.ctx.pid, req.flags, req.ctx.uid)
         flags, backing_id = self.mapping.open_flags(node)
-        f = self.driver.opened(fh, node, req.ctx.pid, req.flags)
         self.fast.opened(fh, f)
         if self.tracer.enabled:
             self.tracer.emit(events.Opened(node.ipu, node.name, req.ctx.pid, fh, self.mapping.settle(), req.flags))
@@ -158,6 +158,8 @@ class DeviceNodes(MappedStoreRequests):
                 if skip < len(data):
                     self._store(node, req.ctx.pid, offset + skip, data[skip:])
                 return rp.Written(len(data))
+        if self.driver.attachments.by_ipu:  # who may write costs nothing while nobody is attached
+            self.driver.check_change(node.ipu, req.fh, f"write to {node.name}")
         return rp.Written(self._store(node, req.ctx.pid, offset, data))
 
     def _store(self, node: Node, pid: int, offset: int, data: memoryview) -> int:

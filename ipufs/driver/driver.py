@@ -1,33 +1,35 @@
-# The PCIe driver personality: the 0xED ioctls, attachments, interrupts as
-# real-time signals through pidfds, and DMA into attached buffers with
-# process_vm_readv/writev. docs/abi.md has every ioctl and errno.
+# The PCIe driver personality: open files, the 0xED ioctls (the driver's
+# half of the ioctl table, IOCTL_ROLES; the mailbox's handlers are
+# mailbox_ioctls.py's) and attachments. Interrupts reach the attached
+# process as signals (signals.py), the device reaches its buffers by DMA
+# (dma.py). docs/abi.md has every ioctl and errno.
 from __future__ import annotations
 
 import errno
 import logging
 import os
-import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import MethodType
 from typing import NamedTuple, TypeVar
 
-from ipufs.abi import icu
 from ipufs.abi import ioctls as abi
 from ipufs.abi.icu import MESSAGE as icu_message
-from ipufs.abi.interrupts import ALL_SOURCES, FIRST_SIGNAL, SIGNAL_NAMES, Interrupt
+from ipufs.abi.interrupts import ALL_SOURCES, Interrupt
 from ipufs.abi.ioctls import Dir, IoctlSpec
 from ipufs.abi.registers import TDI_ERRNOS, TdiResult
 from ipufs.native import FastAnswer
-from ipufs.driver import procs
+from ipufs.driver import events, mailbox_ioctls, procs
 from ipufs.driver.arguments import U64, Arg, Arguments, Command, Sizes
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver import events
+from ipufs.driver.dma import BufferDma
 from ipufs.driver.events import EventSink
 from ipufs.driver.nodes import Node
+from ipufs.driver.signals import SignalDelivery
 from ipufs.driver.system import REAL, SystemCalls
 from ipufs.driver.watch import ExitWatcher
+from ipufs.driver.while_attached import EXCLUSIVE, WhileAttached
 from ipufs.fuse.errors import FUSEError
 from ipufs.model.debug import TdiRefused
 
@@ -48,11 +50,7 @@ class OpenFile:
     tgid: int | None  # its process, None when it was already gone
     flags: int  # open(2) flags
     writable: bool  # not O_RDONLY: what ioctls that need a writable open ask
-
-
-class DmaError(Exception):
-    """Raised by the device-side DMA calls: no attachment, an unknown
-    buffer, a range outside it, or an address the process does not map."""
+    by_root: bool = False  # opened by uid 0 (as the FUSE header names it): while_attached lets it change the IPU
 
 
 _starvation_logged = False
@@ -118,6 +116,7 @@ class IpuDriver:
         exits: ExitWatcher,
         events: EventSink,
         system: SystemCalls = REAL,
+        while_attached: str = EXCLUSIVE,
     ) -> None:
         self.devices = devices
         self.tracer = events
@@ -127,8 +126,12 @@ class IpuDriver:
         self.attachments = AttachmentTable()
         #: Every open file, by its handle.
         self.files: dict[int, OpenFile] = {}
-        self.signals_sent = [dict.fromkeys(Interrupt, 0) for _ in devices.ipus]
-        self.signals_dropped = [dict.fromkeys(Interrupt, 0) for _ in devices.ipus]
+        #: Interrupts sent as signals to the attached processes, and counted.
+        self.signals = SignalDelivery(devices, self.attachments, system, events, self.detach)
+        #: The device side's transfers into the attached processes' buffers.
+        self.dma = BufferDma(self.attachments, system)
+        #: Who may change an IPU while a process is attached to it.
+        self.while_attached = WhileAttached(while_attached, self.attachments, system.alive)
         self._alive = system.alive
         self._tgid_of = system.tgid_of
         # Command number -> everything serving it needs, decoded on first
@@ -136,14 +139,28 @@ class IpuDriver:
         self._commands: dict[int, Command] = {}
 
     # --- files ---------------------------------------------------------------
-    def opened(self, fh: int, node: Node, pid: int, flags: int) -> OpenFile:
-        """Record an open of ``node`` by thread ``pid``. It does not join an
-        attachment the process holds: the kernel may deliver this OPEN
-        before the RELEASE of a file the process closed earlier, so only
-        ATTACH through a file makes it hold the attachment (then closing
-        every file detaches, whatever the order of the two)."""
-        f = self.files[fh] = OpenFile(node, pid, self._tgid_of(pid), flags, flags & os.O_ACCMODE != os.O_RDONLY)
+    def opened(self, fh: int, node: Node, pid: int, flags: int, uid: int) -> OpenFile:
+        """Record an open of ``node`` by thread ``pid`` of user ``uid``; one
+        for writing is refused (EBUSY) while another process is attached
+        (WhileAttached). It does not join an attachment the process holds:
+        the kernel may deliver this OPEN before the RELEASE of a file the
+        process closed earlier, so only ATTACH through a file makes it hold
+        the attachment (then closing every file detaches, whatever the
+        order of the two)."""
+        f = OpenFile(node, pid, self._tgid_of(pid), flags, flags & os.O_ACCMODE != os.O_RDONLY, uid == 0)
+        if f.writable:
+            self.while_attached.check(node.ipu, f.tgid, f.by_root, "open its nodes for writing")
+        self.files[fh] = f
         return f
+
+    def check_change(self, ipu: int, fh: int, what: str) -> None:
+        """Refuse ``what`` through file ``fh`` unless the file may change
+        IPU ``ipu``: opened for writing (EBADF), and while another process
+        is attached, by that process or root (EBUSY, WhileAttached)."""
+        f = self.files[fh]
+        if not f.writable:
+            raise FUSEError(errno.EBADF, f"to {what} needs a file opened for writing")
+        self.while_attached.check(ipu, f.tgid, f.by_root, what)
 
     def released(self, fh: int) -> OpenFile | None:
         """Forget an open file; the attachment it was the last of ends."""
@@ -321,45 +338,13 @@ class IpuDriver:
         model.set_interrupt_mask(model.interrupts.mask & ~self._mask_bits(tgid, arg, data, command))
         return 0, self.arguments.value_back(model.interrupts.mask, command)
 
-    def _mailbox_read(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        icu = self.devices.ipus[ipu].icu
-        if command.size == U64:
-            return 0, self.arguments.give(tgid, arg, icu.responses_waiting.to_bytes(U64, "little"), command)
-        if not icu.responses_waiting:
-            raise FUSEError(errno.EAGAIN, "no ICU response is waiting")
-        if not command.carried_out:
-            self.arguments.poke(tgid, arg, bytes(icu_message.size))  # never lose a response to a bad pointer
-        response = icu.pop_response()
-        assert response is not None
-        return 0, self.arguments.give(tgid, arg, icu_message.pack(*response), command)
-
-    def _mailbox_write(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        request = icu_message.unpack_from(self.arguments.take(tgid, arg, data, command, icu_message.size))
-        self.devices.ipus[ipu].icu_submit(request)
-        return 0, b""
-
-    def _mailbox_write_read(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        model = self.devices.ipus[ipu]
-        request = icu_message.unpack_from(self.arguments.take(tgid, arg, data, command, icu_message.size))
-        if model.icu.unresponsive:
-            raise FUSEError(errno.ETIMEDOUT, "the ICU does not answer")
-        response = model.icu.handle(request)
-        # With _IOW (how aspen-sdk calls it) the answer still comes back in
-        # the caller's buffer, as the real driver writes it there.
-        return 0, self.arguments.give(tgid, arg, icu_message.pack(*(response or (0, 0, 0, 0, 0))), command)
-
-    def _mailbox_offsets(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        if command.size < 16:
-            return 0, self.arguments.give(tgid, arg, struct.pack("<II", icu.REQUEST_RING, icu.RESPONSE_RING), command)
-        return 0, self.arguments.give(tgid, arg, struct.pack("<IIII", icu.REQUEST_RING, icu.SLOTS, icu.RESPONSE_RING,
-                                                    icu.SLOTS), command)
-
     def _reset(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
+        self.check_change(ipu, fh, "reset it")
         self.devices.ipus[ipu].reset()
         log.info("IPU %d reset (by thread %d)", ipu, tgid)
         return 0, b""
 
-    # --- attachments and signals -------------------------------------------
+    # --- attachments ------------------------------------------------------------
     def detach(self, ipu: int, reason: str, pidfd: int | None = None) -> None:
         att = self.attachments.get(ipu)
         if att is None or (pidfd is not None and att.pidfd != pidfd):
@@ -372,71 +357,11 @@ class IpuDriver:
         if self.tracer.enabled:
             self.tracer.emit(events.Detached(ipu, att.pid, reason))
 
-    def deliver(self) -> None:
-        """Send the signals of every interrupt the model made deliverable,
-        IPU by IPU in index order."""
-        deliverable = self.devices.deliverable
-        send_signal = self.system.send_signal
-        while deliverable:
-            index = min(deliverable)
-            for source in self.devices.ipus[index].interrupts.take():  # takes index out
-                att = self.attachments.get(index)
-                if att is None:
-                    self.signals_dropped[index][source] += 1
-                    continue
-                try:
-                    send_signal(att.pidfd, FIRST_SIGNAL + source, att.ipu_id)
-                except OSError as exc:
-                    self.signals_dropped[index][source] += 1
-                    if exc.errno == errno.ESRCH:
-                        self.detach(index, "its process exited")
-                    else:
-                        log.warning("signal %d to process %d failed: %s", source.signal, att.pid, exc)
-                    continue
-                self.signals_sent[index][source] += 1
-                if self.tracer.enabled:
-                    self.tracer.emit(events.SignalSent(index, att.pid, source.signal, SIGNAL_NAMES[source],
-                                                       att.ipu_id))
-
     # --- device side -----------------------------------------------------------
     def raise_interrupt(self, ipu: int, source: Interrupt) -> None:
         """The device raises ``source`` on IPU ``ipu`` (the fault and test
         API; the model raises interrupts the same way)."""
         self.devices.ipus[ipu].raise_interrupt(source)
-
-    def _dma_target(self, ipu: int, buffer_id: int, offset: int, length: int, need: int) -> tuple[Attachment, Buffer]:
-        att = self.attachments.get(ipu)
-        if att is None:
-            raise DmaError(f"IPU {ipu} has no attached process")
-        buffer = att.buffers.get(buffer_id)
-        if buffer is None:
-            raise DmaError(f"IPU {ipu} has no buffer {buffer_id}")
-        if not buffer.flags & need:
-            raise DmaError(f"buffer {buffer_id} does not allow that direction")
-        if offset < 0 or length < 0 or offset + length > buffer.length:
-            raise DmaError(f"range {offset}+{length} is outside buffer {buffer_id} of {buffer.length} bytes")
-        return att, buffer
-
-    def dma_write(self, ipu: int, buffer_id: int, offset: int, data: bytes) -> None:
-        """Device to host: store ``data`` into an attached buffer."""
-        att, buffer = self._dma_target(ipu, buffer_id, offset, len(data), abi.BUFFER_DEVICE_WRITES)
-        try:
-            n = self.system.vm_write(att.pid, buffer.address + offset, data)
-        except OSError as exc:
-            raise DmaError(f"process {att.pid} does not map the buffer: {exc.strerror}") from exc
-        if n != len(data):
-            raise DmaError(f"short DMA write: {n} of {len(data)} bytes")
-
-    def dma_read(self, ipu: int, buffer_id: int, offset: int, length: int) -> bytes:
-        """Host to device: load ``length`` bytes from an attached buffer."""
-        att, buffer = self._dma_target(ipu, buffer_id, offset, length, abi.BUFFER_DEVICE_READS)
-        try:
-            data = self.system.vm_read(att.pid, buffer.address + offset, length)
-        except OSError as exc:
-            raise DmaError(f"process {att.pid} does not map the buffer: {exc.strerror}") from exc
-        if len(data) != length:
-            raise DmaError(f"short DMA read: {len(data)} of {length} bytes")
-        return data
 
     def close(self) -> None:
         for att in self.attachments:
@@ -466,17 +391,17 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
     # The mailbox ioctls serve any process that has a node of the IPU open,
     # as board management tools do not attach.
     abi.BY_NAME["MAILBOX_READ_ONLY"]: IoctlRole(
-        IpuDriver._mailbox_read, caller_matters=False,
+        mailbox_ioctls.read, caller_matters=False,
         sizes=Sizes((U64,), icu_message.size, "room for a message (20 bytes) or a u64 count"),
         fast=FastAnswer.MAILBOX_READ),
     abi.BY_NAME["MAILBOX_WRITE_ONLY"]: IoctlRole(
-        IpuDriver._mailbox_write, caller_matters=False,
+        mailbox_ioctls.write, caller_matters=False,
         sizes=Sizes((), icu_message.size, "a message of 5 x u32 (20 bytes)")),
     abi.BY_NAME["MAILBOX_WRITE_READ"]: IoctlRole(
-        IpuDriver._mailbox_write_read, caller_matters=False,
+        mailbox_ioctls.write_read, caller_matters=False,
         sizes=Sizes((), icu_message.size, "a message of 5 x u32 (20 bytes)")),
     abi.BY_NAME["MAILBOX_GET_OFFSETS"]: IoctlRole(
-        IpuDriver._mailbox_offsets, caller_matters=False, sizes=Sizes((), U64, "room for a u64 (or 16 bytes)"),
+        mailbox_ioctls.offsets, caller_matters=False, sizes=Sizes((), U64, "room for a u64 (or 16 bytes)"),
         fast=FastAnswer.MAILBOX_OFFSETS),
 }
 if set(IOCTL_ROLES) != set(abi.IOCTLS):  # fail at import, never silently

@@ -37,10 +37,10 @@ class ModelEffects:
             # must find the device's words in its mapping, and its store
             # must not be overwritten by an older one.
             if publisher is None or not self.mapping.kernel.call_after(self._deliver_later):
-                self.driver.deliver()
+                self.driver.signals.deliver()
         if self.pollers.waiting:
             self.pollers.wake(ipu)
 
     def _deliver_later(self) -> None:
         with self.lock:
-            self.driver.deliver()
+            self.driver.signals.deliver()

@@ -1,9 +1,9 @@
 # The ipufs filesystem: the Operations of the node tree, a router. It
-# serves the tree itself (lookups, listings, the root, attributes that
-# chmod, chown and touch change, the refusals of a fixed tree) and hands
-# every other request to the side its inode or file handle belongs to:
-# the device nodes (device_nodes.py) or the sysfs view (view_files.py,
-# docs/sysfs.md). The tree is fixed: anything that would create, remove,
+# serves the tree itself (lookups, listings, the root, the refusals of a
+# fixed tree; the inodes' attributes, which chmod, chown and touch change,
+# are attributes.py's) and hands every other request to the side its
+# inode or file handle belongs to: the device nodes (device_nodes.py) or
+# the sysfs view (view_files.py, docs/sysfs.md). The tree is fixed: anything that would create, remove,
 # rename or resize a node fails with EPERM (docs/filesystem.md has the
 # whole table, checked against ipufs/fuse/operations.py's contract).
 from __future__ import annotations
@@ -17,10 +17,11 @@ from dataclasses import dataclass, field
 from typing import NoReturn
 
 from ipufs.driver import sysfs, xattrs
+from ipufs.driver.attributes import TreeAttributes
 from ipufs.driver.device_nodes import POLL_READY, DeviceNodes
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.mapping import BarMapping
-from ipufs.driver.nodes import ROOT_INO, Entry, Kind, Node, NodeTree, Ownership
+from ipufs.driver.nodes import ROOT_INO, Node, NodeTree, Ownership
 from ipufs.driver.view_files import SysfsView
 from ipufs.fuse import abi
 from ipufs.fuse import replies as rp
@@ -31,18 +32,6 @@ from ipufs.fuse.operations import Negotiated, Operations
 #: The longest name statfs reports (f_namemax); the kernel passes longer
 #: ones on, and they get ENAMETOOLONG as on any filesystem.
 NAME_MAX = 255
-
-
-@dataclass
-class NodeState:
-    """Per-node attributes that chmod, chown and touch may change."""
-
-    mode: int
-    uid: int
-    gid: int
-    atime_ns: int
-    mtime_ns: int
-    ctime_ns: int
 
 
 @dataclass
@@ -74,18 +63,10 @@ class IpuFilesystem(Operations):
         self.files = nodes.files
         self.stats = Stats()
         self._next_fh = 1
-        now = clock()
-        self._root = NodeState(stat.S_IFDIR | 0o755, 0, 0, now, now, now)
-        # The view is root's and read-only, as sysfs is; its times are the mount's.
-        self._view = {kind: NodeState(mode, 0, 0, now, now, now) for kind, mode in (
-            (Kind.DIRECTORY, stat.S_IFDIR | 0o755), (Kind.ATTRIBUTE, stat.S_IFREG | 0o444),
-            (Kind.LINK, stat.S_IFLNK | 0o777))}
-        o = self.ownership
-        self._states = [
-            NodeState(stat.S_IFREG | (o.mode & 0o7777), o.uid, o.gid, now, now, now)
-            for _ in range(len(self.tree))
-        ]
-        self.clock = clock
+        #: Owner, group, mode and times of every inode, and their sizes.
+        self.attributes = TreeAttributes(tree, nodes=nodes, view=view, ownership=ownership, clock=clock)
+        self.attr = self.attributes.attr
+        self._state = self.attributes.state
 
     @property
     def mode(self) -> str:
@@ -105,37 +86,11 @@ class IpuFilesystem(Operations):
         return fh
 
     # --- attributes -----------------------------------------------------
-    def _state(self, ino: int) -> NodeState:
-        if ino == ROOT_INO:
-            return self._root
-        node = self.tree.by_ino(ino)
-        if node is None:
-            return self._view[self._entry(ino).kind]
-        return self._states[node.ino - ROOT_INO - 1]
-
-    def _entry(self, ino: int) -> Entry:
-        """An entry of the sysfs view."""
-        try:
-            return self.tree.entry(ino)
-        except KeyError:
-            raise FUSEError(errno.ENOENT) from None
-
     def _node(self, ino: int) -> Node:
         node = self.tree.by_ino(ino)
         if node is None:
             raise FUSEError(errno.EISDIR if self.tree.is_directory(ino) else errno.ENOENT)
         return node
-
-    def attr(self, ino: int) -> rp.Attr:
-        s = self._state(ino)
-        node = self.tree.by_ino(ino)
-        if node is None:
-            nlink, size = (2, 0) if ino == ROOT_INO else self.view.nlink_and_size(self._entry(ino))
-            return rp.Attr(ino=ino, mode=s.mode, nlink=nlink, size=size, uid=s.uid, gid=s.gid,
-                           atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns)
-        return rp.Attr(ino=ino, mode=s.mode, size=self.nodes.size(node), uid=s.uid, gid=s.gid,
-                       atime_ns=s.atime_ns, mtime_ns=s.mtime_ns, ctime_ns=s.ctime_ns,
-                       blocks=self.nodes.blocks(node))
 
     def lookup(self, req: rq.Lookup) -> rp.Entry:
         if not self.tree.is_directory(req.nodeid):
@@ -168,34 +123,7 @@ class IpuFilesystem(Operations):
         return rp.AttrReply(self.attr(req.nodeid))
 
     def setattr(self, req: rq.Setattr) -> rp.AttrReply:
-        # default_permissions: the kernel already refused callers without
-        # the right to chmod, chown or touch this node.
-        valid = abi.SetattrValid(req.valid)
-        s = self._state(req.nodeid)
-        if req.nodeid != ROOT_INO and self.tree.by_ino(req.nodeid) is None:
-            raise FUSEError(errno.EPERM, "the sysfs view is read-only")
-        if valid & abi.SetattrValid.SIZE:
-            if req.nodeid == ROOT_INO or req.size != self.attr(req.nodeid).size:
-                raise FUSEError(errno.EPERM, "BAR sizes are fixed by the profile")
-        now = self.clock()
-        if valid & abi.SetattrValid.MODE:
-            # Device nodes never carry setuid/setgid bits: that is all the
-            # killing of privileges FUSE_HANDLE_KILLPRIV_V2 asks of us.
-            s.mode = stat.S_IFMT(s.mode) | (req.mode & 0o1777)
-        if valid & abi.SetattrValid.UID:
-            s.uid = req.uid
-        if valid & abi.SetattrValid.GID:
-            s.gid = req.gid
-        if valid & abi.SetattrValid.ATIME_NOW:
-            s.atime_ns = now
-        elif valid & abi.SetattrValid.ATIME:
-            s.atime_ns = req.atime_ns
-        if valid & abi.SetattrValid.MTIME_NOW:
-            s.mtime_ns = now
-        elif valid & abi.SetattrValid.MTIME:
-            s.mtime_ns = req.mtime_ns
-        s.ctime_ns = req.ctime_ns if valid & abi.SetattrValid.CTIME else now
-        return rp.AttrReply(self.attr(req.nodeid))
+        return rp.AttrReply(self.attributes.setattr(req))
 
     def statfs(self, req: rq.Statfs) -> rp.StatfsReply:
         total = sum(self.attr(n.ino).size for n in self.tree)

@@ -140,10 +140,12 @@ ATTRIBUTES: dict[str, Attribute] = {
     "ipu_power": lambda ipu: _ipu_power(ipu) + "\n",
 }
 
-#: The hwmon attributes (Documentation/hwmon/sysfs-interface units):
-#: millidegrees Celsius, microwatts, hertz.
+#: The hwmon class device's attributes (Documentation/hwmon/sysfs-interface
+#: units: millidegrees Celsius, microwatts, hertz), and its uevent, empty
+#: as a hwmon device's is.
 HWMON: dict[str, Attribute] = {
     "name": lambda ipu: "ipu\n",
+    "uevent": lambda ipu: "",
     "temp1_input": lambda ipu: f"{ipu.icu.board.temperature_mc}\n",
     "power1_input": lambda ipu: f"{ipu.icu.board.power_mw * 1000}\n",
     "freq1_input": lambda ipu: f"{ipu.icu.board.clock_mhz * 1_000_000}\n",

@@ -4,13 +4,16 @@
 #
 #   sys/devices/pciDDDD:BB/            the root bus of each IPU (uevent)
 #       DDDD:BB:00.0/                  the PCI device: attributes, config,
-#           driver -> bus/pci/drivers/ipu, subsystem -> bus/pci, hwmon/,
+#           driver -> bus/pci/drivers/ipu, subsystem -> bus/pci,
+#           hwmon/hwmonN               a hwmon class device: its sensors,
+#                                      uevent, device, subsystem
 #           ipu/ipuN, ipu/ipuN_ex...   a class device per node: dev, uevent,
 #                                      device -> the PCI device, subsystem
 #   sys/bus/pci/devices/ADDR           -> the PCI device
 #   sys/bus/pci/drivers/ipu/ADDR       -> the PCI device (the bound devices)
 #   sys/bus/pci/slots/                 empty: no physical slots
 #   sys/class/ipu/ipuN...              -> the class devices
+#   sys/class/hwmon/hwmonN             -> the hwmon class devices
 #   sys/dev/char/MAJ:MIN               -> the class devices
 #
 # Links are relative, as the kernel makes them, so they resolve wherever
@@ -45,6 +48,7 @@ def build(tree: NodeTree) -> None:
     bound = _directory(tree, sys_, "bus", "pci", "drivers", sysfs.DRIVER)
     _directory(tree, sys_, "bus", "pci", "slots")
     klass = _directory(tree, sys_, "class", sysfs.CHAR_CLASS)
+    hwmon_class = _directory(tree, sys_, "class", "hwmon")
     char = _directory(tree, sys_, "dev", "char")
     for index in range(tree.count):
         address = pci_address(index)
@@ -57,9 +61,15 @@ def build(tree: NodeTree) -> None:
             tree.add(device, name, Kind.ATTRIBUTE, ipu=index, table=sysfs.BINARY)
         tree.add(device, "driver", Kind.LINK, target=f"../../../bus/pci/drivers/{sysfs.DRIVER}")
         tree.add(device, "subsystem", Kind.LINK, target="../../../bus/pci")
+        # A hwmon class device, as the kernel's hwmon_device_register makes
+        # one: `sensors` (libsensors), node_exporter and udev find it
+        # through /sys/class/hwmon.
         hwmon = _directory(tree, device, "hwmon", f"hwmon{index}")
         for name in sysfs.HWMON:
             tree.add(hwmon, name, Kind.ATTRIBUTE, ipu=index, table="hwmon")
+        tree.add(hwmon, "device", Kind.LINK, target=f"../../../{address}")
+        tree.add(hwmon, "subsystem", Kind.LINK, target="../../../../../class/hwmon")
+        tree.add(hwmon_class, f"hwmon{index}", Kind.LINK, target=f"../../devices/{device_link(index)}/hwmon/hwmon{index}")
         for region, suffix in SUFFIXES.items():
             node = tree.node(index, region)
             class_device = _directory(tree, device, sysfs.CHAR_CLASS, node.name)

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ipufs import native
-from ipufs.driver import procs
+from ipufs.driver import pid_namespaces, procs
 
 
 def pidfd_alive(pidfd: int) -> bool:
@@ -49,6 +49,8 @@ class SystemCalls:
     uid_of: Callable[[int], int] = procs.uid_of
     #: Where a process lives: its PID namespace's inode and its pid there.
     pid_namespace: Callable[[int], tuple[int, int] | None] = procs.pid_namespace
+    #: (pid, asker): the pid as process asker numbers it, None when it cannot see it.
+    pid_seen_by: Callable[[int, int], int | None] = pid_namespaces.seen_by
 
 
 #: The real system calls.

@@ -2,8 +2,3 @@
 (docs/compat.md). command.py supervises; namespace.py and grafts.py make
 the private /dev, /sys and udev database; pidns.py is the command's PID
 namespace; run_dir.py its working directory."""
-from __future__ import annotations
-
-from ipufs.run.command import FAILED, RunError, RunOptions, run
-
-__all__ = ["FAILED", "RunError", "RunOptions", "run"]

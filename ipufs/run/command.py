@@ -29,13 +29,13 @@ from pathlib import Path
 from ipufs import compat, native, self_command
 from ipufs.fuse import mount as fmount
 from ipufs.monitoring.paths import module_dir
-from ipufs.run import namespace, pidns
+from ipufs.run import namespace, pci_names, pidns
 from ipufs.run import run_dir as working
 from ipufs.run.grafts import Grafts
 
 #: Exit statuses of `ipufs run` itself, as env(1) and docker run use them.
 FAILED, CANNOT_RUN, NOT_FOUND = pidns.FAILED, pidns.CANNOT_RUN, pidns.NOT_FOUND
-START_TIMEOUT = 30.0
+START_TIMEOUT = 60.0  # a daemon starting on a loaded machine: the wait polls, and ends when it serves
 STOP_TIMEOUT = 10.0
 STOP_GRACE = 2.0  # between SIGTERM and SIGKILL of COMMAND when the daemon died
 
@@ -208,6 +208,7 @@ def run(options: RunOptions) -> int:
         namespace.build_dev(run_dir / "dev", nodes)
         view = compat.sysfs_root(mountpoint)
         namespace.show_sysfs(view, grafts)
+        pci_names.show(view, grafts)
         namespace.write_udev_data(namespace.udev_entries(view), grafts)
         return _supervise(options.command, _environment(library, mountpoint, control), daemon, run_dir)
     except OSError as exc:

@@ -9,12 +9,13 @@ import os
 from pathlib import Path
 from typing import cast
 
-from ipufs.client import Control, ControlError, Device, IoctlError
+from ipufs.client import Control, ControlError, IoctlError
+from ipufs.client.device import icu_transfer
 from ipufs.client.where import MOUNT_ENV
 from ipufs.abi.icu import ERROR_MARKER, op_word
 from ipufs.abi.ipu_view import IpuView
 from ipufs.abi.registers import REGISTERS
-from ipufs.problems import Problem
+from ipufs.problems import Problem, as_root
 
 
 def root(dev: str | None) -> Path:
@@ -34,7 +35,8 @@ def default_root() -> Path:
 
 def _no_devices(root: Path, why: str) -> Problem:
     return Problem(f"no IPUs in {root} ({why})",
-                   "mount some with `sudo ipufs mount` (docs/quickstart.md), or name the nodes' directory with --dev DIR")
+                   "mount some: " + as_root("ipufs mount") + " (docs/quickstart.md), or name the nodes' directory "
+                   "with --dev DIR")
 
 
 def indices(root: Path) -> list[int]:
@@ -82,16 +84,21 @@ def registers(root: Path, index: int) -> dict[str, int]:
 
 
 def icu(root: Path, index: int, *requests: tuple[int, ...]) -> list[tuple[int, ...] | None]:
-    """The ICU's answers to ``requests`` (each an op and its arguments),
-    made in turn on one open of IPU ``index``; None for a request it
-    refuses or does not answer (ETIMEDOUT: an ICU timeout, docs/faults.md)."""
-    with Device(index, root) as dev:
-        return [_icu_answer(dev, op, *args) for op, *args in requests]
-
-
-def _icu_answer(dev: Device, op: int, *args: int) -> tuple[int, ...] | None:
+    """The ICU's answers to ``requests`` (each a query and its arguments),
+    made in turn on one read-only open of IPU ``index`` (so they are
+    answered while another process holds the IPU, docs/filesystem.md);
+    None for a request it refuses or does not answer (ETIMEDOUT: an ICU
+    timeout, docs/faults.md)."""
+    fd = os.open(root / f"ipu{index}", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        answer = dev.icu_transfer((op_word(op), *args, *([0] * (4 - len(args)))))
+        return [_icu_answer(fd, op, *args) for op, *args in requests]
+    finally:
+        os.close(fd)
+
+
+def _icu_answer(fd: int, op: int, *args: int) -> tuple[int, ...] | None:
+    try:
+        answer = icu_transfer(fd, (op_word(op), *args, *([0] * (4 - len(args)))))
     except IoctlError as exc:
         if exc.errno == errno.ETIMEDOUT:
             return None
@@ -101,8 +108,9 @@ def _icu_answer(dev: Device, op: int, *args: int) -> tuple[int, ...] | None:
 
 def daemon_view(root: Path, index: int) -> IpuView | None:
     """The control channel's view of one IPU, or None when unreachable. The
-    attached process's pid is as this process sees it: the daemon's, or
-    its pid in this PID namespace when it lives here (inside `ipufs run`)."""
+    attached process's pid is as this process sees it (the daemon numbers
+    it in our PID namespace; null, with a ``pid_note``, when we cannot see
+    it: docs/control.md)."""
     try:
         with Control.of_mount(mountpoint_of(root, index), timeout=2) as control:
             view = cast(IpuView, control.request("ipu", ipu=index))
@@ -123,17 +131,7 @@ def daemon_views(root: Path, timeout: float | None = None) -> dict[int, IpuView]
 
 
 def seen_here(view: IpuView) -> IpuView:
-    """``view`` with the attached pid as this process sees it."""
-    attached = view["attached"]
-    if attached is not None:
-        where = attached["namespace"]
-        if where is not None and where["pid_ns"] == _own_pid_namespace():
-            attached["pid"] = where["pid"]
+    """``view`` with the attached pid as this process sees it: the daemon
+    numbers it so already, in the asker's PID namespace (null, with a
+    ``pid_note``, when this process cannot see it)."""
     return view
-
-
-def _own_pid_namespace() -> int | None:
-    try:
-        return os.stat("/proc/self/ns/pid").st_ino
-    except OSError:
-        return None

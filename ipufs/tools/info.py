@@ -20,6 +20,7 @@ from ipufs.abi.icu import Op
 from ipufs.abi.ipu_view import IpuView
 from ipufs.abi.registers import ARCH_CODES, BOARD_CODES, STATUS_ICU_UNRESPONSIVE, ExceptionCause
 from ipufs.abi.serial import serial_text
+from ipufs.client.bars import bar_size
 from ipufs.tools import devices
 
 ARCH_NAMES = {v: k for k, v in ARCH_CODES.items()}
@@ -76,10 +77,10 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: IpuView | None)
     bootloader = ".".join(map(str, loader))
     error = r["ERROR_STATE"]
     attached = view["attached"] if view else None
-    mem = os.stat(root / f"ipu{index}_mem")
+    mem = _memory(root, index)
     session_use = view["session_use"] if view else None
     board = BOARD_NAMES.get(r["BOARD_TYPE"], "unknown")
-    started = _start_time(attached["pid"]) if attached else None
+    started = _start_time(attached["pid"]) if attached and attached["pid"] is not None else None
     out = [
         _field("id", index),
         _field("target", TARGETS.get(board, "PCIe")),
@@ -97,8 +98,8 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: IpuView | None)
         _field("firmware version", ".".join(map(str, firmware))),
         _field("hexoatt active size (bytes)", attached.get("buffer_bytes", 0) if attached else 0),
         _field("hexoatt total size (bytes)", HEXOATT_TOTAL),
-        _field("hexopt active size (bytes)", mem.st_blocks * 512),
-        _field("hexopt total size (bytes)", mem.st_size),
+        _field("hexopt active size (bytes)", mem[0]),
+        _field("hexopt total size (bytes)", mem[1]),
         _field("icu bootloader version", bootloader),
         _field("ipu architecture", ARCH_NAMES.get(r["ARCH"], "unknown")),
         _field("ipu error state", "no errors" if error == 0 else _cause(error)),
@@ -122,12 +123,24 @@ def fields_from(root: Path, index: int, r: dict[str, int], view: IpuView | None)
         _field("total board power", power[1] / 1000 if power else None, " W", "{:.1f}"),
     ]
     if attached:
+        pid = attached["pid"]  # None: not in this PID namespace (N/A)
         out += [
-            _field("user executable", _executable(attached["pid"])),
+            _field("user executable", _executable(pid) if pid is not None else attached.get("command") or None),
             _field("user name", attached["user"]),
-            _field("user process id", attached["pid"]),
+            _field("user process id", pid),
         ]
     return out
+
+
+def _memory(root: Path, index: int) -> tuple[int, int]:
+    """The bytes the ipuN_mem node's memory holds (its blocks) and its size
+    (asked of the file: where the nodes are character devices their stat
+    says 0, as a real one's)."""
+    fd = os.open(root / f"ipu{index}_mem", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.fstat(fd).st_blocks * 512, bar_size(fd)
+    finally:
+        os.close(fd)
 
 
 def _cause(error: int) -> str:

@@ -31,7 +31,8 @@ def snapshot(root: Path) -> list[dict[str, Any]]:
             "icu_firmware": f"{fw >> 16}.{(fw >> 8) & 0xFF}.{fw & 0xFF}",
             "type": BOARD_NAMES.get(r["BOARD_TYPE"], "unknown"),
             "pci_id": pci_address(index),
-            "pid": attached["pid"] if attached else None,
+            "attached": bool(attached),
+            "pid": attached["pid"] if attached else None,  # None too when not in this PID namespace
             "command": attached["command"] if attached else None,
             "user": attached["user"] if attached else None,
             "signals_sent": sum(view["signals_sent"].values()) if view else 0,
@@ -68,9 +69,9 @@ def render(rows: list[dict[str, Any]], *, card_info: bool = True) -> str:
               f"{r['temperature_c']:.1f} C", f"{r['power_w']:.1f} W",
               "N/A" if r["ipu_power_w"] is None else f"{r['ipu_power_w']:.1f} W",
               f"{r['utilisation_percent']:.2f}%", str(r["resets"])] for r in rows])
-    attached = [r for r in rows if r["pid"]]
+    attached = [r for r in rows if r["attached"]]
     lines += _box(["ID", "PID", "Command", "User", "Signals", "Dropped"],
-                  [[str(r["ipu"]), str(r["pid"]), r["command"] or "-", r["user"] or "-",
+                  [[str(r["ipu"]), "-" if r["pid"] is None else str(r["pid"]), r["command"] or "-", r["user"] or "-",
                     str(r["signals_sent"]), str(r["signals_dropped"])] for r in attached]
                   or [["-", "-", "no attached processes", "-", "-", "-"]])
     return "\n".join(lines)

@@ -10,8 +10,9 @@
  *   and RESET whose argument is a value, as _IO; MAILBOX_WRITE_READ as
  *   _IOW, whose answer the driver writes into the buffer, as _IOWR.
  * - stat, fstat, lstat, fstatat and statx report ipufs nodes as character
- *   devices: S_IFCHR, the same permission bits, owner and size, and
- *   rdev 240:(4 N + kind), the number the daemon names in user.ipufs.rdev.
+ *   devices: S_IFCHR, the same permission bits and owner, size 0 (a
+ *   client maps a BAR as long as lseek to its end says), and rdev
+ *   240:(4 N + kind), the number the daemon names in user.ipufs.rdev.
  * - absolute paths under /sys/bus/pci/devices are looked up in the mount's
  *   sysfs view (IPUFS_SYSFS, or the view of the mount /dev/ipu0 links to).
  *
@@ -100,12 +101,14 @@ REAL(ssize_t, readlinkat, (int, const char *, char *, size_t))
 REAL(char *, realpath, (const char *, char *))
 
 /* Where the file a stat call described is an ipufs node, it becomes a
- * character device; (dirfd, path, flags) name that file again. */
+ * character device, of size 0 as a real one (its blocks stay: what the
+ * memory behind it holds); (dirfd, path, flags) name that file again. */
 static void as_chr(int dirfd, const char *path, int flags, struct stat *st)
 {
     if (is_node_at(dirfd, path, flags, st->st_dev, st->st_mode, st->st_ino)) {
         st->st_mode = S_IFCHR | (st->st_mode & 07777);
         st->st_rdev = makedev(CHAR_MAJOR, st->st_ino - FIRST_NODE_INO);
+        st->st_size = 0;
     }
 }
 
@@ -114,6 +117,7 @@ static void as_chr64(int dirfd, const char *path, int flags, struct stat64 *st)
     if (is_node_at(dirfd, path, flags, st->st_dev, st->st_mode, st->st_ino)) {
         st->st_mode = S_IFCHR | (st->st_mode & 07777);
         st->st_rdev = makedev(CHAR_MAJOR, st->st_ino - FIRST_NODE_INO);
+        st->st_size = 0;
     }
 }
 
@@ -126,6 +130,7 @@ static void as_chrx(int dirfd, const char *path, int flags, struct statx *stx)
         stx->stx_mode = (uint16_t)(S_IFCHR | (stx->stx_mode & 07777));
         stx->stx_rdev_major = CHAR_MAJOR;
         stx->stx_rdev_minor = (uint32_t)(stx->stx_ino - FIRST_NODE_INO);
+        stx->stx_size = 0;
     }
 }
 
@@ -247,6 +252,7 @@ static int stat_once(int dirfd, const char *path, int flags, struct statx *stx)
         if (is_node_statx(stx)) {                                              \
             (st)->st_mode = S_IFCHR | ((st)->st_mode & 07777);                 \
             (st)->st_rdev = makedev(CHAR_MAJOR, (st)->st_ino - FIRST_NODE_INO);\
+            (st)->st_size = 0;                                                 \
         }                                                                      \
     } while (0)
 

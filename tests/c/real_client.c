@@ -156,15 +156,17 @@ int main(int argc, char **argv)
             printf("error fstat: not two distinct character devices\n");
             return 1;
         }
-        /* Map the whole of each, as libipu_user and aspen-sdk do. */
-        void *cmap = mmap(NULL, (size_t)cs.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        void *emap = mmap(NULL, (size_t)es.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, ex, 0);
+        /* Map the whole of each, as libipu_user and aspen-sdk do; a
+         * character device's stat says size 0, so its end tells the size. */
+        off_t csize = lseek(fd, 0, SEEK_END), esize = lseek(ex, 0, SEEK_END);
+        void *cmap = csize <= 0 ? MAP_FAILED : mmap(NULL, (size_t)csize, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        void *emap = esize <= 0 ? MAP_FAILED : mmap(NULL, (size_t)esize, PROT_READ | PROT_WRITE, MAP_SHARED, ex, 0);
         if (cmap == MAP_FAILED || emap == MAP_FAILED) {
             fail("mmap");
             return 1;
         }
-        printf("ipu%ld chr %u:%u mapped %lld %lld\n", ids[i], major(cs.st_rdev), minor(cs.st_rdev),
-               (long long)cs.st_size, (long long)es.st_size);
+        printf("ipu%ld chr %u:%u size %lld mapped %lld %lld\n", ids[i], major(cs.st_rdev), minor(cs.st_rdev),
+               (long long)cs.st_size, (long long)csize, (long long)esize);
         if (ioctl(fd, ATTACH, NULL) != 0) {
             if (fail("ATTACH"))
                 return 1;

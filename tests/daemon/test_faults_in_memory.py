@@ -16,6 +16,7 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi.interrupts import FIRST_SIGNAL, Interrupt
 from ipufs.daemon import faults
 from ipufs.daemon.control.operations import DeviceSide, StatusQueries
+from ipufs.daemon.control.peers import ControlRights, Peer
 from ipufs.daemon.control.protocol import answer
 from ipufs.daemon.faults import Fault, FaultInjector, limits_of
 from ipufs.daemon.plan import FaultPlan
@@ -49,7 +50,8 @@ class Board:
         reply = self.rig.kernel.call(rq.Ioctl, 2, fh, 0, attach, 0, memoryview(b""), 0, ctx=rq.Context(0, 0, APP))
         assert reply.error == 0
         self.tracer = Tracer()
-        self.side = DeviceSide(devices, self.tracer, self.injector, self.plans, lock=threading.RLock())
+        self.side = DeviceSide(devices, self.tracer, self.injector, self.plans, lock=threading.RLock(),
+                               rights=ControlRights(None, self.rig.driver, self.rig.processes.calls(), daemon_uid=0))
         utilisation = Utilisation(devices.profile.tiles, len(devices.ipus), self.rig.driver.attachments.session)
         self.status = StatusQueries(devices, self.rig.driver, utilisation, lambda: self.rig.fs.mode, lambda: 42,
                                     self.rig.processes.calls())
@@ -74,10 +76,11 @@ class Board:
     def signals(self) -> list[int]:
         return [signo - FIRST_SIGNAL for _, signo, _ in self.rig.processes.signals]
 
-    def control(self, op: str, **arguments: object) -> dict[str, object]:
+    def control(self, op: str, peer: Peer = Peer(1, 0, 0), **arguments: object) -> dict[str, object]:
+        """The answer to a control request of ``peer`` (default: root's)."""
         operations = {o.name: o for o in self.status.operations() + self.side.operations()}
         line = json.dumps({"op": op, **arguments}).encode()
-        reply: dict[str, object] = json.loads(answer(operations, line, self.limits))
+        reply: dict[str, object] = json.loads(answer(operations, line, self.limits, peer))
         return reply
 
 
@@ -99,7 +102,7 @@ def test_an_injected_exception_holds_in_the_model_and_signals_the_attached_proce
 def test_a_fault_on_an_ipu_nobody_attached_is_counted_as_dropped(board: Board) -> None:
     board.injector.apply(faults.parse({"kind": "interrupt", "ipu": 1, "source": "gs1_e0"}, board.limits))
     assert board.signals() == []
-    assert board.rig.driver.signals_dropped[1][Interrupt.GS1_E0] == 1
+    assert board.rig.driver.signals.dropped[1][Interrupt.GS1_E0] == 1
 
 
 def test_an_icu_timeout_ends_when_its_time_is_up(board: Board) -> None:

@@ -60,7 +60,7 @@ GIVEN: dict[str, tuple[object, dict[str, object]]] = {
     "fast_path": (False, {}), "control": ("/c", {}), "dev_dir": ("/d", {}), "fault_plan": ("/p", {}),
     "trace_file": ("/t", {}), "trace_max_bytes": (1, {}), "exporter": ("127.0.0.1:1", {}),
     "cdi": (False, {"cdi_dir": "/x"}), "cdi_dir": ("/x", {"cdi": True}), "cdi_prefix": ("p", {}),
-    "cdi_follow_restarts": (True, {}),
+    "cdi_follow_restarts": (True, {}), "while_attached": ("shared", {}), "control_group": ("1", {}),
 }
 
 

@@ -141,7 +141,7 @@ class FakeProcesses:
     def calls(self) -> SystemCalls:
         return SystemCalls(send_signal=self.send_signal, pidfd_open=self.pidfd_open, alive=self.alive,
                            vm_read=self.vm_read, vm_write=self.vm_write, tgid_of=self.tgid_of,
-                           command_of=self.command_of)
+                           command_of=self.command_of, pid_seen_by=lambda pid, asker: pid)
 
 
 class FakeExits:
@@ -186,14 +186,16 @@ class Rig:
 
     def __init__(self, devices: DeviceSet, *, passthrough: bool = True, fail: int | None = None,
                  ownership: Ownership | None = None, events: EventSink | None = None,
-                 accesses: AccessCounter | None = None, fast: bool = False) -> None:
+                 accesses: AccessCounter | None = None, fast: bool = False,
+                 while_attached: str = "exclusive") -> None:
         self.devices = devices
         self.processes = FakeProcesses()
         self.exits = FakeExits(self.processes)
         self.events = events if events is not None else Events(enabled=False)
         self.stub = StubKernel(fail)
         tree = sysfs_tree.node_tree(len(devices))
-        self.driver = IpuDriver(devices, exits=self.exits, events=self.events, system=self.processes.calls())
+        self.driver = IpuDriver(devices, exits=self.exits, events=self.events, system=self.processes.calls(),
+                                while_attached=while_attached)
         self.use = RegisterUse()
         lock = threading.RLock()
         mapping = BarMapping(devices, tree, self.stub, passthrough=passthrough, use=self.use)
@@ -213,6 +215,6 @@ class Rig:
                                 clock=lambda: 5 * 10**9)
         self.kernel = fk.FakeKernel(Session(self.fs, passthrough=passthrough))
 
-    def as_process(self, pid: int) -> rq.Context:
-        """The request context of thread ``pid``."""
-        return rq.Context(0, 0, pid)
+    def as_process(self, pid: int, uid: int = 0) -> rq.Context:
+        """The request context of thread ``pid`` of user ``uid`` (root)."""
+        return rq.Context(uid, uid, pid)

@@ -15,7 +15,8 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi.icu import MESSAGE, Op, op_word
 from ipufs.abi.interrupts import FIRST_SIGNAL, Interrupt
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.driver import IOCTL_ROLES, DmaError
+from ipufs.driver.dma import DmaError
+from ipufs.driver.driver import IOCTL_ROLES
 from ipufs.fuse import requests as rq
 from ipufs.model.profile import PROFILES
 from tests.driver.rig import Events, Rig
@@ -79,7 +80,7 @@ def test_attach_from_a_thread_attaches_its_process_and_signals_carry_the_id(rig:
     rig.driver.raise_interrupt(0, Interrupt.GS1_E0)
     rig.effects.deliver()
     assert rig.processes.signals == [(APP, FIRST_SIGNAL + Interrupt.GS1_E0, 7)]
-    assert rig.driver.signals_sent[0][Interrupt.GS1_E0] == 1
+    assert rig.driver.signals.sent[0][Interrupt.GS1_E0] == 1
     assert "attach" in rig.events.kinds() and "signal" in rig.events.kinds()  # type: ignore[attr-defined]
 
 
@@ -131,7 +132,7 @@ def test_a_signal_to_a_process_gone_meanwhile_is_dropped_and_detaches(rig: Rig) 
     rig.driver.raise_interrupt(0, Interrupt.EXCEPTION)
     rig.effects.deliver()
     assert rig.processes.signals == []
-    assert rig.driver.signals_dropped[0][Interrupt.EXCEPTION] == 1
+    assert rig.driver.signals.dropped[0][Interrupt.EXCEPTION] == 1
     assert rig.driver.attachments.get(0) is None
 
 
@@ -155,16 +156,16 @@ def test_buffers_take_mapped_memory_and_carry_dma_both_ways(rig: Rig) -> None:
     result(ioctl(rig, fh, "ATTACH"))
     _, out = result(ioctl(rig, fh, "ATTACH_BUFFER", abi.BUFFER.pack(0x10000, 64, 0, 0)))
     buffer_id = abi.BUFFER.unpack(out)[2]
-    rig.driver.dma_write(1, buffer_id, 8, b"DMA")
+    rig.driver.dma.write(1, buffer_id, 8, b"DMA")
     assert bytes(app.memory[0x10008 + i] for i in range(3)) == b"DMA"
-    assert rig.driver.dma_read(1, buffer_id, 8, 3) == b"DMA"
+    assert rig.driver.dma.read(1, buffer_id, 8, 3) == b"DMA"
     with pytest.raises(DmaError, match="outside"):
-        rig.driver.dma_read(1, buffer_id, 62, 4)
+        rig.driver.dma.read(1, buffer_id, 62, 4)
     assert ioctl(rig, fh, "ATTACH_BUFFER", abi.BUFFER.pack(0x90000, 64, 0, 0)).error == errno.EFAULT
     result(ioctl(rig, fh, "DETACH_BUFFER", buffer_id.to_bytes(8, "little")))
     assert ioctl(rig, fh, "DETACH_BUFFER", buffer_id.to_bytes(8, "little")).error == errno.EINVAL
     with pytest.raises(DmaError, match="no buffer"):
-        rig.driver.dma_write(1, buffer_id, 0, b"x")
+        rig.driver.dma.write(1, buffer_id, 0, b"x")
 
 
 def test_the_mailbox_ioctls_serve_any_process_with_a_node_open(rig: Rig) -> None:

@@ -74,3 +74,17 @@ def node_number(tree: NodeTree, class_device: int) -> int:
     node = tree.by_name(tree.entry(class_device).name)
     assert node is not None
     return node.rdev
+
+
+def test_each_hwmon_is_a_class_device_found_from_class_hwmon() -> None:
+    """As hwmon_device_register makes one: /sys/class/hwmon/hwmonN leads to
+    it, and its device and subsystem links lead to the PCI device and the
+    class (what libsensors and udev follow)."""
+    tree = _tree(2)
+    for index in range(2):
+        hwmon = _resolve(tree, f"/sys/class/hwmon/hwmon{index}")
+        assert _path(tree, hwmon) == f"/sys/devices/pci0000:{0x1a + index:02x}/0000:{0x1a + index:02x}:00.0/hwmon/hwmon{index}"
+        assert _path(tree, _resolve(tree, f"/sys/class/hwmon/hwmon{index}/device")) == \
+            f"/sys/devices/pci0000:{0x1a + index:02x}/0000:{0x1a + index:02x}:00.0"
+        assert _resolve(tree, f"/sys/class/hwmon/hwmon{index}/subsystem") == _resolve(tree, "/sys/class/hwmon")
+        assert tree.lookup(hwmon, "uevent") is not None and tree.lookup(hwmon, "temp1_input") is not None

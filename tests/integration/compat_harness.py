@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import ROOT, TIMEOUT
+from tests.integration.harness import MOUNT_TIMEOUT, ROOT
 
 NOBODY = 65534
 
@@ -60,12 +60,13 @@ NAMESPACE_SETUP = (
 )
 
 
-def unprivileged_python() -> list[str]:
-    """How user nobody runs ipufs: in a private mount namespace where
-    /dev/fuse is open to users (NAMESPACE_SETUP) and this checkout (and its
-    .venv) is also at PUBLIC_ROOT, this interpreter if nobody may run it,
-    else the system's python3 of the same version, with the checkout's
-    import path."""
+def unprivileged_python(uid: int = NOBODY, groups: tuple[int, ...] = ()) -> list[str]:
+    """How user ``uid`` (nobody), with supplementary ``groups`` (none),
+    runs ipufs: in a private mount namespace where /dev/fuse is open to
+    users (NAMESPACE_SETUP) and this checkout (and its .venv) is also at
+    PUBLIC_ROOT, this interpreter if the user may run it, else the
+    system's python3 of the same version, with the checkout's import
+    path."""
     if not shutil.which("setpriv") or not shutil.which("unshare"):
         pytest.skip("needs setpriv and unshare (util-linux)")
     if not PUBLIC_ROOT.exists():
@@ -79,7 +80,8 @@ def unprivileged_python() -> list[str]:
     fuse = os.stat("/dev/fuse").st_rdev
     bind = ["unshare", "--mount", "--propagation", "private", "sh", "-c", NAMESPACE_SETUP, str(ROOT), str(PUBLIC_ROOT),
             str(os.major(fuse)), str(os.minor(fuse))]
-    drop = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "env", "HOME=/tmp"]
+    joined = [f"--groups={','.join(map(str, groups))}"] if groups else ["--clear-groups"]
+    drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", *joined, "env", "HOME=/tmp"]
     path = os.pathsep.join([str(PUBLIC_ROOT), *[public(p) for p in sys.path if p.endswith("site-packages")]])
     for python in (public(sys.executable), "/usr/bin/python3"):
         prefix = [*bind, *drop, f"PYTHONPATH={path}", python]
@@ -98,7 +100,7 @@ class Run:
         self.proc = subprocess.Popen([*prefix, "-m", "ipufs", "run", *args, "--", *command],
                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
-    def line(self, timeout: float = TIMEOUT * 2) -> str:
+    def line(self, timeout: float = MOUNT_TIMEOUT) -> str:
         assert self.proc.stdout is not None
         box: list[str] = []
         t = threading.Thread(target=lambda: box.append(self.proc.stdout.readline()))  # type: ignore[union-attr]
@@ -116,7 +118,7 @@ class Run:
             lines.append(self.line())
         return lines
 
-    def finish(self, timeout: float = TIMEOUT * 3) -> tuple[int, str]:
+    def finish(self, timeout: float = MOUNT_TIMEOUT) -> tuple[int, str]:
         """Wait for the end; returns (status, the rest of stderr)."""
         try:
             _, err = self.proc.communicate(timeout=timeout)

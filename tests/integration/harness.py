@@ -27,6 +27,11 @@ from ipufs.fuse import mount as fmount
 
 T = TypeVar("T")
 TIMEOUT = 10.0
+#: Seconds a test waits for a mount (a daemon starting, or stopping) before
+#: it gives up. Generous, as every such wait polls and ends as soon as the
+#: mount answers: on a two-core machine at a load average of 4.4 (a full
+#: run beside other work) a mount took over 10 s to answer.
+MOUNT_TIMEOUT = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 #: The fuse module's switch for FUSE over io_uring (set by root only).
 ENABLE_URING = Path("/sys/module/fuse/parameters/enable_uring")
@@ -132,7 +137,7 @@ def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemo
     t = threading.Thread(target=thread, name="ipufs-daemon", daemon=True)
     t.start()
     try:
-        if not ready.wait(TIMEOUT) or "error" in box:
+        if not ready.wait(MOUNT_TIMEOUT) or "error" in box:
             raise RuntimeError(f"daemon did not start: {box.get('error')!r}")
         if config.transports.get("uring") == "on":  # what the test asked for, not a quiet fallback
             assert daemon.transport_in_force().startswith("FUSE over io_uring"), daemon.transport_in_force()
@@ -143,7 +148,7 @@ def running_daemon(mountpoint: Path, **options: object) -> Iterator[RunningDaemo
                 trio.from_thread.run_sync(box["scope"].cancel, trio_token=box["token"])  # type: ignore[attr-defined]
             except trio.RunFinishedError:
                 pass
-        t.join(TIMEOUT)
+        t.join(MOUNT_TIMEOUT)
         force_unmount(str(mountpoint))
         if "error" in box and not isinstance(box["error"], trio.Cancelled):
             raise RuntimeError("daemon failed") from box["error"]  # type: ignore[arg-type]
@@ -254,7 +259,7 @@ def daemon_process(mountpoint: Path, *options: str, log: IO[str] | None = None) 
             except (TimeoutError, BlockingIOError):
                 return proc.poll() is not None  # it died: say so below
 
-        if not wait_for(ready, 15) or proc.poll() is not None:
+        if not wait_for(ready, MOUNT_TIMEOUT) or proc.poll() is not None:
             proc.kill()
             raise AssertionError(f"daemon did not mount: {proc.communicate()[1]}")
     return proc

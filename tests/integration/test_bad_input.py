@@ -136,7 +136,7 @@ with SignalReceiver() as signals, Device(1, sys.argv[1]) as dev:
 
 def test_after_the_storm_the_daemon_is_well(ipufs: RunningDaemon) -> None:
     driver = ipufs.daemon.driver
-    assert sum(sum(s.values()) for s in driver.signals_sent) == 0  # nobody attached, nobody signalled
+    assert sum(sum(s.values()) for s in driver.signals.sent) == 0  # nobody attached, nobody signalled
     assert len(driver.attachments) == 0
     for ipu in ipufs.daemon.devices.ipus:
         assert ipu.read_config(REGISTERS["VENDOR_ID"].offset, 4) == (0x1D95).to_bytes(4, "little")

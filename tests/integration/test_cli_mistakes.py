@@ -14,7 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import ipufs_command, is_mounted, running_daemon, wait_for
+from ipufs.tools.deadline import message
+from tests.integration.harness import (daemon_process, ipufs_command, is_mounted, running_daemon, stop_processes,
+                                       suspend, wait_for)
 
 pytestmark = pytest.mark.mount
 
@@ -50,8 +52,8 @@ def test_no_devices(tmp_path: Path, command: list[str]) -> None:
         argv = [c if c != "DEV" else f"--dev={root}" for c in command]
         return argv if "DEV" in command else [*argv, f"--dev={root}"]
 
-    refused(*at(tmp_path), says=(f"no IPUs in {tmp_path}", "sudo ipufs mount", "--dev"))
-    refused(*at(tmp_path / "nowhere"), says=("does not exist", "sudo ipufs mount"))
+    refused(*at(tmp_path), says=(f"no IPUs in {tmp_path}", "mount some: run `ipufs mount` as root", "--dev"))
+    refused(*at(tmp_path / "nowhere"), says=("does not exist", "run `ipufs mount` as root"))
 
 
 def test_unknown_device_ids_name_the_valid_ones(mounted: Path) -> None:
@@ -79,9 +81,10 @@ def test_mount_without_the_right_to_mount(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=30)
     try:
         assert out.returncode == 1 and "Traceback" not in out.stderr
+        sudo = f" (`sudo ipufs mount {target}`)" if shutil.which("sudo") else ""  # only where there is one
         assert out.stderr.splitlines() == [
             f"ipufs mount: mounting needs root (with CAP_SYS_ADMIN) to mount FUSE and register passthrough "
-            f"files: run `sudo ipufs mount {target}`"]
+            f"files: run `ipufs mount {target}` as root{sudo}"]
     finally:
         if is_mounted(target):
             subprocess.run(ipufs_command("umount", str(target)), timeout=30)
@@ -100,6 +103,13 @@ def test_bad_configuration_files_name_file_and_key(tmp_path: Path, text: str, sa
     refused("mount", "--config", str(config), str(tmp_path / "mnt"), "--no-link-dev", status=2,
             says=(str(config), *says))
     assert not is_mounted(tmp_path / "mnt")
+
+
+def test_a_mount_point_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("kept\n")
+    refused("mount", str(tmp_path / "file"), "--ipus", "1", "--no-link-dev", "--no-cdi",
+            says=(f"{tmp_path / 'file'} is a file, not a directory: ipufs mounts its nodes in a directory",))
+    assert (tmp_path / "file").read_text() == "kept\n"
 
 
 def test_missing_configuration_file(tmp_path: Path) -> None:
@@ -126,6 +136,30 @@ def test_a_dead_daemon_is_named_with_its_cure(tmp_path: Path, name: str) -> None
             daemon.wait(10)
         if is_mounted(mountpoint):
             subprocess.run(ipufs_command("umount", "--abort", str(mountpoint)), timeout=30)
+    assert not is_mounted(mountpoint)
+
+
+STOPPED = [["ls"], ["info"], ["info", "-d", "0"], ["monitor"], ["reset", "-d", "0"], ["inject", "reset"],
+           ["trace", "--count", "1"]]
+
+
+def test_a_stopped_daemon_is_named_within_the_timeout(tmp_path: Path) -> None:
+    """A FUSE request waits for a stopped daemon for as long as it stays
+    stopped; the tools give up after --timeout and say why, in one line."""
+    mountpoint = tmp_path / "mnt"
+    daemon = daemon_process(mountpoint, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
+    try:
+        suspend(daemon.pid)
+        for command in STOPPED:
+            started = time.monotonic()
+            line = refused(*command, "--dev", str(mountpoint), "--timeout", "1")
+            assert line == message(command[0], str(mountpoint), 1.0)
+            assert time.monotonic() - started < 20
+        os.kill(daemon.pid, signal.SIGCONT)  # the daemon runs again: so do the tools
+        assert run("ls", "--dev", str(mountpoint)).returncode == 0
+    finally:
+        os.kill(daemon.pid, signal.SIGCONT)
+        stop_processes(mountpoint, daemon)
     assert not is_mounted(mountpoint)
 
 

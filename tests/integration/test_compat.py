@@ -18,11 +18,13 @@ from ipufs import compat
 from ipufs.client import Control
 from ipufs.driver import sysfs
 from ipufs.abi.icu import Op
+from ipufs.model.profile import PROFILES
 from tests.integration.compat_harness import Run, build, public_dir
 from tests.integration.harness import running_daemon
 
 pytestmark = pytest.mark.mount
 
+IPU2 = PROFILES["ipu2"]  # the default profile: the sizes the client maps
 SOURCES = ("gs1_e0", "exception", "icu_doorbell", "gs2_e1", "gs1_e1", "gs2_e0")
 
 
@@ -41,7 +43,7 @@ def drive_real_client(run: Run) -> None:
         lines = run.until("ready")
         assert lines[0] == "found 4: 0 1 2 3", lines
         for n in range(4):
-            assert f"ipu{n} chr 240:{4 * n} mapped 1048576 1543503872" in lines, lines
+            assert f"ipu{n} chr 240:{4 * n} size 0 mapped {IPU2.config_size} {IPU2.exchange_size}" in lines, lines
             assert f"attached ipu{n} id {100 + n}" in lines, lines
         # ReadFirmwareVersion: version 2.5.9 (major | minor << 16, revision).
         assert f"mailbox 0x{Op.READ_FIRMWARE_VERSION << 16 | 0x20c:08x} 0x00050002 0x00000009 0x00000000 0x00000000" in lines
@@ -105,7 +107,7 @@ def test_without_the_library_the_real_client_gets_the_documented_errors(programs
     assert lines == [
         "found 1: 0",
         "error stat: /dev/ipu0 is not a character device",  # FUSE files are regular files
-        "ipu0 chr 0:0 mapped 1048576 1543503872",
+        f"ipu0 chr 0:0 size {IPU2.config_size} mapped {IPU2.config_size} {IPU2.exchange_size}",
         "error ATTACH: Bad address",  # _IOWR(0xED, 10, u64) with NULL: the kernel copies from NULL
         "mailbox 0x0004020c 0x00050002 0x00000009 0x00000000 0x00000000",  # the daemon answers in the buffer
         "error RESET: Bad address",  # _IOW(0xED, 45, int) with the value 0: again a pointer to the kernel
@@ -132,8 +134,8 @@ def test_stat_calls_report_character_devices_with_the_daemons_rdev(programs: dic
     status, err = run.finish()
     assert status == 0, err
     calls = ("stat", "lstat", "fstatat", "fstat", "statx")
-    assert lines[:6] == [*(f"{c} chr 240:4 1048576 0660" for c in calls), "240:4"]
-    assert lines[6:12] == [*(f"{c} chr 240:6 65536 0660" for c in calls), "240:6"]
+    assert lines[:6] == [*(f"{c} chr 240:4 0 0660" for c in calls), "240:4"]  # size 0, as a real one
+    assert lines[6:12] == [*(f"{c} chr 240:6 0 0660" for c in calls), "240:6"]
     # The view's files stay what they are.
     assert lines[12:17] == [f"{c} reg 0:0 {sysfs.ATTRIBUTE_SIZE} 0444" for c in calls]
 

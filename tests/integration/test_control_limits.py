@@ -25,6 +25,7 @@ from tests.integration.harness import RunningDaemon, wait_for
 pytestmark = pytest.mark.mount
 
 LIMIT = 64  # the daemon's connection limit (docs/control.md)
+TRACES = 32  # of which live traces may take at most this many
 
 
 def connect(board: RunningDaemon) -> socket.socket:
@@ -143,24 +144,47 @@ def stalled_traces(board: RunningDaemon, held: list[socket.socket], count: int) 
         pwrites(board, 2000)
 
 
+def test_idle_traces_never_lock_other_clients_out(board: RunningDaemon, held: list[socket.socket]) -> None:
+    """Traces of an idle daemon wait for events, not for their client, so
+    none can be evicted: they may take only part of the slots."""
+    answers = []
+    for _ in range(LIMIT):
+        s = connect(board)
+        s.sendall(b'{"op": "trace"}\n')
+        answers.append(read_line(s))
+        held.append(s)
+    assert answers[:TRACES] == [{"ok": True, "tracing": True}] * TRACES
+    assert answers[TRACES:] == [{"ok": False, "error": f"too many live traces (at most {TRACES}): close one, "
+                                                        "or try again later"}] * (LIMIT - TRACES)
+    assert len(board.daemon.tracer.subscribers) == TRACES
+    for _ in range(3):
+        status_works(board)
+    assert len(board.daemon.tracer.subscribers) == TRACES  # and the traces still follow
+
+
 def test_traces_that_are_not_read_give_way_to_a_newcomer(board: RunningDaemon, held: list[socket.socket]) -> None:
     control = board.daemon.control
+    control.max_traces = LIMIT  # every slot a stalled trace
     control.line_timeout = 60.0
     control.served.send_grace = 0.1
     stalled_traces(board, held, LIMIT)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
+    tries = 0
     while True:  # the traces still empty their buffers into the sockets for a while
+        tries += 1
         try:
             status_works(board)  # one stalled trace gave its slot to this newcomer
             break
-        except (ControlError, BrokenPipeError, ConnectionResetError) as exc:  # refused, said or not
+        except (ControlError, OSError) as exc:  # refused, said or not, or not answered in time on a busy machine
             assert "too many control connections" in str(exc) or isinstance(exc, OSError)
             assert time.monotonic() < deadline, "no stalled trace gave way"
             time.sleep(0.1)
-    # One was evicted; the rest wait for their deadline.
-    assert wait_for(lambda: len(board.daemon.tracer.subscribers) == LIMIT - 1, 10)
+    # A newcomer evicts at most one each (a try that timed out may have
+    # taken its slot); the rest wait for their deadline.
+    left = len(board.daemon.tracer.subscribers)
+    assert wait_for(lambda: LIMIT - tries <= len(board.daemon.tracer.subscribers) <= LIMIT - 1, 10), left
     time.sleep(0.5)
-    assert len(board.daemon.tracer.subscribers) == LIMIT - 1
+    assert LIMIT - tries <= len(board.daemon.tracer.subscribers) <= LIMIT - 1
 
 
 def test_traces_that_are_not_read_are_closed_and_stop_costing_the_device(board: RunningDaemon,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from ipufs.driver.driver import DmaError
+from ipufs.driver.dma import DmaError
 from ipufs.abi.interrupts import Interrupt
 from ipufs.model.profile import Region
 from tests.integration.harness import LineClient, RunningDaemon, running_daemon, wait_for
@@ -116,7 +116,7 @@ def test_strangers_are_never_signalled(ipufs: RunningDaemon, client: Callable[..
     owner.close()
     assert wait_for(lambda: ipufs.daemon.driver.attachments.get(0) is None, 2)
     raise_(ipufs, 0, Interrupt.EXCEPTION)
-    assert ipufs.daemon.driver.signals_dropped[0][Interrupt.EXCEPTION] == 1
+    assert ipufs.daemon.driver.signals.dropped[0][Interrupt.EXCEPTION] == 1
     assert stranger.signals() == []
 
 
@@ -163,17 +163,17 @@ def test_dma_round_trips_through_attached_buffers(
     assert c.ask("buffer 100") == "buffer 2"
     driver = ipufs.daemon.driver
     # Device -> host lands in the caller's buffer; host -> device reads it.
-    ipufs.call(lambda: driver.dma_write(0, 1, 4000, b"device-data"))
+    ipufs.call(lambda: driver.dma.write(0, 1, 4000, b"device-data"))
     assert c.ask("bufread 1 4000 11") == b"device-data".hex()
     assert c.ask("bufread 1 0 2") == "a5a5"
     c.ok("bufwrite 2 10 " + b"host-data".hex())
-    assert ipufs.call(lambda: driver.dma_read(0, 2, 10, 9)) == b"host-data"
+    assert ipufs.call(lambda: driver.dma.read(0, 2, 10, 9)) == b"host-data"
     with pytest.raises(DmaError):
-        ipufs.call(lambda: driver.dma_read(0, 2, 95, 10))  # past its end
+        ipufs.call(lambda: driver.dma.read(0, 2, 95, 10))  # past its end
     c.ok("unbuffer 2")
     assert c.error("unbuffer 2") == errno.EINVAL
     with pytest.raises(DmaError):
-        ipufs.call(lambda: driver.dma_read(0, 2, 0, 1))
+        ipufs.call(lambda: driver.dma.read(0, 2, 0, 1))
 
 
 def test_bad_buffers_are_refused(ipufs: RunningDaemon, client: Callable[..., IpuClient]) -> None:
@@ -231,7 +231,7 @@ def test_python_client_attaches_receives_signals_and_dma(ipufs: RunningDaemon) -
         names = ["PCIE_IPU_EXCEPTION_SIG", "PCIE_ICU_DR_SIG", "PCIE_HSPGS1E0_SIG",
                  "PCIE_HSPGS1E1_SIG", "PCIE_HSPGS2E0_SIG", "PCIE_HSPGS2E1_SIG"]
         assert proc.stdout.readline().split() == [f"{44 + i}:11:-1:{n}" for i, n in enumerate(names)]
-        ipufs.call(lambda: ipufs.daemon.driver.dma_write(1, 1, 0, b"DMA"))
+        ipufs.call(lambda: ipufs.daemon.driver.dma.write(1, 1, 0, b"DMA"))
         proc.stdin.write("\n")
         proc.stdin.flush()
         assert proc.stdout.readline().strip() == "DMA" + "x" * 61

@@ -42,7 +42,7 @@ def drive_real_client(out: Output, engine_mount: RunningDaemon, ipus: list[int])
             lines.append(out.line())
         assert lines[0] == f"found {len(ipus)}: {' '.join(map(str, ipus))}\n", "".join(lines) + out.finish()[1]
         for ipu in ipus:
-            assert f"ipu{ipu} chr 240:{4 * ipu} mapped {profile.config_size} {profile.exchange_size}\n" in lines, lines
+            assert f"ipu{ipu} chr 240:{4 * ipu} size 0 mapped {profile.config_size} {profile.exchange_size}\n" in lines, lines
             assert f"attached ipu{ipu} id {100 + ipu}\n" in lines, lines
         # ReadFirmwareVersion: 2.5.9, written back into the _IOW buffer.
         assert f"mailbox 0x{Op.READ_FIRMWARE_VERSION << 16 | 0x20c:08x} 0x00050002 0x00000009 0x00000000 " \

@@ -19,6 +19,7 @@ import pytest
 from ipufs.client import Control, ControlError
 from ipufs.abi.icu import Op, op_word
 from ipufs.abi.registers import ExceptionCause
+from ipufs.model.profile import PROFILES
 from tests.integration.harness import PyClient as Client
 from tests.integration.harness import RunningDaemon, ipufs_command, running_daemon, wait_for
 
@@ -55,8 +56,9 @@ def test_exception_fault(board: RunningDaemon, client: Callable[[int], Client]) 
 
 def test_parity_fault(board: RunningDaemon, client: Callable[[int], Client]) -> None:
     c = client(0)
-    inject(board, "parity", "--tile", "5", "--addr", "0x100010")
-    assert c("tdi-mem-read 5 0x100010 8").split()[0] == "PARITY"
+    address = hex(PROFILES["ipu2"].tile_memory_base + 0x10)  # a word of tile memory
+    inject(board, "parity", "--tile", "5", "--addr", address)
+    assert c(f"tdi-mem-read 5 {address} 8").split()[0] == "PARITY"
     assert c("signals 1 2000") == "signals 44:10"
 
 
@@ -239,7 +241,8 @@ def test_the_trace_file_is_bounded(tmp_path: Path) -> None:
         subprocess.run([sys.executable, "-c", WORKLOAD, str(d.mountpoint)], check=True, timeout=60)
     assert trace.stat().st_size <= 4096 and (tmp_path / "trace.jsonl.1").stat().st_size <= 4096
     last = [json.loads(line) for line in trace.read_text().splitlines()]
-    assert last and all(e["kind"] in ("ioctl", "open", "close", "detach", "attach") for e in last)
+    assert last[0]["kind"] == "trace-file"  # every file of ours begins so
+    assert last[1:] and all(e["kind"] in ("ioctl", "open", "close", "detach", "attach") for e in last[1:])
 
 
 def test_trace_subscribers_that_vanish_do_not_hurt_the_daemon(board: RunningDaemon) -> None:

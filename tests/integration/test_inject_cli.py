@@ -4,11 +4,13 @@
 # stderr naming the problem and the fix, never a traceback.
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from ipufs.model.profile import PROFILES
 from tests.integration.harness import RunningDaemon, ipufs_command
 
 pytestmark = pytest.mark.mount
@@ -19,9 +21,10 @@ def ipufs(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_options_may_follow_the_fault_name(board: RunningDaemon) -> None:
-    out = ipufs("inject", "parity", "-d", "2", "--tile", "5", "--addr", "0x40010", "--dev", str(board.mountpoint))
+    address = PROFILES["ipu2"].tile_memory_base + 0x10  # a word of tile memory
+    out = ipufs("inject", "parity", "-d", "2", "--tile", "5", "--addr", hex(address), "--dev", str(board.mountpoint))
     assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "parity ipu=2 address=262160 tile=5"
+    assert out.stdout.strip() == f"parity ipu=2 address={address} tile=5"
     out = ipufs("inject", "--dev", str(board.mountpoint), "telemetry", "--power", "12.5", "--json")
     assert out.returncode == 0 and '"fired": "telemetry ipu=0 power_mw=12500"' in out.stdout
 
@@ -41,6 +44,9 @@ def test_a_plan_is_loaded_and_cleared(board: RunningDaemon, tmp_path: Path) -> N
     assert (out.returncode, out.stdout.strip()) == (0, "fault plan cleared")
     plan_now = board.daemon.plans.plan
     assert plan_now is not None and plan_now.entries == []
+    # Nothing counts accesses any more, so the native fast path is not held for it.
+    assert not board.daemon.plans.counting
+    assert b"fault plan" not in os.getxattr(board.mountpoint, "user.ipufs.fast_path")
 
 
 MISTAKES = [
@@ -86,7 +92,7 @@ def test_no_devices_is_one_line_for_inject_and_trace(tmp_path: Path) -> None:
     for command in (["inject", "reset"], ["trace"]):
         out = ipufs(*command, "--dev", str(tmp_path))
         assert out.returncode == 1 and len(out.stderr.splitlines()) == 1, out.stderr
-        assert f"no IPUs in {tmp_path} (no ipuN nodes there): mount some with `sudo ipufs mount`" in out.stderr
+        assert f"no IPUs in {tmp_path} (no ipuN nodes there): mount some: run `ipufs mount` as root" in out.stderr
 
 
 def test_trace_refuses_a_bad_ipu_in_one_line(board: RunningDaemon) -> None:

@@ -67,7 +67,7 @@ with SignalReceiver() as signals, Device(0, sys.argv[1]) as dev:
 
 def test_after_the_storm_a_good_client_works_and_nobody_was_signalled(ipufs: RunningDaemon) -> None:
     driver = ipufs.daemon.driver
-    assert sum(sum(d.values()) for d in driver.signals_sent) == 0
+    assert sum(sum(d.values()) for d in driver.signals.sent) == 0
     assert driver.attachments.get(0) is None  # this process's files are all closed
     proc = subprocess.Popen([sys.executable, "-c", GOOD_CLIENT, str(ipufs.mountpoint)],
                             stdout=subprocess.PIPE, text=True)

@@ -51,13 +51,13 @@ def test_sixty_four_clients(tmp_path: Path) -> None:
         assert wait_for(lambda: not watcher.scopes, 5)
         time.sleep(0.2)
         fds_before, rss_before = fds(), rss_kib()
-        sent_before = sum(sum(s.values()) for s in driver.signals_sent)
+        sent_before = sum(sum(s.values()) for s in driver.signals.sent)
         results = run_wave()
         expected = f"done ioctls={ITERATIONS} icu={ITERATIONS} syncs={ITERATIONS} signals={ITERATIONS} errors=0"
         assert results == [expected] * CLIENTS
         # Every signal the daemon sent was received, and none was dropped.
-        assert sum(sum(s.values()) for s in driver.signals_sent) - sent_before == CLIENTS * ITERATIONS
-        assert sum(sum(s.values()) for s in driver.signals_dropped) == 0
+        assert sum(sum(s.values()) for s in driver.signals.sent) - sent_before == CLIENTS * ITERATIONS
+        assert sum(sum(s.values()) for s in driver.signals.dropped) == 0
         # Closing is a background request: the last RELEASEs may still be on their way.
         assert wait_for(lambda: len(driver.attachments) == 0 and d.daemon.filesystem.files == {}, 5)
         # The last detaches hand their pidfds to the loop to close: let it.

@@ -287,3 +287,32 @@ def test_without_a_clone_the_reader_serves_without_spinning(tmp_path: Path,
             assert os.pread(fd, 4, REGISTERS["VENDOR_ID"].offset) == (0x1D95).to_bytes(4, "little")
         finally:
             os.close(fd)
+
+
+def test_a_missing_mount_point_is_made_said_and_removed_at_unmount(tmp_path: Path) -> None:
+    mnt = tmp_path / "a" / "b" / "mnt"
+    log = tmp_path / "daemon.log"
+    with open(log, "w") as out:
+        proc = daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--no-link-dev", "--control",
+                              str(tmp_path / "ctl"), log=out)
+    try:
+        assert os.listdir(mnt)[:1] == ["ipu0"]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        stop_processes(mnt, proc)
+    assert f"created {mnt} (and 2 missing directories above it), which did not exist; removed at unmount" \
+        in log.read_text()
+    assert os.listdir(tmp_path) == ["daemon.log"]  # a/b/mnt gone; nothing else was made
+
+
+def test_a_mount_point_that_existed_stays(tmp_path: Path) -> None:
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    proc = daemon_process(mnt, "--ipus", "1", "--profile", "ipu1", "--no-link-dev")
+    try:
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        stop_processes(mnt, proc)
+    assert mnt.is_dir() and os.listdir(mnt) == []

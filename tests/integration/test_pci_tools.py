@@ -1,7 +1,9 @@
 # The generic tools people reach for first, run unmodified inside `ipufs run`
 # as root and as an unprivileged user (nobody): pciutils' lspci, hwloc's
 # lstopo, lshw, udev's udevadm and pyudev see the emulated IPUs as PCI
-# devices with character devices (docs/sysfs.md).
+# devices with character devices, lm-sensors' sensors and pyudev their
+# hwmon class devices, lsof and stat the nodes as /dev/ipuN character
+# devices of size 0 (docs/sysfs.md, docs/compat.md).
 from __future__ import annotations
 
 import re
@@ -27,6 +29,8 @@ print('parent', d.parent.sys_name, d.parent.subsystem, d.parent.driver, d.parent
 print('class', ' '.join(x.sys_name for x in c.list_devices(subsystem='ipu')))
 print('pci', ' '.join(x.sys_name for x in c.list_devices(subsystem='pci')))
 print('initialized', all(x.is_initialized for x in c.list_devices(subsystem='pci')))
+print('hwmon', ' '.join(f'{x.sys_name}:{x.parent.sys_name}:{x.attributes.asstring(\\"name\\")}'
+                        for x in c.list_devices(subsystem='hwmon')))
 """
 COMMANDS = {
     "lspci-v": "lspci -v -d 1d95:",
@@ -41,9 +45,13 @@ COMMANDS = {
     "udevadm-walk": "udevadm info -a /dev/ipu2_mem",
     "pyudev": f"/usr/bin/python3 -I -c \"{PYUDEV}\"",
     "lshw": "lshw -c generic -businfo",
+    "sensors": "sensors",
+    "lsof": "sleep 60 < /dev/ipu2 & held=$!; sleep 0.5; lsof -n -p $held -a -d 0; kill $held",
+    "stat": "stat -c '%n %F %s' /dev/ipu0 /dev/ipu0_ex",
 }
 #: Tool -> the Debian package that has it (./dev installs them).
-PACKAGES = {"lspci": "pciutils", "udevadm": "udev", "lstopo": "hwloc", "lshw": "lshw"}
+PACKAGES = {"lspci": "pciutils", "udevadm": "udev", "lstopo": "hwloc", "lshw": "lshw", "sensors": "lm-sensors",
+            "lsof": "lsof"}
 
 
 def _missing() -> list[str]:
@@ -99,7 +107,9 @@ def test_lspci_v_shows_four_regions_and_the_driver(tools: tuple[str, dict[str, t
     blocks = _blocks(text)
     assert sorted(blocks) == ADDRESSES
     for address, block in blocks.items():
-        assert "Processing accelerators: Graphcore Ltd" in block
+        # pci.ids names 1d95:0004 (ipufs's own id) in the run's copy of it.
+        assert f"{address} Processing accelerators: Graphcore Ltd Colossus IPU [M2000] (ipufs) (rev 01)" in block
+        assert "\tSubsystem: Graphcore Ltd M2000 (ipufs)\n" in block
         assert len(re.findall(r"^\tMemory at [0-9a-f]+ ", block, re.M)) == 4, block
         assert "\tKernel driver in use: ipu\n" in block + "\n"
 
@@ -173,7 +183,29 @@ def test_pyudev_resolves_the_node_and_lists_by_subsystem(tools: tuple[str, dict[
         "class " + " ".join(nodes),
         "pci " + " ".join(f"0000:{a}" for a in ADDRESSES),
         "initialized True",
+        "hwmon " + " ".join(f"hwmon{i}:0000:{a}:ipu" for i, a in enumerate(ADDRESSES)),
     ]
+
+
+def test_sensors_reads_each_ipus_hwmon(tools: tuple[str, dict[str, tuple[int, str]]]) -> None:
+    _, out = tools
+    status, text = out["sensors"]
+    assert status == 0, text
+    chips = re.findall(r"^(ipu-pci-[0-9a-f]{4})\nAdapter: PCI adapter\n(.*?)(?:\n\n|\Z)", text, re.M | re.S)
+    assert [chip for chip, _ in chips] == ["ipu-pci-1a00", "ipu-pci-1b00", "ipu-pci-1c00"], text
+    for _, readings in chips:
+        assert re.search(r"^temp1: +\+45\.0 ?°C", readings, re.M), readings
+        assert re.search(r"^power1: +150\.00 W", readings, re.M), readings
+
+
+def test_lsof_and_stat_see_character_devices_at_dev(tools: tuple[str, dict[str, tuple[int, str]]]) -> None:
+    _, out = tools
+    status, text = out["lsof"]
+    assert status == 0, text
+    assert re.search(r"^sleep +\d+ +\S+ +0r +CHR +240,8 +\S+ +\d+ /dev/ipu2$", text, re.M), text
+    status, text = out["stat"]
+    assert status == 0, text
+    assert text.splitlines() == ["/dev/ipu0 character special file 0", "/dev/ipu0_ex character special file 0"]
 
 
 def test_the_hosts_run_is_left_as_it_was() -> None:

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import stat
@@ -149,15 +150,46 @@ GROUP = 4242
 
 def test_the_trace_file_gets_the_nodes_owner_and_at_most_their_mode(tmp_path: Path) -> None:
     trace = tmp_path / "trace.jsonl"
-    trace.write_text("")
-    trace.chmod(0o666)  # whatever was there is narrowed
-    with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(trace), trace_max_bytes=8192,
-                        ownership=Ownership(uid=0, gid=GROUP, mode=0o660)) as d:
-        subprocess.run([sys.executable, "-c", WORKLOAD, str(d.mountpoint)], check=True, timeout=60)
-    for path in (trace, tmp_path / "trace.jsonl.1"):
-        st = path.stat()
-        assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o640, 0, GROUP), path
-        assert st.st_size > 0
+    for _ in range(2):  # a new file, then the same one taken up again by the next daemon
+        with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(trace),
+                            trace_max_bytes=8192, ownership=Ownership(uid=0, gid=GROUP, mode=0o660)) as d:
+            subprocess.run([sys.executable, "-c", WORKLOAD, str(d.mountpoint)], check=True, timeout=60)
+        for path in (trace, tmp_path / "trace.jsonl.1"):
+            st = path.stat()
+            assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o640, 0, GROUP), path
+            assert st.st_size > 0
+            assert json.loads(path.read_text().splitlines()[0])["kind"] == "trace-file"
+        trace.chmod(0o666)  # what was widened meanwhile is narrowed again
+
+
+def test_an_existing_file_ipufs_did_not_write_is_left_untouched(tmp_path: Path) -> None:
+    shadow = tmp_path / "shadow"
+    shadow.write_text("root:$y$j9T$precious:19000:0:99999:7:::\n")
+    shadow.chmod(0o640)
+    os.chown(shadow, 0, 42)
+    before = shadow.stat()
+    with pytest.raises(TraceFileRefused, match="was not written by ipufs"):
+        with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(shadow), trace_max_bytes=4096,
+                            ownership=Ownership(uid=0, gid=GROUP, mode=0o660)):
+            pass
+    out = subprocess.run(ipufs_command("mount", str(tmp_path / "mnt"), "--ipus", "1", "--no-link-dev", "--no-cdi",
+                                       "--trace-file", str(shadow)), capture_output=True, text=True, timeout=20)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1, out.stderr
+    assert "was not written by ipufs" in out.stderr and "left untouched" in out.stderr
+    after = shadow.stat()
+    assert shadow.read_text() == "root:$y$j9T$precious:19000:0:99999:7:::\n"
+    assert (after.st_mode, after.st_uid, after.st_gid, after.st_ino) == (before.st_mode, 0, 42, before.st_ino)
+    assert not (tmp_path / "shadow.1").exists() and not is_mounted(tmp_path / "mnt")
+    # An empty file is not the daemon's either; nor is a file where rotation would move the trace.
+    (tmp_path / "empty").touch()
+    with pytest.raises(TraceFileRefused, match="was not written by ipufs"):
+        with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(tmp_path / "empty")):
+            pass
+    (tmp_path / "new.jsonl.1").write_text("precious\n")
+    with pytest.raises(TraceFileRefused, match=r"new.jsonl.1, where rotation would move the full trace, exists"):
+        with running_daemon(tmp_path / "mnt", ipus=1, profile="ipu1", trace_file=str(tmp_path / "new.jsonl")):
+            pass
+    assert (tmp_path / "new.jsonl.1").read_text() == "precious\n"
 
 
 def test_the_trace_file_never_follows_a_link(tmp_path: Path) -> None:

@@ -156,19 +156,22 @@ def test_a_file_opened_after_attaching_does_not_hold_the_attachment(board: Runni
 # --- read-only opens ---------------------------------------------------------------
 def test_a_read_only_open_cannot_change_the_device(board: RunningDaemon) -> None:
     fd = os.open(board.path("ipu3"), os.O_RDONLY)
-    request = MESSAGE.pack(op_word(Op.READ_HARDWARE_ID), 0, 0, 0, 0)
+    reboot = MESSAGE.pack(op_word(Op.REBOOT), 0, 0, 0, 0)
+    query = MESSAGE.pack(op_word(Op.READ_HARDWARE_ID), 0, 0, 0, 0)
     try:
-        for name, arg in (("ATTACH", 0), ("RESET", b"\0" * 4), ("MAILBOX_WRITE_ONLY", request),
-                          ("MAILBOX_WRITE_READ", request), ("MASK_INTERRUPT", b"\0" * 8),
+        for name, arg in (("ATTACH", 0), ("RESET", b"\0" * 4), ("MAILBOX_WRITE_ONLY", reboot),
+                          ("MAILBOX_WRITE_READ", reboot), ("MASK_INTERRUPT", b"\0" * 8),
                           ("SET_IPU_ID", 3)):
             with pytest.raises(OSError) as info:
                 fcntl.ioctl(fd, ioctls.BY_NAME[name].cmd, arg)
             assert info.value.errno == errno.EBADF, name
         assert board.daemon.devices.ipus[3].reset_count == 0
         assert board.daemon.driver.attachments.get(3) is None
-        # Reading the rings' layout and the count of waiting answers is fine.
+        # Reading the rings' layout and the count of waiting answers is fine,
+        # and so is asking the ICU what only reads the board (gc-info's queries).
         fcntl.ioctl(fd, ioctls.BY_NAME["MAILBOX_GET_OFFSETS"].cmd, b"\0" * 8)
         assert fcntl.ioctl(fd, ioctls.ioc(ioctls.Dir.READ, 29, 8), b"\0" * 8) == bytes(8)
+        assert fcntl.ioctl(fd, ioctls.BY_NAME["MAILBOX_WRITE_READ"].cmd, query) != query
     finally:
         os.close(fd)
     fd = os.open(board.path("ipu3"), os.O_RDWR)

@@ -1,4 +1,5 @@
-# The systemd unit is valid, and the daemon's readiness reaches a
+# The systemd unit is valid, runs under a real systemd (in a container) with
+# what its configuration asks for, and the daemon's readiness reaches a
 # NOTIFY_SOCKET only once the filesystem answers.
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -89,3 +93,71 @@ def test_an_out_of_range_spin_is_refused(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=30)
     assert out.returncode == 2 and "--spin-us must be between 0 and 10000" in out.stderr
     assert not is_mounted(tmp_path / "m")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def _metrics(port: int) -> str | None:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2) as answer:
+            text: str = answer.read().decode()
+            return text
+    except OSError:
+        return None
+
+
+@pytest.mark.mount
+@pytest.mark.skipif(not shutil.which("systemd-nspawn") or os.geteuid() != 0,
+                    reason="needs systemd-nspawn (Debian's systemd-container) and root")
+def test_the_unit_serves_a_configured_exporter_under_systemd(tmp_path: Path) -> None:
+    """A real systemd runs the unit: systemd-nspawn boots this machine's own
+    /usr on a volatile root, with the unit, a configuration that sets an
+    exporter, and /dev/fuse; the metrics are scraped from here (the
+    container shares the host's network). Under RestrictAddressFamilies=
+    AF_UNIX alone the daemon could not bind the exporter and failed to
+    start."""
+    port = _free_port()
+    unit = tmp_path / "ipufs.service"
+    exe = Path(sys.executable).with_name("ipufs")
+    unit.write_text(UNIT.read_text().replace("/usr/local/bin/ipufs", str(exe)))
+    config = tmp_path / "ipufs.toml"
+    config.write_text(f'[ipufs]\nmountpoint = "/run/ipufs"\nipus = 1\nprofile = "ipu1"\ncdi = false\n'
+                      f'exporter = "127.0.0.1:{port}"\n')
+    seen = {ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent.parent}
+    binds = [f"--bind-ro={p}" for p in sorted(seen) if not p.is_relative_to("/usr")]
+    log = tmp_path / "boot.log"
+    with open(log, "w") as out:
+        container = subprocess.Popen(
+            ["systemd-nspawn", "--directory=/", "--volatile=yes", "--quiet", "--register=no", "--keep-unit",
+             f"--machine=ipufs-test-{os.getpid()}", *binds, "--bind=/dev/fuse",
+             f"--bind-ro={unit}:/etc/systemd/system/ipufs.service", f"--bind-ro={config}:/etc/ipufs/ipufs.toml",
+             "--boot", "--", "systemd.unit=ipufs.service", "systemd.firstboot=off"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120  # a whole boot on a loaded machine
+        text = None
+        while text is None and time.monotonic() < deadline and container.poll() is None:
+            time.sleep(0.5)
+            text = _metrics(port)
+            if "Failed to start" in log.read_text(errors="replace"):
+                break
+        booted = log.read_text(errors="replace")
+        if text is None and "Failed to create" in booted and "cgroup" in booted:
+            pytest.skip(f"systemd-nspawn cannot boot a container here: {booted[-500:]}")
+        assert text is not None, booted[-3000:]
+        assert re.search(r"^ipufs_up 1(\.0)?$", text, re.M), text  # it read the IPUs through the daemon
+        assert re.search(r'^ipufs_ipu_healthy\{[^}]*ipu="0"[^}]*\} 1(\.0)?$', text, re.M), text
+        assert "Started" in booted and "ipufs.service" in booted
+    finally:
+        container.terminate()  # nspawn halts the container: the unit stops, the mount goes with it
+        try:
+            container.wait(60)
+        except subprocess.TimeoutExpired:
+            container.kill()
+            container.wait()
+    assert _metrics(port) is None

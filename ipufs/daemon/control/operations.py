@@ -14,8 +14,9 @@ from ipufs import __version__
 from ipufs.abi.interrupts import SIGNAL_NAMES, Interrupt
 from ipufs.abi.ipu_view import AttachedProcess, IpuView
 from ipufs.daemon import faults
-from ipufs.daemon.energy import EnergyMeter
+from ipufs.daemon.control.peers import ControlRights, Peer
 from ipufs.daemon.control.protocol import Operation, RequestRefused, encode
+from ipufs.daemon.energy import EnergyMeter
 from ipufs.daemon.faults import IPU, FaultError, FaultInjector, limits_of
 from ipufs.daemon.fields import Integer, NameList, Text
 from ipufs.daemon.plan import FaultPlan
@@ -24,6 +25,7 @@ from ipufs.daemon.trace import KINDS, Filter, Tracer
 from ipufs.daemon.utilisation import Utilisation
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.driver import IpuDriver
+from ipufs.driver.pid_namespaces import PidView
 from ipufs.driver.system import REAL, SystemCalls
 from ipufs.model.power import FULL
 
@@ -61,7 +63,7 @@ class StatusQueries:
     def operations(self) -> list[Operation]:
         return [Operation("status", (), self.status), Operation("ipu", (THE_IPU,), self.ipu)]
 
-    def _ipu(self, index: int) -> IpuView:
+    def _ipu(self, index: int, peer: Peer) -> IpuView:
         driver, system = self.driver, self.system
         model = self.devices.ipus[index]
         att = driver.attachments.get(index)
@@ -69,19 +71,24 @@ class StatusQueries:
         if att is not None:
             uid = system.uid_of(att.pid)
             where = system.pid_namespace(att.pid)
-            attached = {"pid": att.pid, "command": system.command_of(att.pid), "uid": uid,
+            # As the asker's PID namespace numbers it, as the kernel tells pids.
+            seen = system.pid_seen_by(att.pid, peer.pid)
+            attached = {"pid": seen, "command": system.command_of(att.pid), "uid": uid,
                         "user": _user(uid), "ipu_id": att.ipu_id, "buffers": len(att.buffers),
                         "buffer_bytes": sum(b.length for b in att.buffers.values()),
-                        # Its pid in its own PID namespace, for tools that run there.
+                        # Its pid in its own PID namespace.
                         "namespace": None if where is None else {"pid_ns": where[0], "pid": where[1]}}
+            if seen is None:
+                attached["pid_note"] = ("outside your PID namespace" if peer.pid else
+                                        "unknown: you are outside the daemon's PID namespace")
         names = SIGNAL_NAMES
         board = model.icu.board
         session = driver.attachments.session(index)
         return {
             "ipu": index,
             "attached": attached,
-            "signals_sent": {names[s]: driver.signals_sent[index][s] for s in Interrupt},
-            "signals_dropped": {names[s]: driver.signals_dropped[index][s] for s in Interrupt},
+            "signals_sent": {names[s]: driver.signals.sent[index][s] for s in Interrupt},
+            "signals_dropped": {names[s]: driver.signals.dropped[index][s] for s in Interrupt},
             "interrupts_raised": {names[s]: model.interrupts.raised[s] for s in Interrupt},
             "reset_count": model.reset_count,
             "exception_count": model.exception_count,  # raised since the last clear or reset
@@ -98,32 +105,35 @@ class StatusQueries:
                           "clock_mhz": board.clock_mhz},
         }
 
-    def status(self, request: dict[str, Any]) -> dict[str, Any]:
+    def status(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """The daemon and every IPU."""
         return {
             "version": __version__,
             "profile": self.devices.profile.name,
             "mode": self.mode(),
             "requests": self.requests(),
-            "ipus": [self._ipu(i) for i in range(len(self.devices.ipus))],
+            "ipus": [self._ipu(i, peer) for i in range(len(self.devices.ipus))],
         }
 
-    def ipu(self, request: dict[str, Any]) -> dict[str, Any]:
+    def ipu(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """One IPU: {"op": "ipu", "ipu": N}."""
-        return dict(self._ipu(request["ipu"]))
+        return dict(self._ipu(request["ipu"], peer))
 
 
 class DeviceSide:
     """The control operations that act on the device: faults, fault plans
-    and the live trace (docs/faults.md)."""
+    and the live trace (docs/faults.md). Those that change it check who
+    asks with ``rights``."""
 
     def __init__(self, devices: DeviceSet, tracer: Tracer, injector: FaultInjector, plans: PlanRunner, *,
-                 lock: threading.RLock) -> None:
+                 rights: ControlRights, lock: threading.RLock, system: SystemCalls = REAL) -> None:
         self.devices = devices
+        self.system = system
         self.tracer = tracer
         self.lock = lock
         self.injector = injector
         self.plans = plans
+        self.rights = rights
 
     def operations(self) -> list[Operation]:
         return [Operation("inject", (), self.inject, open_ended=True),
@@ -131,38 +141,42 @@ class DeviceSide:
                 Operation("plan-log", (), self.plan_log),
                 Operation("trace", (SOME_IPU, TRACE_KINDS), stream=self.trace)]
 
-    def inject(self, request: dict[str, Any]) -> dict[str, Any]:
+    def inject(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """{"op": "inject", "kind": ..., "ipu": N, ...the kind's fields}"""
         try:
             fault = faults.parse(request, limits_of(self.devices))
         except FaultError as exc:
             raise RequestRefused(str(exc)) from None
+        self.rights.check(peer, "inject faults", [fault.ipu])
         self.injector.apply(fault)
         return {"fired": fault.describe()}
 
-    def load_plan(self, request: dict[str, Any]) -> dict[str, Any]:
+    def load_plan(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """{"op": "plan", "toml": TEXT}: replace the fault plan (an empty
         text clears it)."""
         try:
             plan = FaultPlan.parse(request["toml"], limits_of(self.devices))
         except FaultError as exc:
             raise RequestRefused(str(exc)) from None
+        self.rights.check(peer, "load fault plans", [entry.fault.ipu for entry in plan.entries])
         self.plans.start(plan)
         return {"faults": len(plan.entries), "seed": plan.seed}
 
-    def plan_log(self, request: dict[str, Any]) -> dict[str, Any]:
+    def plan_log(self, request: dict[str, Any], peer: Peer) -> dict[str, Any]:
         """What the plan has fired so far: [ipu, access number (-1: timed), fault]."""
         plan = self.plans.plan
         return {"log": [list(item) for item in plan.log] if plan else []}
 
-    async def trace(self, request: dict[str, Any], stream: trio.SocketStream) -> None:
+    async def trace(self, request: dict[str, Any], stream: trio.SocketStream, peer: Peer) -> None:
         """{"op": "trace", "ipu": N?, "kinds": [...]?}: the connection then
         carries one JSON event per line until the client closes it (or
         stops reading it: the stream then fails as if it had). Events the
         client fell too far behind to be kept are counted, and a
-        ``dropped`` event says how many before the next one. The arguments
+        ``dropped`` event says how many before the next one. Pids are as
+        ``peer`` sees them (null: outside its PID namespace). The arguments
         are checked before it runs."""
         kinds, ipu = request["kinds"], request["ipu"]
+        pids = PidView(peer.pid, self.system.pid_seen_by)
         with self.lock:
             sub, events = self.tracer.subscribe(Filter(ipu, frozenset(kinds)))
         gone = (trio.BrokenResourceError, trio.ClosedResourceError)
@@ -183,6 +197,8 @@ class DeviceSide:
                         async for event in events:
                             if sub.dropped:  # the client fell behind: say how far
                                 await stream.send_all(encode(self.tracer.dropped_notice(sub)))
+                            if not pids.same and "pid" in event:
+                                event = {**event, "pid": pids(event["pid"])}
                             await stream.send_all(encode(event))
                     except gone:
                         pass

@@ -25,12 +25,13 @@ class RequestRefused(Exception):
     """A request the daemon refuses; its text goes back to the client."""
 
 
-#: Answers one request: its checked arguments in, the answer's fields out.
-Handler = Callable[[dict[str, Any]], dict[str, Any]]
+#: Answers one request: its checked arguments and who asks (a
+#: control.peers.Peer) in, the answer's fields out.
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
 #: An operation that takes the connection over (a live trace): it gets the
-#: checked arguments and the connection's stream, and returns when the
-#: client goes away.
-Stream = Callable[[dict[str, Any], Any], Awaitable[None]]
+#: checked arguments, the connection's stream and who asks, and returns
+#: when the client goes away.
+Stream = Callable[[dict[str, Any], Any, Any], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -106,13 +107,13 @@ def parse(operations: dict[str, Operation], line: bytes, limits: Limits) -> tupl
         return refusal("the request nests too deeply")
 
 
-def respond(operation: Operation, arguments: dict[str, Any], line: bytes) -> bytes:
-    """The answer line of a parsed request (``line`` names it in the log);
-    never raises."""
+def respond(operation: Operation, arguments: dict[str, Any], line: bytes, peer: Any) -> bytes:
+    """The answer line of a parsed request from ``peer`` (``line`` names it
+    in the log); never raises."""
     try:
         if operation.handler is None:
             raise RequestRefused(f"{operation.name} takes a connection of its own")
-        return encode({"ok": True, **operation.handler(arguments)})
+        return encode({"ok": True, **operation.handler(arguments, peer)})
     except (RequestRefused, Invalid) as exc:
         return refusal(str(exc))
     except RecursionError:
@@ -125,7 +126,7 @@ def respond(operation: Operation, arguments: dict[str, Any], line: bytes) -> byt
         return refusal(f"internal error: {exc!r}")
 
 
-def answer(operations: dict[str, Operation], line: bytes, limits: Limits) -> bytes:
-    """The answer line to one request line; never raises."""
+def answer(operations: dict[str, Operation], line: bytes, limits: Limits, peer: Any) -> bytes:
+    """The answer line to one request line from ``peer``; never raises."""
     parsed = parse(operations, line, limits)
-    return parsed if isinstance(parsed, bytes) else respond(*parsed, line)
+    return parsed if isinstance(parsed, bytes) else respond(*parsed, line, peer)

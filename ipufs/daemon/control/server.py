@@ -1,7 +1,8 @@
 # The control socket of a daemon: a trio Unix socket server answering JSON
 # lines with the operations of ipufs/daemon/control/operations.py. The
 # socket gets the nodes' owner, group and mode, so whoever may open the
-# nodes may use it. Connections are bounded, whatever they are doing, and
+# nodes may use it; each operation is told who asks (peers.py), and those
+# that change the device check that they may. Connections are bounded, whatever they are doing, and
 # every wait on a client has a deadline for the whole of it (connections.py),
 # so that clients can never take the file descriptors the device needs
 # (pidfds at ATTACH, backing files); docs/control.md gives the limits.
@@ -12,12 +13,14 @@ import logging
 import os
 import stat
 import threading
+from typing import Any
 
 import trio
 
 from ipufs.daemon.control.connections import Activity, Connection, Connections
+from ipufs.daemon.control.peers import Peer
 from ipufs.daemon.control.protocol import (
-    MAX_LINE, Operation, parse, refusal, respond,
+    MAX_LINE, Operation, Stream, parse, refusal, respond,
 )
 from ipufs.daemon.fields import Limits
 
@@ -28,6 +31,10 @@ log = logging.getLogger(__name__)
 #: closes the one waited on the longest; when every one is a live trace that
 #: keeps up, the new one is refused.
 MAX_CONNECTIONS = 64
+#: Live traces followed at once, at most. A trace waiting for the device's
+#: next event waits on nobody, so it cannot be evicted; the rest of the
+#: connections stay free for other clients however many traces are asked.
+MAX_TRACES = MAX_CONNECTIONS // 2
 #: Seconds a connection may wait for its next request before it is closed;
 #: a live trace is exempt.
 IDLE_TIMEOUT = 60.0
@@ -41,7 +48,8 @@ _STARVED = {errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM}
 class ControlServer:
     def __init__(self, path: str, operations: list[Operation], *, limits: Limits, lock: threading.RLock,
                  uid: int, gid: int, mode: int, max_connections: int = MAX_CONNECTIONS,
-                 idle_timeout: float = IDLE_TIMEOUT, line_timeout: float = LINE_TIMEOUT) -> None:
+                 max_traces: int = MAX_TRACES, idle_timeout: float = IDLE_TIMEOUT,
+                 line_timeout: float = LINE_TIMEOUT) -> None:
         self.path = path
         self.operations = {op.name: op for op in operations}
         self.limits = limits
@@ -50,6 +58,9 @@ class ControlServer:
         self.idle_timeout = idle_timeout
         self.line_timeout = line_timeout
         self.served = Connections(max_connections)
+        self.max_traces = max_traces
+        #: Live traces followed now.
+        self.traces = 0
         self._starved = False
 
     @property
@@ -119,7 +130,7 @@ class ControlServer:
                                                       f"{self.max_connections}, all busy); try again later"))
                     return
                 try:
-                    await self._converse(stream, connection)
+                    await self._converse(stream, connection, Peer.of(stream.socket))
                 finally:
                     self.served.release(connection)
             except (trio.BrokenResourceError, trio.ClosedResourceError):
@@ -138,7 +149,7 @@ class ControlServer:
             return f"idle for {self.idle_timeout:g} s: connection closed"
         return f"request line unfinished after {self.line_timeout:g} s: connection closed"
 
-    async def _converse(self, stream: trio.SocketStream, connection: Connection) -> None:
+    async def _converse(self, stream: trio.SocketStream, connection: Connection, peer: Peer) -> None:
         buffer = b""
         line_began = 0.0  # when the first byte of the line in ``buffer`` came
         while True:
@@ -165,11 +176,16 @@ class ControlServer:
                     reply = parsed
                 else:
                     operation, arguments = parsed
-                    if operation.stream is not None:
-                        await operation.stream(arguments, TraceStream(stream, connection, self.line_timeout))
+                    if operation.stream is None:
+                        with self.lock:
+                            reply = respond(operation, arguments, line, peer)
+                    elif self.traces < self.max_traces:
+                        await self._follow(operation.stream, arguments, TraceStream(stream, connection,
+                                                                                    self.line_timeout), peer)
                         return
-                    with self.lock:
-                        reply = respond(operation, arguments, line)
+                    else:
+                        reply = refusal(f"too many live traces (at most {self.max_traces}): close one, "
+                                        "or try again later")
                 with connection.waiting(Activity.ANSWERING, trio.current_time() + self.line_timeout) as sending:
                     await stream.send_all(reply)
                 if sending.cancelled_caught:
@@ -181,6 +197,15 @@ class ControlServer:
                 with trio.move_on_after(1):
                     await stream.send_all(refusal(f"line too long: a request is at most {MAX_LINE} bytes"))
                 return
+
+
+    async def _follow(self, trace: Stream, arguments: dict[str, Any], stream: TraceStream, peer: Peer) -> None:
+        """Hand the connection over to a live trace, counted while it lasts."""
+        self.traces += 1
+        try:
+            await trace(arguments, stream, peer)
+        finally:
+            self.traces -= 1
 
 
 class TraceStream:
