@@ -1,6 +1,11 @@
-# The config space (ipuN) register map, as one table. The real offsets are
-# not public: this map is ipufs's own, documented in docs/registers.md and
-# exported to native/include/ipufs/ipu.h, both generated from this table.
+# The config space (ipuN) register map, as one table, documented in
+# docs/registers.md and exported to native/include/ipufs/ipu.h, both
+# generated from this table. The blocks from 0x2000 are where a real C600
+# has them, as a runtime that drives one observed (osmarks/ipu-stack,
+# crates/ipu-driver/src/lib.rs: CCSR, the autoloader, the host sync marks,
+# the exchange window and the exchange-buffer controls); the blocks below
+# 0x2000 are ipufs's own, at offsets that runtime and the C600 configuration
+# it captured never touch.
 #
 # Every register is a little-endian u32 at a 4-byte aligned offset. Command
 # registers (block DOORBELL) are how a host makes the device act: it writes
@@ -134,6 +139,28 @@ BLOCKS: tuple[Block, ...] = (
         ("TDI_DATA_LO", 0x10, RW, "data, low 32 bits"),
         ("TDI_DATA_HI", 0x14, RW, "data, high 32 bits"),
         ("TDI_RESULT", 0x18, RO, "result of the last command (docs/registers.md)"),
+    ),
+    _block(
+        "HOST_CONTROL", 0x2000, "the C600's control and autoloader registers (osmarks/ipu-stack)",
+        ("CCSR", 0x00, RW, "control and status: bit 1 NO_SNOOP, bit 10 EXCHANGE_LINK_ECRC_ENABLE (held)"),
+        ("AUTOLD_CSR", 0x68, RWS, "the autoloader: bit 8 GO (reads 1 while it works), bit 20 DATA_PRESENT, "
+                                  "bits 9..19 the last tile, bits 0..5 the load pointer (docs/registers.md)"),
+        ("AUTOLD_TARGET", 0x6C, RW, "where the autoloader loads: bits 20.. zone, bits 10..19 and 0..9 sizes "
+                                    "in KiB (docs/registers.md)"),
+        ("AUTOLD_DATA", 0x70, RWS, "write: push a word of the image into the autoloader (reads 0)"),
+    ),
+    _block(
+        "HOST_SYNC", 0x3000, "the C600's host sync marks and exchange window (osmarks/ipu-stack)",
+        ("HSP_GS1_CONTROL", 0x2C, RWS, "GS1 host sync mark (low 16 bits): releases the host grants the tiles' "
+                                       "GS1 syncs; reads what is left (docs/registers.md)"),
+        ("HSP_GS2_CONTROL", 0x30, RWS, "GS2 host sync mark (low 16 bits), as HSP_GS1_CONTROL for GS2"),
+        ("EXCHANGE_WINDOW_BASE", 0x44, RW, "the host exchange window: bit 11 HEXOPT (held)"),
+    ),
+    _block(
+        "EXCHANGE_BUFFERS", 0x5400, "the C600's exchange-buffer controls (DCXCR), 16 instances (held)",
+        *((f"DCXCR{i}", 0x04 + 0x400 * i, RW, "exchange-buffer control: request ids (held)") for i in range(8)),
+        *((f"DCXCR{i}", 0x1B804 - 0x5400 + 0x400 * (i - 8), RW, "exchange-buffer control (held)")
+          for i in range(8, 16)),
     ),
 )
 

@@ -72,7 +72,7 @@ def _exception(ipu: Ipu, p: dict[str, Any], later: Later) -> None:
 def _sync(ipu: Ipu, p: dict[str, Any], later: Later) -> None:
     zone = ZONES[p["zone"]]
     if p["arrive"]:
-        ipu.request_sync(zone)
+        ipu.command_sync(zone)
     else:
         ipu.raise_interrupt(interrupt_for(zone))
 

@@ -24,7 +24,8 @@ class ConfigSpace:
     -> value) and the ``status`` registers, in the order their values are
     given."""
 
-    def __init__(self, config: BarMemory, identity: dict[str, int], status: Sequence[R.Register]) -> None:
+    def __init__(self, config: BarMemory, identity: dict[str, int], status: Sequence[R.Register],
+                 kept: Sequence[R.Register] = ()) -> None:
         self.config = config
         self.words = config.words
         self._identity_index = np.array([R.REGISTERS[n].index for n in identity], dtype=np.intp)
@@ -32,11 +33,16 @@ class ConfigSpace:
         self._status_words = tuple(reg.index for reg in status)
         self._status_index = np.array(self._status_words, dtype=np.intp)
         doorbells = np.arange(_DOORBELLS.start, _DOORBELLS.stop, dtype=np.uint32)
-        #: the words a watcher compares, and the values they must hold
-        self.watch_index = np.concatenate([doorbells, self._status_index,
+        kept_index = np.array([reg.index for reg in kept], dtype=np.intp)
+        #: the words a watcher compares, and the values they must hold:
+        #: doorbells, status, the registers the device keeps (kept), identity
+        self.watch_index = np.concatenate([doorbells, self._status_index, kept_index,
                                            self._identity_index]).astype(np.uint32)
         self.watch_expect = np.zeros(self.watch_index.size, dtype=np.uint32)
         self.watch_expect[-self._identity_index.size:] = self._identity_values
+        self._kept_slot = {reg.index: doorbells.size + len(status) + i for i, reg in enumerate(kept)}
+        for reg in kept:
+            self.watch_expect[self._kept_slot[reg.index]] = self.get(reg)
         self._status_slot = doorbells.size
         #: the status values last stored, in ``status`` order
         self.synced: list[int] = []
@@ -80,6 +86,17 @@ class ConfigSpace:
             self.synced[slot] = value
             self.config.store_word(self._status_words[slot], value)
             self.watch_expect[self._status_slot + slot] = value
+
+    def kept(self, reg: R.Register) -> int:
+        """What the device last stored in kept register ``reg``."""
+        return int(self.watch_expect[self._kept_slot[reg.index]])
+
+    def keep(self, reg: R.Register, value: int) -> None:
+        """Kept register ``reg`` holds ``value`` (the device's)."""
+        value &= 0xFFFFFFFF
+        self.watch_expect[self._kept_slot[reg.index]] = value
+        if self.get(reg) != value:
+            self.config.store_word(reg.index, value)
 
     def stored_over(self) -> bool:
         """Whether a host stored over a word the model keeps (a command, a

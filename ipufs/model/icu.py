@@ -37,6 +37,18 @@ class Board:
     power_mw: int
     clock_mhz: int
 
+    def update(self, *, temperature_mc: int | None = None, power_mw: int | None = None,
+               clock_mhz: int | None = None) -> None:
+        """New telemetry (None: unchanged); a value that does not fit a u32
+        register is refused (ValueError) and nothing changes."""
+        given = {"temperature_mc": temperature_mc, "power_mw": power_mw, "clock_mhz": clock_mhz}
+        for name, value in given.items():
+            if value is not None and not 0 <= value <= 0xFFFFFFFF:
+                raise ValueError(f"{name} {value} does not fit a u32 register")
+        for name, value in given.items():
+            if value is not None:
+                setattr(self, name, value)
+
 
 @dataclass
 class Icu:

@@ -19,6 +19,7 @@ from ipufs.abi.icu import Header
 from ipufs.abi.serial import board_serial
 from ipufs.model.config_space import ConfigSpace
 from ipufs.model.debug import DebugUnit
+from ipufs.model.host_interface import KEPT, HostInterface
 from ipufs.model.icu import Board, Icu, IcuObserver
 from ipufs.abi.interrupts import ALL_SOURCES, Interrupt
 from ipufs.model.interrupts import InterruptController
@@ -106,7 +107,10 @@ class Ipu:
         # A persistent config BAR keeps its reset counter across restarts.
         self.reset_count = int(self.config.words[REG["RESET_COUNT"].index])
         self.icu.format()
-        self.registers = ConfigSpace(self.config, _identity(self), _STATUS_REGISTERS)
+        self.registers = ConfigSpace(self.config, _identity(self), _STATUS_REGISTERS, KEPT)
+        #: the autoloader and the host sync marks (the C600's: docs/registers.md)
+        self.host = HostInterface(self.registers, self.tiles, self.execution.start, self.command_sync)
+        self.host.reset()
         self.registers.write_identity()
         self.sync_registers()
 
@@ -157,30 +161,26 @@ class Ipu:
         if n:
             if offset < _INT_MASK.offset + 4 and offset + n > _INT_MASK.offset:
                 self.interrupts.set_mask(self.registers.get(_INT_MASK))
+            self.host.wrote(offset, n)
             self.poll_registers()
         return n
 
     def changes_mask(self, offset: int, data: bytes | memoryview) -> bool:
-        """Whether a host write of ``data`` at ``offset`` would change the
-        interrupt mask in force (the driver asks who writes, then)."""
+        """Whether a host write would change the interrupt mask in force."""
         mask = self.registers.after_write(_INT_MASK, offset, data)
         return mask is not None and mask & ALL_SOURCES != self.interrupts.mask
 
     def needs_poll(self) -> bool:
-        """Whether poll_registers has anything to do: a command stored, the
-        mask changed, the mailbox rung, a read-only register overwritten.
-        Only reads, so another thread may ask."""
+        """Whether poll_registers has anything to do (only reads: any thread)."""
         block = self.debug.block
         return bool(self.icu.mailbox.words[MAILBOX_BELL] or self.registers.stored_over()
                     or (block is not None and block.changed()))
 
     def watched_words(self) -> tuple[object, object, object, object, int, object, object]:
-        """What a detector of host stores compares, as native.Watch takes it:
-        config space words, the indices to watch, the values expected there,
-        the mailbox words and the index of its DOORBELL (must stay 0), and a
-        span of config space words that must equal another array (the
-        per-tile TDI registers and what the model stored there; empty
-        without them)."""
+        """What a detector of host stores compares (native.Watch): config
+        space words, the indices and values expected there, the mailbox
+        words and its DOORBELL index, and the per-tile TDI block with what
+        the model stored there (empty without one)."""
         block, regs = self.debug.block, self.registers
         span = (block.words, block.expect) if block is not None else (self._no_span, self._no_span)
         return self.config.words, regs.watch_index, regs.watch_expect, self.icu.mailbox.words, MAILBOX_BELL, *span
@@ -207,6 +207,8 @@ class Ipu:
                 acted = True
             block = self.debug.block
             if block is not None and block.act():
+                acted = True
+            if self.host.act():
                 acted = True
         finally:
             self._batching = False
@@ -278,8 +280,18 @@ class Ipu:
 
     # --- sync ------------------------------------------------------------------
     def request_sync(self, zone: int) -> bool:
-        """The host (CMD_SYNC) or the tiles ask for a sync on ``zone``;
-        returns False if it is refused (SYNC_STATUS shows SYNC_ERROR)."""
+        """The tiles ask for a sync on host zone ``zone``: once the host has
+        written a host sync mark for its family, it waits for a mark (the
+        tiles wait meanwhile; docs/registers.md); returns False if it is
+        refused (SYNC_STATUS shows SYNC_ERROR)."""
+        if self.host.gates(zone):
+            self.host.wait(zone)
+            return True
+        return self.command_sync(zone)
+
+    def command_sync(self, zone: int) -> bool:
+        """A sync on ``zone`` (CMD_SYNC, or the tiles' once a mark lets
+        them); returns False if it is refused (SYNC_STATUS shows SYNC_ERROR)."""
         accepted = self.host_sync.request(zone)
         self._changed()
         return accepted
@@ -309,14 +321,7 @@ class Ipu:
                       clock_mhz: int | None = None) -> None:
         """The fault API: new telemetry (None: unchanged). Values that do not
         fit their u32 registers are refused (ValueError)."""
-        _check_u32(temperature_mc=temperature_mc, power_mw=power_mw, clock_mhz=clock_mhz)
-        board = self.icu.board
-        if temperature_mc is not None:
-            board.temperature_mc = temperature_mc
-        if power_mw is not None:
-            board.power_mw = power_mw
-        if clock_mhz is not None:
-            board.clock_mhz = clock_mhz
+        self.icu.board.update(temperature_mc=temperature_mc, power_mw=power_mw, clock_mhz=clock_mhz)
         self._changed()
 
     def set_utilisation(self, hundredths: int) -> None:
@@ -350,6 +355,7 @@ class Ipu:
         self.exception = None
         self.exception_count = 0
         self.host_sync.withdraw()
+        self.host.reset()
         self.icu.clear()
         self.interrupts.pending = 0
         self.interrupts.take()
@@ -432,7 +438,7 @@ if set(_STATUS_REGISTERS) != _EXPECTED_STATUS | {REG["INT_MASK"]} or len(STATUS)
 COMMANDS: dict[R.Register, Callable[[Ipu, int], object]] = {
     REG["CMD_RESET"]: lambda ipu, value: ipu.reset(),
     REG["CMD_EXC_CLEAR"]: lambda ipu, value: ipu.clear_exception(),
-    REG["CMD_SYNC"]: Ipu.request_sync,
+    REG["CMD_SYNC"]: Ipu.command_sync,
     REG["CMD_ICU"]: lambda ipu, value: ipu.serve_mailbox(),
     REG["CMD_TDI"]: lambda ipu, value: ipu.debug.aperture.run(value),
 }

@@ -137,6 +137,14 @@ class TileMemory:
         offset = self.locate(address).offset
         self.bad_parity.add((tile, offset - offset % WORD))
 
+    def zero(self, tile: int, address: int, length: int) -> None:
+        """``length`` bytes of ``tile``'s memory from ``address`` read 0
+        (within memory; parity marks there go too)."""
+        offset = self.locate(address).offset
+        length = min(length, self.sram - offset)
+        self.exchange.clear(self.window_start(tile) + offset, length)
+        self.bad_parity -= {(tile, w) for w in range(offset - offset % WORD, offset + length, WORD)}
+
     def clear(self) -> None:
         self.exchange.clear()
         self.bad_parity.clear()

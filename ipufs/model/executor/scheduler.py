@@ -167,6 +167,22 @@ class Execution:
         self.activate(t)
         self.event(t, "start", w.number, entry)
 
+    def start(self, tile: int, entry: int) -> None:
+        """The device starts ``tile``'s supervisor at ``entry`` (the
+        autoloader's boot: ipufs/model/host_interface.py), whatever it was
+        doing; its workers stop."""
+        t = self.state(tile)
+        for c in t.contexts:
+            c.stop()
+            c.sr &= ~ETYPE_MASK
+        s = t.supervisor
+        s.pc = entry
+        s.status = Status.ACTIVE
+        self.debugger.named.discard(tile)  # running: a member as such
+        self.debugger.changed.add(tile)
+        self.activate(t)
+        self.event(t, "start", 0, entry)
+
     def activate(self, t: TileState) -> None:
         """``t`` has an active context: it takes turns."""
         if t.tile not in self.running:

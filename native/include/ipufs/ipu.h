@@ -130,6 +130,32 @@ struct ipufs_buffer {
 #define IPU_REG_TDI_DATA_LO 0x1010 /* rw: data, low 32 bits */
 #define IPU_REG_TDI_DATA_HI 0x1014 /* rw: data, high 32 bits */
 #define IPU_REG_TDI_RESULT 0x1018 /* ro: result of the last command (docs/registers.md) */
+/* HOST_CONTROL: the C600's control and autoloader registers (osmarks/ipu-stack) */
+#define IPU_REG_CCSR 0x2000 /* rw: control and status: bit 1 NO_SNOOP, bit 10 EXCHANGE_LINK_ECRC_ENABLE (held) */
+#define IPU_REG_AUTOLD_CSR 0x2068 /* rw+: the autoloader: bit 8 GO (reads 1 while it works), bit 20 DATA_PRESENT, bits 9..19 the last tile, bits 0..5 the load pointer (docs/registers.md) */
+#define IPU_REG_AUTOLD_TARGET 0x206C /* rw: where the autoloader loads: bits 20.. zone, bits 10..19 and 0..9 sizes in KiB (docs/registers.md) */
+#define IPU_REG_AUTOLD_DATA 0x2070 /* rw+: write: push a word of the image into the autoloader (reads 0) */
+/* HOST_SYNC: the C600's host sync marks and exchange window (osmarks/ipu-stack) */
+#define IPU_REG_HSP_GS1_CONTROL 0x302C /* rw+: GS1 host sync mark (low 16 bits): releases the host grants the tiles' GS1 syncs; reads what is left (docs/registers.md) */
+#define IPU_REG_HSP_GS2_CONTROL 0x3030 /* rw+: GS2 host sync mark (low 16 bits), as HSP_GS1_CONTROL for GS2 */
+#define IPU_REG_EXCHANGE_WINDOW_BASE 0x3044 /* rw: the host exchange window: bit 11 HEXOPT (held) */
+/* EXCHANGE_BUFFERS: the C600's exchange-buffer controls (DCXCR), 16 instances (held) */
+#define IPU_REG_DCXCR0 0x5404 /* rw: exchange-buffer control: request ids (held) */
+#define IPU_REG_DCXCR1 0x5804 /* rw: exchange-buffer control: request ids (held) */
+#define IPU_REG_DCXCR2 0x5C04 /* rw: exchange-buffer control: request ids (held) */
+#define IPU_REG_DCXCR3 0x6004 /* rw: exchange-buffer control: request ids (held) */
+#define IPU_REG_DCXCR4 0x6404 /* rw: exchange-buffer control: request ids (held) */
+#define IPU_REG_DCXCR5 0x6804 /* rw: exchange-buffer control: request ids (held) */
+#define IPU_REG_DCXCR6 0x6C04 /* rw: exchange-buffer control: request ids (held) */
+#define IPU_REG_DCXCR7 0x7004 /* rw: exchange-buffer control: request ids (held) */
+#define IPU_REG_DCXCR8 0x1B804 /* rw: exchange-buffer control (held) */
+#define IPU_REG_DCXCR9 0x1BC04 /* rw: exchange-buffer control (held) */
+#define IPU_REG_DCXCR10 0x1C004 /* rw: exchange-buffer control (held) */
+#define IPU_REG_DCXCR11 0x1C404 /* rw: exchange-buffer control (held) */
+#define IPU_REG_DCXCR12 0x1C804 /* rw: exchange-buffer control (held) */
+#define IPU_REG_DCXCR13 0x1CC04 /* rw: exchange-buffer control (held) */
+#define IPU_REG_DCXCR14 0x1D004 /* rw: exchange-buffer control (held) */
+#define IPU_REG_DCXCR15 0x1D404 /* rw: exchange-buffer control (held) */
 
 /* Values written to IPU_REG_CMD_TDI, and read from IPU_REG_TDI_RESULT. */
 #define IPU_TDI_READ_REG 1
