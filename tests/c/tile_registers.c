@@ -3,7 +3,8 @@
  *   tile_registers DIR IPU TILE VALUE WORD...
  * Maps DIR/ipuN and DIR/ipuN_ex whole (and keeps them open). Stores VALUE at tile address 0x60000
  * of TILE through the exchange mapping (TILE_EXCHANGE_BASE + TILE *
- * TILE_WINDOW), then, through the config mapping, DBG_IOWNER = 0 and each
+ * TILE_WINDOW), then, through the config mapping, DBG_IOWNER = 1 (an
+ * inactive worker, which takes injections as it is) and each
  * WORD (an instruction, not 0) into DBG_IEXEC; after each it waits for
  * DBG_IEXEC to read 0 again (the device took it: TDI_STS.BUSY), then for
  * TDI_STS.BUSY to clear (it retired; a DBG_IEXEC stored before that would
@@ -73,7 +74,7 @@ int main(int argc, char **argv)
     exchange[at / 4] = value;
     volatile uint32_t *iexec = &config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_DBG_IEXEC) / 4];
     volatile uint32_t *sts = &config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_TDI_STS) / 4];
-    config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_DBG_IOWNER) / 4] = 0;
+    config[IPU_TILE_TDI_REG(tdi, tile, IPU_TDI_REG_DBG_IOWNER) / 4] = 1;
     for (int i = 5; i < argc; i++) {
         *iexec = (uint32_t)strtoul(argv[i], NULL, 0);
         if (wait_for(iexec, ~0u, 0) != 0) { fprintf(stderr, "DBG_IEXEC never read 0\n"); return 1; }

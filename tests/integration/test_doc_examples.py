@@ -46,9 +46,9 @@ NOT_RUN: dict[str, str] = {
     "ipufs trace -d 0      # while a client attaches, sets its id, writes SCRATCH, asks the ICU, syncs":
         "follows the trace until interrupted, and shows what another client does meanwhile",
     "sudo ipufs device-plugin --dev /run/ipufs": "needs a kubelet (a Kubernetes node) to register with",
-    "pip install 'ipufs[prometheus]'         # prometheus_client": "installs from the network",
+    "pip install 'ipufs[prometheus]'         # prometheus_client, PyYAML, bcrypt": "installs from the network",
     "ipufs exporter --dev /run/ipufs --listen 127.0.0.1:9842": "serves until stopped, on a fixed TCP port",
-    "curl -s localhost:9842/metrics | grep 'ipu=\"1\"' | grep -v '^#' | head -4":
+    "curl -s localhost:9842/metrics | grep '^ipufs_ipu_power_watts'":
         "needs the exporter above, serving on its fixed port",
     "sudo ./dev run                       # 4 x ipu2 at /run/ipufs, linked at /dev/ipu*":
         "mounts at /run/ipufs for the whole machine and serves until Ctrl-C",

@@ -168,9 +168,13 @@ def test_a_sync_waits_for_named_tiles_started_one_by_one_with_long_pauses(ipu1: 
         device.load_elf(_elf(tmp_path, SYNC).read_bytes(), tiles)
         for tile in tiles:
             assert device.tdi_write_register(tile, code.TDI_DBG_IOWNER, 0) == TdiResult.OK
+        before, after = code.start_writes(0x40000)
         for n, tile in enumerate(tiles):
-            assert device.tdi_write_register(tile, code.TDI_DBG_IEXEC, code.branch_word(0x40000)) == TdiResult.OK
+            for reg, value in before[1:]:  # stopped, given its entry
+                assert device.tdi_write_register(tile, reg, value) == TdiResult.OK
             retired(device, tile, "start")
+            for reg, value in after:  # and let go
+                assert device.tdi_write_register(tile, reg, value) == TdiResult.OK
             if n < len(tiles) - 1:
                 time.sleep(0.08)
                 assert device.read_register("SYNC_GS1_COUNT") == 0, f"synced with {n + 1} of {len(tiles)} started"

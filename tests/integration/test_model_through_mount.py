@@ -46,17 +46,19 @@ def test_identity_through_pread(board: RunningDaemon) -> None:
 
 def test_misaligned_tdi_access_signals_an_exception(client: Callable[[int], Client]) -> None:
     c = attached(client, 1, 21)
-    assert c("tdi-mem-write 3 0x100010 0x1122334455667788 8") == "OK"
-    assert c("tdi-mem-read 3 0x100014 4") == f"OK {0x11223344}"
-    assert c("tdi-mem-read 9 0x100006 4").split()[0] == "MISALIGNED"
+    # ipu2's tile memory starts at 0x4c000 (the C600's)
+    assert c("tdi-mem-write 3 0x4c010 0x1122334455667788 8") == "OK"
+    assert c("tdi-mem-read 3 0x4c014 4") == f"OK {0x11223344}"
+    assert c("tdi-mem-read 9 0x4c006 4").split()[0] == "MISALIGNED"
     assert c.signals(1) == [(44, 21)]
     assert [c(f"reg {n}") for n in ("EXC_STATUS", "EXC_CAUSE", "EXC_TILE", "EXC_ADDRESS")] == [
-        "1", str(ExceptionCause.MISALIGNED), "9", str(0x100006)]
+        "1", str(ExceptionCause.MISALIGNED), "9", str(0x4C006)]
     assert c("set CMD_EXC_CLEAR 1") == "ok" and c("reg EXC_STATUS") == "0"
 
 
 def test_dbg_iexec_of_no_instruction_is_unsupported(client: Callable[[int], Client]) -> None:
     c = client(0)
+    assert c(f"tdi-reg-write 5 {TdiRegister.DBG_IOWNER} 1") == "OK"  # an inactive worker takes injections
     assert c(f"tdi-reg-write 5 {TdiRegister.DBG_IEXEC} 0xdead") == "UNSUPPORTED"
     result, value = c(f"tdi-reg-read 5 {TdiRegister.TDI_STS}").split()
     assert result == "OK" and int(value) & 2  # TDI_STS.INV
@@ -65,12 +67,12 @@ def test_dbg_iexec_of_no_instruction_is_unsupported(client: Callable[[int], Clie
 def test_parity_fault_then_reset(board: RunningDaemon, client: Callable[[int], Client]) -> None:
     c = attached(client, 0, 5)
     ipu = board.daemon.devices.ipus[0]
-    board.call(lambda: ipu.tiles.mark_bad_parity(7, 0x100100))
-    assert c("tdi-mem-read 7 0x100100 8").split()[0] == "PARITY"
+    board.call(lambda: ipu.tiles.mark_bad_parity(7, 0x4C100))
+    assert c("tdi-mem-read 7 0x4c100 8").split()[0] == "PARITY"
     assert c.signals(1) == [(44, 5)]
     assert c("reg EXC_CAUSE") == str(ExceptionCause.PARITY)
     assert c("reset") == "ok"
-    assert c("tdi-mem-read 7 0x100100 8") == "OK 0"
+    assert c("tdi-mem-read 7 0x4c100 8") == "OK 0"
     assert c("reg RESET_COUNT") == "1" and c("reg EXC_STATUS") == "0"
 
 

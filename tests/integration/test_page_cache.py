@@ -4,6 +4,7 @@
 # Checked as root and as nobody against a mount with passthrough off.
 from __future__ import annotations
 
+import grp
 import re
 import shutil
 import subprocess
@@ -29,8 +30,9 @@ def page_cache_mount() -> Iterator[RunningDaemon]:
     shared = Path(tempfile.mkdtemp(prefix="ipufs-pc-", dir="/tmp"))
     shared.chmod(0o755)
     try:
+        # nobody runs client.md's example too, which injects a fault: its group may
         with running_daemon(shared / "mnt", ipus=2, profile="ipu2", passthrough=False,
-                            ownership=Ownership(mode=0o666)) as d:
+                            ownership=Ownership(mode=0o666), control_group=grp.getgrnam("nogroup").gr_gid) as d:
             assert d.daemon.filesystem.mode == "page-cache"
             yield d
     finally:

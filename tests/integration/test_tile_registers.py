@@ -53,7 +53,7 @@ def test_pwrite_and_pread_of_a_tiles_registers_inject_and_read_dbg_data(ipu1: Ru
         assert device.tile_register_offset(1215, T.DBG_DATA) == 0x30000 + 1215 * 0x40 + 7 * 4
         assert device.window_start(1215) == 0x0C00_0000 + 1215 * 0x40000
         os.pwrite(device.ex_fd, (0xC0FFEE).to_bytes(4, "little"), device.window_start(1215) + 0x20000)
-        device.write_tile_register(1215, T.DBG_IOWNER, 0)
+        device.write_tile_register(1215, T.DBG_IOWNER, 1)  # an inactive worker takes injections as it is
         for instruction in (SETZI_M2, LD32_M3, PUT_M3):
             device.write_tile_register(1215, T.DBG_IEXEC, instruction)  # accepted: BUSY until it retires
             assert retired(device, 1215) == 0
@@ -70,7 +70,7 @@ def test_an_instruction_before_the_last_retired_is_refused_until_dble_is_cleared
     ipu = ipu1.daemon.devices.ipus[0]
     with Device(0, ipu1.mountpoint) as device:
         iexec = device.tile_register_offset(40, T.DBG_IEXEC)
-        device.write_tile_register(40, T.DBG_IOWNER, 0)
+        device.write_tile_register(40, T.DBG_IOWNER, 1)
 
         def twice() -> int:
             ipu.write_config(iexec, SETZI_M3.to_bytes(4, "little"))
@@ -95,7 +95,7 @@ def test_an_instruction_before_the_last_retired_is_refused_until_dble_is_cleared
     (1216, T.DBG_IOWNER, 0, errno.ERANGE),  # tile instances 1216..1279 hold no tile
     (0, T.CTXT_STS, 1, errno.EINVAL),  # read-only
     (0, 0xE, 1, errno.EINVAL),  # no such register
-    (0, T.DBG_IEXEC, 0xFFFFFFFF, errno.EOPNOTSUPP),  # no instruction
+    (0, T.DBG_IEXEC, 0xFFFFFFFF, errno.EBUSY),  # the supervisor, inactive without RBRK, takes none
 ])
 def test_a_refused_register_write_fails_with_its_errno(ipu1: RunningDaemon, tile: int, register: int, value: int,
                                                       error: int) -> None:
@@ -112,8 +112,11 @@ def test_an_injection_into_a_running_context_is_busy(ipu1: RunningDaemon) -> Non
     with Device(0, ipu1.mountpoint) as device:
         os.pwrite(device.ex_fd, word("bri_mmmn_zi", 0x40000).to_bytes(4, "little"), device.window_start(3))
         device.write_tile_register(3, T.DBG_IOWNER, 0)
+        device.write_tile_register(3, T.DBG_RBRK, 1)  # stopped
         device.write_tile_register(3, T.DBG_IEXEC, word("bri_mmmn_zi", 0x40000))  # a loop: bri to itself
         assert retired(device, 3) == 0
+        device.write_tile_register(3, T.DBG_RBRK, 0)
+        device.write_tile_register(3, T.DBG_ECLR, 1)  # started
         assert device.read_tile_register(3, T.CTXT_STS) == 1
         with pytest.raises(OSError) as busy:
             device.write_tile_register(3, T.DBG_IEXEC, PUT_M3)

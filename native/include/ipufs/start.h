@@ -141,41 +141,108 @@ static inline int ipufs_inject_(int config_fd, uint32_t tile, uint32_t context, 
     return ipufs_tdi_retired(config_fd, tile);
 }
 
-/* Breakpoints (docs/debugging.md, "Breakpoints"): a stopped context's CSR
- * `csr` (IPUFS_CSR_*) set to `value` through DBG_DATA, by injecting
+/* Stop `context` of `tile` for injections as a real host does: a running
+ * context, or the inactive supervisor, is stopped with its DBG_RBRK bit
+ * (and waited for until CTXT_STS shows it excepted); an excepted one, or an
+ * inactive worker, is left as it is. *rbrk gets DBG_RBRK as it was, *held
+ * whether it was stopped here (for ipufs_let_go_()): 0 or -errno. */
+static inline int ipufs_hold_(int config_fd, uint32_t tile, uint32_t context, uint32_t *rbrk, int *held)
+{
+    uint32_t sts = 0;
+    int r;
+    *held = 0;
+    if (context > 6)
+        return -EINVAL;
+    if ((r = ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_READ_REG, tile, IPU_TDI_REG_DBG_RBRK, rbrk))) ||
+        (r = ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_READ_REG, tile, IPU_TDI_REG_CTXT_STS, &sts))))
+        return r;
+    uint32_t state = sts >> 2 * context & 3;
+    if (state >= 2 || (state == 0 && context != 0))
+        return 0;
+    if ((r = ipufs_tdi_write_(config_fd, tile, IPU_TDI_REG_DBG_RBRK, *rbrk | 1u << context)) != 0)
+        return r;
+    *held = 1;
+    long long deadline = ipufs_now_ns_() + IPUFS_RETIRE_TIMEOUT_NS;
+    const struct timespec poll = {0, IPUFS_RETIRE_POLL_NS};
+    for (;;) {
+        if ((r = ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_READ_REG, tile, IPU_TDI_REG_CTXT_STS,
+                                                     &sts))) != 0)
+            return r;
+        if ((sts >> 2 * context & 3) >= 2)
+            return 0;
+        if (ipufs_now_ns_() > deadline)
+            return -ETIMEDOUT;
+        nanosleep(&poll, NULL);
+    }
+}
+
+/* Let go of a context ipufs_hold_() stopped: DBG_RBRK as it was, then
+ * DBG_ECLR unless its bit was set before. `err` is the work's result: it is
+ * returned unless it was 0 and letting go failed. */
+static inline int ipufs_let_go_(int config_fd, uint32_t tile, uint32_t context, uint32_t rbrk, int held, int err)
+{
+    int r = 0;
+    if (held && (r = ipufs_tdi_write_(config_fd, tile, IPU_TDI_REG_DBG_RBRK, rbrk)) == 0 && !(rbrk & 1u << context))
+        r = ipufs_tdi_write_(config_fd, tile, IPU_TDI_REG_DBG_ECLR, 1u << context);
+    return err != 0 ? err : r;
+}
+
+/* Breakpoints (docs/debugging.md, "Breakpoints"): a context's CSR `csr`
+ * (IPUFS_CSR_*) set to `value` through DBG_DATA, by injecting
  * `get $m<scratch>, $DBG_DATA` then `put CSR, $m<scratch>` (the scratch
- * register is overwritten): 0, or -errno as ipufs_start() (-EINVAL: csr or
+ * register is overwritten), the context stopped for it if it is not
+ * (ipufs_hold_()): 0, or -errno as ipufs_start() (-EINVAL: csr or
  * scratch out of range). */
 static inline int ipufs_write_csr(int config_fd, uint32_t tile, uint32_t context, uint32_t csr, uint32_t value,
                                   uint32_t scratch)
 {
+    uint32_t rbrk;
+    int held, r;
     if (csr > 0xFF || scratch > 15)
         return -EINVAL;
-    int r = ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tile, IPU_TDI_REG_DBG_DATA, &value));
-    if (r != 0 || (r = ipufs_inject_(config_fd, tile, context, IPUFS_GET_WORD | scratch << 16 | IPUFS_CSR_DBG_DATA)))
+    if ((r = ipufs_hold_(config_fd, tile, context, &rbrk, &held)) != 0)
         return r;
-    return ipufs_inject_(config_fd, tile, context, IPUFS_PUT_WORD | scratch << 20 | csr);
+    r = ipufs_tdi_errno_(ipufs_tdi_register(config_fd, IPU_TDI_WRITE_REG, tile, IPU_TDI_REG_DBG_DATA, &value));
+    if (r == 0)
+        r = ipufs_inject_(config_fd, tile, context, IPUFS_GET_WORD | scratch << 16 | IPUFS_CSR_DBG_DATA);
+    if (r == 0)
+        r = ipufs_inject_(config_fd, tile, context, IPUFS_PUT_WORD | scratch << 20 | csr);
+    return ipufs_let_go_(config_fd, tile, context, rbrk, held, r);
 }
 
-/* $m<reg> of a stopped context into *value (`put $DBG_DATA, $mN` injected,
- * then DBG_DATA): 0 or -errno as ipufs_start(). */
+/* $m<reg> of a context into *value (`put $DBG_DATA, $mN` injected, then
+ * DBG_DATA), the context stopped for it if it is not: 0 or -errno as
+ * ipufs_start(). */
 static inline int ipufs_read_m(int config_fd, uint32_t tile, uint32_t context, uint32_t reg, uint32_t *value)
 {
+    uint32_t rbrk;
+    int held, r;
     if (reg > 15)
         return -EINVAL;
-    int r = ipufs_inject_(config_fd, tile, context, IPUFS_PUT_DBG_DATA_WORD | reg << 20);
-    return r != 0 ? r : ipufs_debug_data(config_fd, tile, value);
+    if ((r = ipufs_hold_(config_fd, tile, context, &rbrk, &held)) != 0)
+        return r;
+    r = ipufs_inject_(config_fd, tile, context, IPUFS_PUT_DBG_DATA_WORD | reg << 20);
+    if (r == 0)
+        r = ipufs_debug_data(config_fd, tile, value);
+    return ipufs_let_go_(config_fd, tile, context, rbrk, held, r);
 }
 
-/* A stopped context's CSR `csr` (IPUFS_CSR_*; $PC: where it stopped) into
- * *value, through $m<scratch> (overwritten) and DBG_DATA: 0 or -errno. */
+/* A context's CSR `csr` (IPUFS_CSR_*; $PC: where it stopped) into *value,
+ * through $m<scratch> (overwritten) and DBG_DATA, the context stopped for
+ * it if it is not: 0 or -errno. */
 static inline int ipufs_read_csr(int config_fd, uint32_t tile, uint32_t context, uint32_t csr, uint32_t *value,
                                  uint32_t scratch)
 {
+    uint32_t rbrk;
+    int held, r;
     if (csr > 0xFF || scratch > 15)
         return -EINVAL;
-    int r = ipufs_inject_(config_fd, tile, context, IPUFS_GET_WORD | scratch << 16 | csr);
-    return r != 0 ? r : ipufs_read_m(config_fd, tile, context, scratch, value);
+    if ((r = ipufs_hold_(config_fd, tile, context, &rbrk, &held)) != 0)
+        return r;
+    r = ipufs_inject_(config_fd, tile, context, IPUFS_GET_WORD | scratch << 16 | csr);
+    if (r == 0)
+        r = ipufs_read_m(config_fd, tile, context, scratch, value);
+    return ipufs_let_go_(config_fd, tile, context, rbrk, held, r);
 }
 
 /* Let `context` of `tile`, stopped at a break, go on where it stopped
