@@ -80,6 +80,8 @@ BLOCKS: tuple[Block, ...] = (
                                          "TILE_EXCHANGE_BASE + T * TILE_WINDOW"),
         ("TILE_TDI_BASE", 0x54, RO, "offset in ipuN of tile 0's TDI registers; tile T's register R is at "
                                     "TILE_TDI_BASE + T * 0x40 + R * 4; 0: none (the TDI aperture only)"),
+        ("TILE_CODE_END", 0x58, RO, "first tile address past executable memory (region 0): code lies in "
+                                    "TILE_MEM_BASE .. TILE_CODE_END"),
     ),
     _block(
         "CONTROL", 0x0100, "status of the whole device",

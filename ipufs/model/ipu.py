@@ -387,7 +387,7 @@ def _identity(ipu: Ipu) -> dict[str, int]:
         "LINK_SPEED": p.link_speed_tenths, "LINK_WIDTH": p.link_width, "NUMA_NODE": 0,
         "PARITY_INIT": 1, "TILE_MEM_BASE": ipu.tiles.base, "TILE_WINDOW": p.tile_window,
         "GROUP_SIZE": where.group_size, "TILE_EXCHANGE_BASE": p.exchange_tile_base,
-        "TILE_TDI_BASE": p.tdi_tile_base or 0,
+        "TILE_TDI_BASE": p.tdi_tile_base or 0, "TILE_CODE_END": p.region1_start,
     }
 
 

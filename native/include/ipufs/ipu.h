@@ -90,6 +90,7 @@ struct ipufs_buffer {
 #define IPU_REG_GROUP_SIZE 0x004C /* ro: IPUs taking part in GS2 with this one (its board) */
 #define IPU_REG_TILE_EXCHANGE_BASE 0x0050 /* ro: offset in ipuN_ex of tile 0's window; tile T's is at TILE_EXCHANGE_BASE + T * TILE_WINDOW */
 #define IPU_REG_TILE_TDI_BASE 0x0054 /* ro: offset in ipuN of tile 0's TDI registers; tile T's register R is at TILE_TDI_BASE + T * 0x40 + R * 4; 0: none (the TDI aperture only) */
+#define IPU_REG_TILE_CODE_END 0x0058 /* ro: first tile address past executable memory (region 0): code lies in TILE_MEM_BASE .. TILE_CODE_END */
 /* CONTROL: status of the whole device */
 #define IPU_REG_STATUS 0x0100 /* ro: bit 0 READY; bit 1 EXCEPTION (an exception is held); bit 2 LINK_DOWN; bit 3 ICU_UNRESPONSIVE */
 #define IPU_REG_ERROR_STATE 0x0104 /* ro: 0: no errors; else the cause of the held exception */
