@@ -172,6 +172,18 @@ BY_OFFSET: dict[int, Register] = {r.offset: r for r in REGISTERS.values()}
 #: The command registers, one contiguous run: [start, end) in bytes.
 DOORBELL_SPAN = (BLOCK["DOORBELL"].registers[0].offset, BLOCK["DOORBELL"].registers[-1].offset + 4)
 
+def effect_spans(tdi_base: int | None, tdi_span: int) -> list[tuple[int, int]]:
+    """The byte ranges of config space whose stores have side effects (a
+    block with any register that is not plain read-write, and the per-tile
+    TDI registers): what the compatibility library makes exact MMIO
+    through a mapping (docs/compat.md)."""
+    spans = [(b.offset, b.registers[-1].offset + 4) for b in BLOCKS
+             if any(r.access is not Access.RW for r in b.registers)]
+    if tdi_base is not None:
+        spans.append((tdi_base, tdi_base + tdi_span))
+    return spans
+
+
 #: The per-tile TDI registers (docs/registers.md, profiles that have them):
 #: one TDI_TILE_STRIDE of config space per tile instance, registers of
 #: TDI_REGISTER_WIDTH bytes (research/ipu1/ipu1_consts.c: SOC_IPU_MEM_TILE_STRIDE,
