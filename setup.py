@@ -7,8 +7,9 @@ from setuptools.command.build_ext import build_ext
 
 COMPAT = Extension(
     "ipufs.libipufs-compat",
-    sources=["native/src/ipufs_compat.c", "native/src/compat_nodes.c", "native/src/compat_view.c"],
-    depends=["native/src/compat.h"],
+    sources=["native/src/ipufs_compat.c", "native/src/compat_nodes.c", "native/src/compat_view.c",
+             "native/src/compat_mmio.c", "native/src/compat_decode.c"],
+    depends=["native/src/compat.h", "native/src/compat_decode.h"],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-fvisibility=hidden"],
 )
 

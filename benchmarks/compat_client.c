@@ -7,6 +7,9 @@
  *                                         needs the library), "ipu.h" as ipu.h defines them
  *   compat_client stat PATH N             stat(PATH): N batches of 100, the mean of each
  *   compat_client ioctl PATH N            ioctl(FIONREAD) on PATH: N batches of 100, the mean of each
+ *   compat_client mmio DIR IPU N KIND     one access to SCRATCH, N times: KIND "store" or "load" through a
+ *                                         shared mapping of ipuIPU (with the library, a store is trapped and
+ *                                         done as a pwrite: docs/compat.md), "pwrite" by pwrite
  */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -64,6 +68,29 @@ int main(int argc, char **argv)
             printf("%.1f\n", (double)(now_ns() - t0) / BATCH);
         }
         return 0;
+    }
+    if (argc == 6 && !strcmp(argv[1], "mmio")) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/ipu%s", argv[2], argv[3]);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        if (fd < 0) die(path);
+        volatile uint32_t *bar = mmap(NULL, 0x4000, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (bar == MAP_FAILED) die("mmap");
+        volatile uint32_t *scratch = bar + IPU_REG_SCRATCH / 4;
+        int kind = !strcmp(argv[5], "store") ? 0 : !strcmp(argv[5], "load") ? 1 : 2;
+        uint32_t sink = 0;
+        for (int i = 0, n = atoi(argv[4]); i < n; i++) {
+            uint32_t v = (uint32_t)i;
+            uint64_t t0 = now_ns();
+            if (kind == 0)
+                *scratch = v;
+            else if (kind == 1)
+                sink += *scratch;
+            else if (pwrite(fd, &v, 4, IPU_REG_SCRATCH) != 4)
+                die("pwrite");
+            printf("%llu\n", (unsigned long long)(now_ns() - t0));
+        }
+        return sink == 0xFFFFFFFFu;
     }
     fprintf(stderr, "usage: see the comment at the top of compat_client.c\n");
     return 2;

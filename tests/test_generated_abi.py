@@ -76,7 +76,16 @@ def test_ioctl_numbers_follow_the_known_facts() -> None:
     assert {s.name: s.nr for s in abi.IOCTLS} == {
         "ATTACH": 10, "ATTACH_BUFFER": 11, "DETACH_BUFFER": 12, "SET_IPU_ID": 14,
         "MASK_INTERRUPT": 22, "UNMASK_INTERRUPT": 23, "RESET": 45, "MAILBOX_READ_ONLY": 29,
-        "MAILBOX_WRITE_ONLY": 30, "MAILBOX_WRITE_READ": 31, "MAILBOX_GET_OFFSETS": 32}
+        "MAILBOX_WRITE_ONLY": 30, "MAILBOX_WRITE_READ": 31, "MAILBOX_GET_OFFSETS": 32,
+        # as a runtime that drives a real C600 calls them (osmarks/ipu-stack, crates/ipu-driver/src/lib.rs)
+        "BUFFER_DETACH_ALL": 18, "STOP_MONITORING": 34, "START_MONITORING": 35, "ACCUMULATE_ERRORS": 36,
+        "SET_HEXOPT_IDENTITY_TABLE": 44, "SET_SECONDARY_IPU_ID": 47}
+    real = {"ATTACH_BUFFER": 0xC008ED0B, "DETACH_BUFFER": 0xC008ED0C, "MAILBOX_WRITE_READ": 0xC008ED1F,
+            "BUFFER_DETACH_ALL": 0x0000ED12, "STOP_MONITORING": 0x0000ED22, "START_MONITORING": 0x0000ED23,
+            "ACCUMULATE_ERRORS": 0x0000ED24, "SET_HEXOPT_IDENTITY_TABLE": 0x0000ED2C,
+            "SET_SECONDARY_IPU_ID": 0x4008ED2F, "RESET": 0x4004ED2D, "ATTACH": 0xC008ED0A}
+    for name, cmd in real.items():  # every form the real runtime uses is one the table names
+        assert cmd in {e.cmd(abi.BY_NAME[name].nr) for e in abi.BY_NAME[name].encodings}, name
     assert all(abi.ioc_fields(s.cmd)[1] == 0xED for s in abi.IOCTLS)
     assert [s.signal for s in Interrupt] == [44, 45, 46, 47, 48, 49]
 

@@ -58,3 +58,15 @@ def test_tile_lists() -> None:
     for bad in ("x", "5-2", "0-1216"):
         with pytest.raises(ValueError):
             parse_tiles(bad, 1216)
+
+
+GC200 = TileMemoryMap("ipu21", tiles=1472, sram=624 * 1024, base=0x4C000, window=0x100000, code_end=0x80000)
+
+
+def test_code_ends_where_the_device_says_executable_memory_ends() -> None:
+    # The GC200 runs code below 0x80000, not in the first half of its SRAM
+    # (which would end at 0x100000): TILE_CODE_END says so.
+    code = elf.Segment(0x7FFF0, bytes(16), 16, CODE)
+    assert plan(_image(code, arch="ipu21"), GC200, [0]) == [Placement(0x33FF0, bytes(16))]
+    with pytest.raises(LoadError, match=r"code must lie in region 0 \(0x4c000-0x80000\)"):
+        plan(_image(elf.Segment(0x80000, bytes(4), 4, CODE), arch="ipu21"), GC200, [0])

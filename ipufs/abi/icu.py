@@ -1,7 +1,10 @@
 # The ICU's wire format: what host software and the emulated ICU share.
 #
 # Messages are five u32 words; the first request word is the operation word
-# `version << 28 | op << 16 | 0x20c`. Op numbers and the layouts of their
+# `version << 28 | op << 16 | 0x20c` (or 0x20e, the low half of the ICU
+# reset request a runtime that drives a C600 sends: osmarks/ipu-stack,
+# crates/ipu-driver/src/lib.rs, 0x4078020e, op 120, whose answer's word 0
+# carries the request's upper 16 bits). Op numbers and the layouts of their
 # answers follow aspen-sdk (aspen/sdk/src/icu of the public research
 # repository github.com/Saghetti0/graphcore-ipu-research): ReadHardwareId 3 (pcb, bom in
 # word 0), ReadFirmwareVersion 4, ReadBoardType 5 (a NUL-terminated
@@ -18,6 +21,8 @@ import enum
 import struct
 MESSAGE = struct.Struct("<5I")
 LOWER = 0x20C
+#: the low 16 bits an operation word may carry (0x20e: the C600's ICU reset)
+LOWERS = frozenset({LOWER, 0x20E})
 SLOT_SIZE = 32
 SLOTS = 64
 MAGIC = 0x30554349  # "ICU0"
@@ -39,6 +44,7 @@ class Op(enum.IntEnum):
     WRITE_UPGRADE_CHUNK = 41
     COMPLETE_UPGRADE = 42
     START_BOOTLOADER_UPGRADE = 43
+    RESET = 120  # the C600 runtime's bring-up request 0x4078020e
     # ipufs's own:
     READ_TEMPERATURE = 96
     READ_POWER = 97
@@ -50,7 +56,7 @@ class IcuError(enum.IntEnum):
     operation word)."""
 
     UNKNOWN_OP = 1
-    BAD_FORMAT = 2  # the low 16 bits of the operation word are not 0x20c
+    BAD_FORMAT = 2  # the low 16 bits of the operation word are neither 0x20c nor 0x20e
     BAD_ARGUMENT = 3
     BAD_STATE = 4  # an upgrade chunk without a started upgrade
 

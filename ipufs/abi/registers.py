@@ -80,6 +80,8 @@ BLOCKS: tuple[Block, ...] = (
                                          "TILE_EXCHANGE_BASE + T * TILE_WINDOW"),
         ("TILE_TDI_BASE", 0x54, RO, "offset in ipuN of tile 0's TDI registers; tile T's register R is at "
                                     "TILE_TDI_BASE + T * 0x40 + R * 4; 0: none (the TDI aperture only)"),
+        ("TILE_CODE_END", 0x58, RO, "first tile address past executable memory (region 0): code lies in "
+                                    "TILE_MEM_BASE .. TILE_CODE_END"),
     ),
     _block(
         "CONTROL", 0x0100, "status of the whole device",
@@ -169,6 +171,18 @@ REGISTERS: dict[str, Register] = {r.name: r for b in BLOCKS for r in b.registers
 BY_OFFSET: dict[int, Register] = {r.offset: r for r in REGISTERS.values()}
 #: The command registers, one contiguous run: [start, end) in bytes.
 DOORBELL_SPAN = (BLOCK["DOORBELL"].registers[0].offset, BLOCK["DOORBELL"].registers[-1].offset + 4)
+
+def effect_spans(tdi_base: int | None, tdi_span: int) -> list[tuple[int, int]]:
+    """The byte ranges of config space whose stores have side effects (a
+    block with any register that is not plain read-write, and the per-tile
+    TDI registers): what the compatibility library makes exact MMIO
+    through a mapping (docs/compat.md)."""
+    spans = [(b.offset, b.registers[-1].offset + 4) for b in BLOCKS
+             if any(r.access is not Access.RW for r in b.registers)]
+    if tdi_base is not None:
+        spans.append((tdi_base, tdi_base + tdi_span))
+    return spans
+
 
 #: The per-tile TDI registers (docs/registers.md, profiles that have them):
 #: one TDI_TILE_STRIDE of config space per tile instance, registers of

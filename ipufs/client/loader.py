@@ -3,8 +3,8 @@
 # BAR (ipuN_ex: tile T's SRAM at TILE_EXCHANGE_BASE + T * TILE_WINDOW, tile
 # address TILE_MEM_BASE at its start). The checks are the model's tile memory
 # rules (ipufs/model/tiles.py) read from the config space registers: the
-# populated addresses are TILE_MEM_BASE .. + SRAM_PER_TILE, region 0 their
-# first half, and code is fetched from region 0 only. Every segment and
+# populated addresses are TILE_MEM_BASE .. + SRAM_PER_TILE, region 0 (where
+# code is fetched from, and only there) TILE_MEM_BASE .. TILE_CODE_END. Every segment and
 # tile is checked before the first byte is written.
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ class TileMemoryMap:
     base: int  # first populated tile address
     window: int  # stride of a tile's window in ipuN_ex
     exchange_base: int = 0  # where tile 0's window starts in ipuN_ex
+    code_end: int | None = None  # end of region 0 (TILE_CODE_END); None: half way through SRAM
 
     def window_start(self, tile: int) -> int:
         """Where ``tile``'s window starts in ipuN_ex."""
@@ -54,7 +55,7 @@ class TileMemoryMap:
 
     @property
     def region0_end(self) -> int:
-        return self.base + self.sram // 2
+        return self.base + self.sram // 2 if self.code_end is None else self.code_end
 
     @classmethod
     def of(cls, device: Device) -> TileMemoryMap:
@@ -62,7 +63,7 @@ class TileMemoryMap:
         arch = next((name for name, c in ARCH_CODES.items() if c == code), f"arch {code}")
         return cls(arch, device.read_register("TILE_COUNT"), device.read_register("SRAM_PER_TILE"),
                    device.read_register("TILE_MEM_BASE"), device.read_register("TILE_WINDOW"),
-                   device.read_register("TILE_EXCHANGE_BASE"))
+                   device.read_register("TILE_EXCHANGE_BASE"), device.read_register("TILE_CODE_END"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,7 @@ class Attachment:
     pid: int  # thread group id
     pidfd: int
     ipu_id: int  # the value of si_int
+    secondary_ipu_id: int | None = None  # SET_SECONDARY_IPU_ID's (None: never set)
     handles: set[int] = field(default_factory=set)  # file handles keeping it
     buffers: dict[int, Buffer] = field(default_factory=dict)
     next_buffer_id: int = 1

@@ -19,9 +19,9 @@ from ipufs.abi.interrupts import ALL_SOURCES, Interrupt
 from ipufs.abi.ioctls import Dir, IoctlSpec
 from ipufs.abi.registers import TDI_ERRNOS, TdiResult
 from ipufs.native import FastAnswer
-from ipufs.driver import events, mailbox_ioctls, procs
+from ipufs.driver import buffer_ioctls, device_ioctls, events, mailbox_ioctls, procs
 from ipufs.driver.arguments import U64, Arg, Arguments, Command, Sizes
-from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
+from ipufs.driver.attachments import Attachment, AttachmentTable
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.dma import BufferDma
 from ipufs.driver.events import EventSink
@@ -218,7 +218,7 @@ class IpuDriver:
             return pid
         return self._tgid_of(pid)
 
-    def _caller_attachment(self, ipu: int, tgid: int) -> Attachment:
+    def caller_attachment(self, ipu: int, tgid: int) -> Attachment:
         att = self.attachments.get(ipu)
         if att is None or att.pid != tgid:
             raise FUSEError(errno.EPERM, "only the attached process may do this")
@@ -246,7 +246,7 @@ class IpuDriver:
         tgid = self._caller(ipu, pid)
         if tgid is None:
             raise FUSEError(errno.ESRCH, "the caller is gone")
-        self._caller_attachment(ipu, tgid)
+        self.caller_attachment(ipu, tgid)
 
     def _attach(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
         att = self.attachments.get(ipu)
@@ -273,51 +273,8 @@ class IpuDriver:
         return 0, b""
 
     def _set_ipu_id(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        att = self._caller_attachment(ipu, tgid)
+        att = self.caller_attachment(ipu, tgid)
         att.ipu_id = _as_int32(arg)
-        return 0, b""
-
-    def _attach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        att = self._caller_attachment(ipu, tgid)
-        if command.size == U64:
-            # A u64 holding the address of the struct (ipufs's reading of
-            # the 8-byte encoding): the struct is read and its id written
-            # in the caller's memory, and the id comes back in the u64.
-            where = self.arguments.value(tgid, arg, data, command)
-            buffer = self._new_buffer(att, self.arguments.peek(tgid, where, abi.BUFFER.size))
-            self.arguments.poke(tgid, where + 16, buffer.id.to_bytes(U64, "little"))
-            out = self.arguments.value_back(buffer.id, command)
-        else:
-            raw = bytes(self.arguments.take(tgid, arg, data, command, abi.BUFFER.size))
-            buffer = self._new_buffer(att, raw)
-            out = self.arguments.give(tgid, arg, raw[:16] + buffer.id.to_bytes(U64, "little") + raw[24:], command)
-        att.next_buffer_id += 1
-        att.buffers[buffer.id] = buffer
-        return 0, out
-
-    def _new_buffer(self, att: Attachment, raw: Arg) -> Buffer:
-        """The buffer ``raw`` (a struct ipufs_buffer) describes, checked, with
-        the attachment's next id; registered by the caller once its id is
-        handed back."""
-        address, length, _, flags = abi.BUFFER.unpack(raw)
-        if flags & ~(abi.BUFFER_DEVICE_READS | abi.BUFFER_DEVICE_WRITES):
-            raise FUSEError(errno.EINVAL, "unknown buffer flags")
-        if not 0 < length <= abi.MAX_BUFFER_LENGTH or address + length > 1 << 64:
-            raise FUSEError(errno.EINVAL, f"buffer length must be 1..{abi.MAX_BUFFER_LENGTH}")
-        if len(att.buffers) >= abi.MAX_BUFFERS:
-            raise FUSEError(errno.ENOSPC, f"at most {abi.MAX_BUFFERS} buffers per attachment")
-        for probe in (address, address + length - 1):
-            try:
-                self.system.vm_read(att.pid, probe, 1)
-            except OSError as exc:
-                raise FUSEError(errno.EFAULT, "the buffer is not mapped by the caller") from exc
-        return Buffer(att.next_buffer_id, address, length, flags or 3)
-
-    def _detach_buffer(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        att = self._caller_attachment(ipu, tgid)
-        buffer_id = self.arguments.value(tgid, arg, data, command)
-        if att.buffers.pop(buffer_id, None) is None:
-            raise FUSEError(errno.EINVAL, f"no buffer {buffer_id}")
         return 0, b""
 
     def _mask_bits(self, tgid: int, arg: int, data: Arg, command: Command) -> int:
@@ -327,13 +284,13 @@ class IpuDriver:
         return bits
 
     def _mask(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        self._caller_attachment(ipu, tgid)
+        self.caller_attachment(ipu, tgid)
         model = self.devices.ipus[ipu]
         model.set_interrupt_mask(model.interrupts.mask | self._mask_bits(tgid, arg, data, command))
         return 0, self.arguments.value_back(model.interrupts.mask, command)
 
     def _unmask(self, ipu: int, fh: int, tgid: int, arg: int, data: Arg, command: Command) -> tuple[int, bytes]:
-        self._caller_attachment(ipu, tgid)
+        self.caller_attachment(ipu, tgid)
         model = self.devices.ipus[ipu]
         model.set_interrupt_mask(model.interrupts.mask & ~self._mask_bits(tgid, arg, data, command))
         return 0, self.arguments.value_back(model.interrupts.mask, command)
@@ -375,11 +332,12 @@ class IpuDriver:
 IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
     abi.BY_NAME["ATTACH"]: IoctlRole(IpuDriver._attach, caller_matters=True, sizes=None),
     abi.BY_NAME["ATTACH_BUFFER"]: IoctlRole(
-        IpuDriver._attach_buffer, caller_matters=True,
-        sizes=Sizes((8,), abi.BUFFER.size, "a struct ipufs_buffer (32 bytes) or a u64 holding its address")),
+        buffer_ioctls.attach, caller_matters=True,
+        sizes=Sizes((8,), abi.BUFFER.size, "a struct ipufs_buffer (32 bytes) or the real driver's struct (8)")),
     abi.BY_NAME["DETACH_BUFFER"]: IoctlRole(
-        IpuDriver._detach_buffer, caller_matters=True,
+        buffer_ioctls.detach, caller_matters=True,
         sizes=Sizes((0, 4), U64, "a buffer id: by value (size 0), a u32 or a u64")),
+    abi.BY_NAME["BUFFER_DETACH_ALL"]: IoctlRole(buffer_ioctls.detach_all, caller_matters=True, sizes=None),
     abi.BY_NAME["SET_IPU_ID"]: IoctlRole(IpuDriver._set_ipu_id, caller_matters=True, sizes=None),
     abi.BY_NAME["MASK_INTERRUPT"]: IoctlRole(
         IpuDriver._mask, caller_matters=True,
@@ -388,6 +346,14 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
         IpuDriver._unmask, caller_matters=True,
         sizes=Sizes((0, 4), U64, "interrupt bits: by value (size 0), a u32 or a u64")),
     abi.BY_NAME["RESET"]: IoctlRole(IpuDriver._reset, caller_matters=False, sizes=None),
+    abi.BY_NAME["STOP_MONITORING"]: IoctlRole(device_ioctls.stop_monitoring, caller_matters=False, sizes=None),
+    abi.BY_NAME["START_MONITORING"]: IoctlRole(device_ioctls.start_monitoring, caller_matters=False, sizes=None),
+    abi.BY_NAME["ACCUMULATE_ERRORS"]: IoctlRole(device_ioctls.accumulate_errors, caller_matters=False, sizes=None),
+    abi.BY_NAME["SET_HEXOPT_IDENTITY_TABLE"]: IoctlRole(
+        device_ioctls.set_hexopt_identity_table, caller_matters=False, sizes=None),
+    abi.BY_NAME["SET_SECONDARY_IPU_ID"]: IoctlRole(
+        device_ioctls.set_secondary_ipu_id, caller_matters=True,
+        sizes=Sizes((0,), 4, "a u32: by value (size 0) or at the argument (4 bytes or more)")),
     # The mailbox ioctls serve any process that has a node of the IPU open,
     # as board management tools do not attach.
     abi.BY_NAME["MAILBOX_READ_ONLY"]: IoctlRole(
@@ -399,7 +365,7 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
         sizes=Sizes((), icu_message.size, "a message of 5 x u32 (20 bytes)")),
     abi.BY_NAME["MAILBOX_WRITE_READ"]: IoctlRole(
         mailbox_ioctls.write_read, caller_matters=False,
-        sizes=Sizes((), icu_message.size, "a message of 5 x u32 (20 bytes)")),
+        sizes=Sizes((U64,), icu_message.size, "a message of 5 x u32 (20 bytes) or two pointers (8)")),
     abi.BY_NAME["MAILBOX_GET_OFFSETS"]: IoctlRole(
         mailbox_ioctls.offsets, caller_matters=False, sizes=Sizes((), U64, "room for a u64 (or 16 bytes)"),
         fast=FastAnswer.MAILBOX_OFFSETS),

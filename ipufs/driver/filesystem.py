@@ -273,7 +273,7 @@ class IpuFilesystem(Operations):
         if node is None:
             self._state(ino)
             return {}
-        return xattrs.of_node(node)
+        return xattrs.of_node(node, self.devices, self.mapping)
 
     def getxattr(self, req: rq.Getxattr) -> rp.Data | rp.XattrSize:
         value = self.xattrs(req.nodeid).get(req.name)

@@ -17,6 +17,7 @@ from typing import Protocol
 from ipufs.abi import icu
 from ipufs.abi.icu import MESSAGE as icu_message
 from ipufs.abi.icu import Op, op_of
+from ipufs.abi.ioctls import MESSAGE_POINTERS
 from ipufs.driver.arguments import U64, Arg, Arguments, Command
 from ipufs.driver.devices import DeviceSet
 from ipufs.fuse.errors import FUSEError
@@ -43,10 +44,14 @@ class MailboxDriver(Protocol):
 
 
 def _request(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: Arg,
-             command: Command) -> tuple[int, ...]:
-    """The request an ioctl carries, once the file may send it: a query on
-    any open, any other request on one that may change the IPU."""
-    request = icu_message.unpack_from(driver.arguments.take(tgid, arg, data, command, icu_message.size))
+             command: Command, at: int | None = None) -> tuple[int, ...]:
+    """The request an ioctl carries (or that lies at ``at`` in the caller's
+    memory), once the file may send it: a query on any open, any other
+    request on one that may change the IPU."""
+    if at is None:
+        request = icu_message.unpack_from(driver.arguments.take(tgid, arg, data, command, icu_message.size))
+    else:
+        request = icu_message.unpack(driver.arguments.peek(tgid, at, icu_message.size))
     if op_of(request[0]) not in QUERIES:
         driver.check_change(ipu, fh, "send ICU requests that change the board")
     return request
@@ -78,15 +83,24 @@ def write(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: A
 
 def write_read(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: Arg,
                command: Command) -> tuple[int, bytes]:
-    """MAILBOX_WRITE_READ: a request and its answer, in the argument."""
+    """MAILBOX_WRITE_READ: a request and its answer, in the argument; with
+    8 bytes (the real driver's form) the argument points at a pointer to
+    the request and one to where the answer goes, both read and written
+    in the caller's memory."""
     model = driver.devices.ipus[ipu]
-    request = _request(driver, ipu, fh, tgid, arg, data, command)
+    sent = received = None
+    if command.size == U64:
+        sent, received = MESSAGE_POINTERS.unpack(driver.arguments.peek(tgid, arg, MESSAGE_POINTERS.size))
+    request = _request(driver, ipu, fh, tgid, arg, data, command, sent)
     if model.icu.unresponsive:
         raise FUSEError(errno.ETIMEDOUT, "the ICU does not answer")
-    response = model.icu.handle(request)
+    answer = icu_message.pack(*(model.icu.handle(request) or (0, 0, 0, 0, 0)))
+    if received is not None:
+        driver.arguments.poke(tgid, received, answer)
+        return 0, b""
     # With _IOW (how aspen-sdk calls it) the answer still comes back in
     # the caller's buffer, as the real driver writes it there.
-    return 0, driver.arguments.give(tgid, arg, icu_message.pack(*(response or (0, 0, 0, 0, 0))), command)
+    return 0, driver.arguments.give(tgid, arg, answer, command)
 
 
 def offsets(driver: MailboxDriver, ipu: int, fh: int, tgid: int, arg: int, data: Arg,

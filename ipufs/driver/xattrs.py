@@ -12,10 +12,12 @@ import os
 
 from ipufs import __version__
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.mapping import BarMapping
+from ipufs.abi.registers import effect_spans
+from ipufs.driver.mapping import PASSTHROUGH, BarMapping
 from ipufs.driver.nodes import Node
 from ipufs.fuse import replies as rp
 from ipufs.fuse.errors import FUSEError
+from ipufs.model.profile import Region
 
 
 def of_root(devices: DeviceSet, mapping: BarMapping, control_path: str, fast_path: str,
@@ -34,13 +36,27 @@ def of_root(devices: DeviceSet, mapping: BarMapping, control_path: str, fast_pat
     }
 
 
-def of_node(node: Node) -> dict[bytes, bytes]:
-    return {
+def of_node(node: Node, devices: DeviceSet, mapping: BarMapping) -> dict[bytes, bytes]:
+    facts = {
         b"user.ipufs.ipu": str(node.ipu).encode(),
         b"user.ipufs.region": node.region.value.encode(),
         # What the compatibility library reports as st_rdev (docs/compat.md).
         b"user.ipufs.rdev": f"{os.major(node.rdev)}:{os.minor(node.rdev)}".encode(),
     }
+    if node.region is Region.CONFIG:
+        facts[b"user.ipufs.mmio"] = mmio(devices, mapping)
+    return facts
+
+
+def mmio(devices: DeviceSet, mapping: BarMapping) -> bytes:
+    """What the compatibility library traps in a mapping of config space
+    (docs/compat.md): whether loads from the mapping see every effect at
+    once (passthrough: the daemon's own pages) or must be trapped too (the
+    page cache's copy may lag), and the ranges whose stores act."""
+    profile = devices.profile
+    loads = "direct" if mapping.settle() == PASSTHROUGH else "trapped"
+    spans = effect_spans(profile.tdi_tile_base, profile.tdi_tile_span)
+    return " ".join([f"loads={loads}", *(f"{lo:#x}-{hi:#x}" for lo, hi in spans)]).encode()
 
 
 def sized(value: bytes, size: int) -> rp.Data | rp.XattrSize:

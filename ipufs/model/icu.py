@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ipufs.abi.icu import (
-    ERROR_MARKER, LAYOUT_VERSION, LOWER, MAGIC, MESSAGE, REQUEST_RING, RESPONSE_RING, SLOT_SIZE, SLOTS,
+    ERROR_MARKER, LAYOUT_VERSION, LOWERS, MAGIC, MESSAGE, REQUEST_RING, RESPONSE_RING, SLOT_SIZE, SLOTS,
     STATUS_OVERFLOW, STATUS_RESPONSES, Header, IcuError, Op, op_of,
 )
 from ipufs.model.memory import BarMemory
@@ -221,7 +221,7 @@ class Icu:
 
     def _answer(self, request: tuple[int, ...]) -> tuple[int, ...] | None:
         word = request[0]
-        if word & 0xFFFF != LOWER:
+        if word & 0xFFFF not in LOWERS:
             return self._error(IcuError.BAD_FORMAT, word)
         try:
             handler = _HANDLERS[Op(op_of(word))]
@@ -287,6 +287,13 @@ class Icu:
         self.upgrade = None
         return (word, 0 if ok else 1, 0, 0, 0)
 
+    def _reset(self, word: int, args: tuple[int, ...]) -> Answer:
+        """The ICU resets itself: an upgrade in progress is dropped (the
+        rings, the boot status and the board stay); the answer echoes the
+        request's word, as the C600 runtime checks."""
+        self.upgrade = None
+        return (word, 0, 0, 0, 0)
+
     def _temperature(self, word: int, args: tuple[int, ...]) -> Answer:
         return (word, self.board.temperature_mc, 0, 0, 0)
 
@@ -315,6 +322,7 @@ _HANDLERS: dict[Op, Callable[[Icu, int, tuple[int, ...]], Answer]] = {
     Op.WRITE_UPGRADE_CHUNK: Icu._upgrade_chunk,
     Op.COMPLETE_UPGRADE: Icu._complete_upgrade,
     Op.START_BOOTLOADER_UPGRADE: Icu._start_upgrade,
+    Op.RESET: Icu._reset,
     Op.READ_TEMPERATURE: Icu._temperature,
     Op.READ_POWER: Icu._power,
     Op.READ_CLOCK: Icu._clock,

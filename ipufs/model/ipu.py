@@ -31,6 +31,7 @@ from ipufs.model.executor import Execution
 from ipufs.model.executor.debuggee import Debuggee
 from ipufs.model import power
 from ipufs.model.link import LinkErrors
+from ipufs.model.monitoring import Monitoring
 from ipufs.model.tiles import TileMemory
 
 REG = R.REGISTERS
@@ -99,6 +100,7 @@ class Ipu:
         self.host_sync = HostSync(index, self.group)
         self.link_down = False
         self.link_errors = LinkErrors()  # corrected on the link (the `link-errors` fault)
+        self.monitoring = Monitoring(self.link_errors)  # STOP/START_MONITORING, ACCUMULATE_ERRORS
         #: UTILISATION, in hundredths of a percent: what the daemon last
         #: sampled of the tiles' work (the model reads no clocks)
         self.utilisation = 0
@@ -243,6 +245,7 @@ class Ipu:
         that do not fit their u32 registers are refused (ValueError)."""
         _check_u32(cause=cause, tile=tile, address=address, context=context)
         self.exception_count += 1
+        self.monitoring.excepted(cause)
         if self.exception is None:
             self.exception = HeldException(int(cause), tile, address, context)
         self.debug.excepted(tile, context, int(cause))
@@ -306,12 +309,11 @@ class Ipu:
     # --- the fault API -----------------------------------------------------------
     def set_link(self, up: bool) -> None:
         """A link goes down (an exception with cause LINK) or comes back."""
-        if self.link_down == (not up):
-            return
-        self.link_down = not up
-        if self.link_down:
-            self.raise_exception(ExceptionCause.LINK)
-        self._changed()
+        if self.link_down != (not up):
+            self.link_down = not up
+            if self.link_down:
+                self.raise_exception(ExceptionCause.LINK)
+            self._changed()
 
     def set_icu_responsive(self, responsive: bool) -> None:
         self.icu.unresponsive = not responsive
@@ -327,19 +329,18 @@ class Ipu:
     def set_utilisation(self, hundredths: int) -> None:
         """UTILISATION (and the IPU_POWER it implies): the share of the
         tiles' time with an active context, in hundredths of a percent, as
-        the daemon's sampling found it (docs/execution.md)."""
+        the daemon's sampling found it (docs/execution.md); kept while
+        monitoring is stopped."""
         if not 0 <= hundredths <= power.FULL:
             raise ValueError(f"utilisation {hundredths} is out of range 0..{power.FULL}")
-        if hundredths != self.utilisation:
+        if hundredths != self.utilisation and self.monitoring.running:
             self.utilisation = hundredths
             self._changed()
 
     def stamp_scratch(self, monotonic_ns: int) -> None:
         """The fault API, for latency measurements: SCRATCH holds the low 32
         bits of the moment of an event (CLOCK_MONOTONIC in ns, read by the
-        caller: the model reads no clocks)."""
-        # One word stored directly: this runs between an event and its
-        # signal, and the latency it measures should not include it.
+        caller), stored directly: this runs between an event and its signal."""
         self.config.store_word(REG["SCRATCH"].index, monotonic_ns & 0xFFFFFFFF)
 
     # --- reset ------------------------------------------------------------------
@@ -387,7 +388,7 @@ def _identity(ipu: Ipu) -> dict[str, int]:
         "LINK_SPEED": p.link_speed_tenths, "LINK_WIDTH": p.link_width, "NUMA_NODE": 0,
         "PARITY_INIT": 1, "TILE_MEM_BASE": ipu.tiles.base, "TILE_WINDOW": p.tile_window,
         "GROUP_SIZE": where.group_size, "TILE_EXCHANGE_BASE": p.exchange_tile_base,
-        "TILE_TDI_BASE": p.tdi_tile_base or 0,
+        "TILE_TDI_BASE": p.tdi_tile_base or 0, "TILE_CODE_END": p.region1_start,
     }
 
 

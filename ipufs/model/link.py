@@ -19,12 +19,17 @@ class LinkErrors:
 
     def __init__(self) -> None:
         self.total = 0
+        #: False while the device's monitoring is stopped: errors then go uncounted (monitoring.py)
+        self.counting = True
         self._reports: deque[tuple[float, int]] = deque(maxlen=KEPT)
 
     def add(self, count: int, at: float) -> None:
-        """``count`` errors at time ``at`` (the caller's clock, increasing)."""
+        """``count`` errors at time ``at`` (the caller's clock, increasing);
+        not counted while monitoring is stopped."""
         if count < 0:
             raise ValueError(f"a count of link errors is never negative ({count})")
+        if not self.counting:
+            return
         self.total += count
         self._reports.append((at, count))
 

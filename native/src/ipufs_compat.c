@@ -8,7 +8,12 @@
  *   reissued in forms FUSE's restricted ioctls carry: ATTACH with any
  *   argument (aspen-sdk passes NULL to _IOWR(0xED, 10, u64)), SET_IPU_ID
  *   and RESET whose argument is a value, as _IO; MAILBOX_WRITE_READ as
- *   _IOW, whose answer the driver writes into the buffer, as _IOWR.
+ *   _IOW, whose answer the driver writes into the buffer, as _IOWR;
+ *   BUFFER_DETACH with the index by value (below 0x10000, where no
+ *   pointer lies) as _IO; SET_SECONDARY_IPU_ID's pointer to a u32 with
+ *   size 4 (the real runtime encodes 8). The other real forms (BUFFER_ATTACH,
+ *   MAILBOX_WRITE_READ with pointers) the daemon serves as they are.
+ * - mappings of config space act as MMIO: compat_mmio.c.
  * - stat, fstat, lstat, fstatat and statx report ipufs nodes as character
  *   devices: S_IFCHR, the same permission bits and owner, size 0 (a
  *   client maps a BAR as long as lseek to its end says), and rdev
@@ -43,9 +48,12 @@
 
 #define IPU_TYPE 0xED
 #define NR_ATTACH 10
+#define NR_DETACH_BUFFER 12
 #define NR_SET_IPU_ID 14
 #define NR_MAILBOX_WRITE_READ 31
 #define NR_RESET 45
+#define NR_SET_SECONDARY_IPU_ID 47
+#define LOWEST_POINTER 0x10000ul /* vm.mmap_min_addr's usual value: an argument below it is a value */
 #define ICU_MESSAGE 20
 
 /* --- the real functions, found on first use ------------------------------ */
@@ -154,6 +162,10 @@ EXPORT int ioctl(int fd, unsigned long request, ...)
             carried = _IOC(_IOC_NONE, IPU_TYPE, nr, 0);
         else if (nr == NR_MAILBOX_WRITE_READ && dir == _IOC_WRITE && size >= ICU_MESSAGE)
             carried = _IOC(_IOC_READ | _IOC_WRITE, IPU_TYPE, nr, size);
+        else if (nr == NR_DETACH_BUFFER && size != 0 && (unsigned long)arg < LOWEST_POINTER)
+            carried = _IOC(_IOC_NONE, IPU_TYPE, nr, 0);
+        else if (nr == NR_SET_SECONDARY_IPU_ID && size > 4 && dir == _IOC_WRITE)
+            carried = _IOC(_IOC_WRITE, IPU_TYPE, nr, 4);
         if (carried != request && on_ipufs_node(fd)) {
             if (nr == NR_ATTACH)
                 arg = NULL; /* the real driver ignores it */

@@ -67,7 +67,8 @@ def result(reply: fk.Reply) -> tuple[int, bytes]:
 def test_every_ioctl_of_the_abi_has_a_handler_and_a_caller_rule() -> None:
     assert set(IOCTL_ROLES) == set(abi.IOCTLS)
     assert {s.name for s, role in IOCTL_ROLES.items() if role.caller_matters} == {
-        "ATTACH", "ATTACH_BUFFER", "DETACH_BUFFER", "SET_IPU_ID", "MASK_INTERRUPT", "UNMASK_INTERRUPT"}
+        "ATTACH", "ATTACH_BUFFER", "DETACH_BUFFER", "BUFFER_DETACH_ALL", "SET_IPU_ID", "MASK_INTERRUPT",
+        "UNMASK_INTERRUPT", "SET_SECONDARY_IPU_ID"}
 
 
 def test_attach_from_a_thread_attaches_its_process_and_signals_carry_the_id(rig: Rig) -> None:

@@ -36,6 +36,9 @@ COMMANDS = [
     ((op_word(0x123), 0, 0, 0, 0), (ERROR_MARKER, IcuError.UNKNOWN_OP, op_word(0x123), 0, 0)),
     ((0x00030000, 0, 0, 0, 0), (ERROR_MARKER, IcuError.BAD_FORMAT, 0x00030000, 0, 0)),
     ((op_word(Op.WRITE_UPGRADE_CHUNK), 1, 2, 3, 4), (ERROR_MARKER, IcuError.BAD_STATE, op_word(41), 0, 0)),
+    # the C600 runtime's ICU reset (osmarks/ipu-stack): low half 0x20e, the answer echoes the word
+    ((0x4078020E, 0, 0, 0, 0), (0x4078020E, 0, 0, 0, 0)),
+    ((0x0003020A, 0, 0, 0, 0), (ERROR_MARKER, IcuError.BAD_FORMAT, 0x0003020A, 0, 0)),
 ]
 
 
@@ -55,6 +58,13 @@ def test_reboot_has_no_answer_and_resets() -> None:
     assert i.handle((op_word(Op.READ_BOOT_STATUS), 0, 0, 0, 0)) == (op_word(17), 2, 1, 0, 0)
     assert i.handle((op_word(Op.CLEAR_STATUS), 0, 0, 0, 0)) == (op_word(20), 0, 0, 0, 0)
     assert i.handle((op_word(Op.READ_BOOT_STATUS), 0, 0, 0, 0))[1] == 0
+
+
+def test_an_icu_reset_drops_an_upgrade_in_progress() -> None:
+    unit, _ = icu()
+    unit.handle((op_word(Op.START_FIRMWARE_UPGRADE), 16, 0, 0, 0))
+    assert unit.handle((0x4078020E, 0, 0, 0, 0)) == (0x4078020E, 0, 0, 0, 0)
+    assert unit.upgrade is None and unit.boot_status == 1
 
 
 def test_firmware_upgrade_collects_the_image() -> None:

@@ -59,6 +59,15 @@ def test_identity_registers_say_where_the_windows_and_tile_registers_are() -> No
     assert (reg(other, "TILE_EXCHANGE_BASE"), reg(other, "TILE_TDI_BASE")) == (0, 0x30000)
 
 
+def test_tile_code_end_says_where_executable_memory_ends() -> None:
+    # The GC200 fetches code below 0x80000 only (its region 1 starts
+    # there), the GC2 from the first half of its SRAM.
+    assert reg(make(), "TILE_CODE_END") == 0x60000
+    for name in ("ipu2", "ipu21"):
+        ipu = Ipu(PROFILES[name], 0, {r: sparse(PROFILES[name].region_size(r)) for r in Region})
+        assert (reg(ipu, "TILE_MEM_BASE"), reg(ipu, "TILE_CODE_END")) == (0x4C000, 0x80000)
+
+
 def test_an_instruction_injected_by_pwrite_carries_a_register_out_through_dbg_data() -> None:
     ipu = make()
     write(ipu, 7, T.DBG_IOWNER, 1)  # an inactive worker takes injections (A114 hover/$DBG_IEXEC.md)

@@ -15,12 +15,14 @@
  * comments name those known clients use. */
 /* attach the calling process to the IPU: none: any argument is ignored and left as it is; also seen: _IOWR, size 8 */
 #define IPU_IOCTL_ATTACH _IOC(_IOC_NONE, IPU_IOCTL_TYPE, 10, 0)
-/* let the device read and write a buffer of the caller: struct ipufs_buffer; with 8 bytes: a u64 holding the struct's address, written back: the buffer's id; also seen: _IOWR, size 8 */
+/* let the device read and write a buffer of the caller: struct ipufs_buffer (its id written back); with 8 bytes (the real driver's BUFFER_ATTACH): a pointer to {u32 index; u32 size; u64 address}, the index the caller's choice; also seen: _IOWR, size 8 */
 #define IPU_IOCTL_ATTACH_BUFFER _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 11, 32)
-/* withdraw a buffer: u64: a buffer id from ATTACH_BUFFER (with size 0: the argument value); also seen: _IOWR, size 8 */
+/* withdraw a buffer: u64: a buffer id or index (with size 0: the argument value; under ipufs run, _IOWR size 8 with a value below 0x10000, the real driver's BUFFER_DETACH, is that value); also seen: _IOWR, size 8 */
 #define IPU_IOCTL_DETACH_BUFFER _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 12, 8)
 /* set the id sent back in si_int of every signal: the argument value itself: the id (an int); also seen: _IO, size 0 */
 #define IPU_IOCTL_SET_IPU_ID _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 14, 0)
+/* withdraw every buffer of the attachment (the real driver's BUFFER_DETACH_ALL): none */
+#define IPU_IOCTL_BUFFER_DETACH_ALL _IOC(_IOC_NONE, IPU_IOCTL_TYPE, 18, 0)
 /* mask interrupt sources (raised ones stay pending): u64: IPUFS_INT_* bits to mask (with size 0: the argument value); written back (_IOR, _IOWR): the mask in force; also seen: _IOW, size 8 */
 #define IPU_IOCTL_MASK_INTERRUPT _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 22, 8)
 /* unmask interrupt sources, delivering what is pending: u64: IPUFS_INT_* bits to unmask (with size 0: the argument value); written back (_IOR, _IOWR): the mask in force; also seen: _IOW, size 8 */
@@ -29,12 +31,22 @@
 #define IPU_IOCTL_MAILBOX_READ_ONLY _IOC(_IOC_READ, IPU_IOCTL_TYPE, 29, 20)
 /* send a request; its answer is queued and rings the doorbell: 5 x u32: an ICU request; also seen: _IOW, size 24 */
 #define IPU_IOCTL_MAILBOX_WRITE_ONLY _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 30, 20)
-/* send a request and get its answer at once (not queued, no doorbell): 5 x u32: an ICU request, replaced by its answer; also seen: _IOWR, size 24, _IOW, size 24 */
+/* send a request and get its answer at once (not queued, no doorbell): 5 x u32: an ICU request, replaced by its answer; with 8 bytes (the real driver's form): a pointer to {const u32 (*sent)[5]; u32 (*received)[5]}; also seen: _IOWR, size 24, _IOW, size 24, _IOWR, size 8 */
 #define IPU_IOCTL_MAILBOX_WRITE_READ _IOC(_IOC_READ | _IOC_WRITE, IPU_IOCTL_TYPE, 31, 20)
 /* where the rings are in the mailbox node: u64: request ring offset | response ring offset << 32; with 16 bytes: u32 request offset, request slots, response offset, response slots; also seen: _IOR, size 16 */
 #define IPU_IOCTL_MAILBOX_GET_OFFSETS _IOC(_IOC_READ, IPU_IOCTL_TYPE, 32, 8)
+/* stop counting errors and sampling utilisation: none */
+#define IPU_IOCTL_STOP_MONITORING _IOC(_IOC_NONE, IPU_IOCTL_TYPE, 34, 0)
+/* count errors and sample utilisation again: none */
+#define IPU_IOCTL_START_MONITORING _IOC(_IOC_NONE, IPU_IOCTL_TYPE, 35, 0)
+/* add the errors counted since the last call to the IPU's accumulated total: none */
+#define IPU_IOCTL_ACCUMULATE_ERRORS _IOC(_IOC_NONE, IPU_IOCTL_TYPE, 36, 0)
+/* make the host exchange table the identity (ipufs's always is: nothing changes): none */
+#define IPU_IOCTL_SET_HEXOPT_IDENTITY_TABLE _IOC(_IOC_NONE, IPU_IOCTL_TYPE, 44, 0)
 /* reset the IPU's device state; attachments stay: int, ignored (by value or by pointer); also seen: _IO, size 0 */
 #define IPU_IOCTL_RESET _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 45, 4)
+/* set the attachment's secondary IPU id: u32 (with size 0: the argument value; with 8 bytes, the real driver's form, the pointer is to a u32 and only its 4 bytes count); also seen: _IOW, size 8 */
+#define IPU_IOCTL_SET_SECONDARY_IPU_ID _IOC(_IOC_WRITE, IPU_IOCTL_TYPE, 47, 4)
 
 /* Real-time signals sent to the attached process; si_int is the IPU id
  * set with IPU_IOCTL_SET_IPU_ID (the IPU index until then). */
@@ -90,6 +102,7 @@ struct ipufs_buffer {
 #define IPU_REG_GROUP_SIZE 0x004C /* ro: IPUs taking part in GS2 with this one (its board) */
 #define IPU_REG_TILE_EXCHANGE_BASE 0x0050 /* ro: offset in ipuN_ex of tile 0's window; tile T's is at TILE_EXCHANGE_BASE + T * TILE_WINDOW */
 #define IPU_REG_TILE_TDI_BASE 0x0054 /* ro: offset in ipuN of tile 0's TDI registers; tile T's register R is at TILE_TDI_BASE + T * 0x40 + R * 4; 0: none (the TDI aperture only) */
+#define IPU_REG_TILE_CODE_END 0x0058 /* ro: first tile address past executable memory (region 0): code lies in TILE_MEM_BASE .. TILE_CODE_END */
 /* CONTROL: status of the whole device */
 #define IPU_REG_STATUS 0x0100 /* ro: bit 0 READY; bit 1 EXCEPTION (an exception is held); bit 2 LINK_DOWN; bit 3 ICU_UNRESPONSIVE */
 #define IPU_REG_ERROR_STATE 0x0104 /* ro: 0: no errors; else the cause of the held exception */
@@ -279,6 +292,7 @@ static inline int ipufs_tdi_errno_(int result)
 #define IPU_ICU_WRITE_UPGRADE_CHUNK 41
 #define IPU_ICU_COMPLETE_UPGRADE 42
 #define IPU_ICU_START_BOOTLOADER_UPGRADE 43
+#define IPU_ICU_RESET 120
 #define IPU_ICU_READ_TEMPERATURE 96
 #define IPU_ICU_READ_POWER 97
 #define IPU_ICU_READ_CLOCK 98

@@ -38,8 +38,8 @@ static inline int ipufs_register_(int config_fd, unsigned offset, uint32_t *valu
  *   -EXDEV    built for another architecture (e_flags) than this IPU's;
  *   -EFAULT   a segment outside populated tile memory
  *             (TILE_MEM_BASE .. + SRAM_PER_TILE);
- *   -EINVAL   code (PF_X) outside region 0 (the first half), or not
- *             4-byte aligned;
+ *   -EINVAL   code (PF_X) outside region 0 (TILE_MEM_BASE ..
+ *             TILE_CODE_END), or not 4-byte aligned;
  *   -ERANGE   a tile number past TILE_COUNT;
  * or pread/pwrite's errno. */
 static inline int ipufs_load_elf(int config_fd, int exchange_fd, const void *image, size_t size,
@@ -47,14 +47,15 @@ static inline int ipufs_load_elf(int config_fd, int exchange_fd, const void *ima
 {
     static const unsigned char zeros[4096];
     const unsigned char *e = (const unsigned char *)image;
-    uint32_t arch, count, sram, base, window, first;
+    uint32_t arch, count, sram, base, window, first, code_end;
     int err;
     if ((err = ipufs_register_(config_fd, IPU_REG_ARCH, &arch)) ||
         (err = ipufs_register_(config_fd, IPU_REG_TILE_COUNT, &count)) ||
         (err = ipufs_register_(config_fd, IPU_REG_SRAM_PER_TILE, &sram)) ||
         (err = ipufs_register_(config_fd, IPU_REG_TILE_MEM_BASE, &base)) ||
         (err = ipufs_register_(config_fd, IPU_REG_TILE_WINDOW, &window)) ||
-        (err = ipufs_register_(config_fd, IPU_REG_TILE_EXCHANGE_BASE, &first)))
+        (err = ipufs_register_(config_fd, IPU_REG_TILE_EXCHANGE_BASE, &first)) ||
+        (err = ipufs_register_(config_fd, IPU_REG_TILE_CODE_END, &code_end)))
         return err;
     if (size < 52 || memcmp(e, "ELF", 6) != 0 ||
         (e[18] | e[19] << 8) != IPUFS_EM_GRAPHCORE_IPU)
@@ -86,7 +87,7 @@ static inline int ipufs_load_elf(int config_fd, int exchange_fd, const void *ima
                     return -ENOEXEC;
                 if (vaddr < base || vaddr - base > sram || memsz > sram - (vaddr - base))
                     return -EFAULT;
-                if ((pflags & 1) && ((vaddr - base) + memsz > sram / 2 || vaddr % 4 != 0))
+                if ((pflags & 1) && (vaddr + memsz > code_end || vaddr % 4 != 0))
                     return -EINVAL;
                 continue;
             }
