@@ -412,6 +412,9 @@ def measure(smoke: bool) -> list[Row]:
     import execution_daemon  # benchmarks/execution_daemon.py
 
     rows += [Row(*r) for r in execution_daemon.rows(smoke)]
+    import exchange  # benchmarks/exchange.py
+
+    rows += [Row(*r) for r in exchange.rows(smoke)]
     return rows
 
 

@@ -247,6 +247,7 @@ class ExceptionCause(enum.IntEnum):
     NOT_EXECUTABLE = 11  # a tile ran an instruction ipufs does not execute (docs/execution.md lists them)
     INVALID_PC = 12  # a tile fetched from a misaligned PC, outside region 0, or a misaligned bundle
     FLOATING_POINT = 13  # a tile's floating-point exception enabled in $FP_CTL (INV, DIV0, OFLO)
+    EXCHANGE = 14  # a tile's exchange failed: a receive error (CTXT_STS.ERERR), a bad configuration, a send's clash
 
 
 STATUS_READY = 1 << 0

@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+from numpy.typing import NDArray
+
 from ipufs.model.memory import BarMemory
 from ipufs.model.profile import Profile
 
@@ -122,6 +125,20 @@ class TileMemory:
         self.exchange.write(self._exchange_offset(tile, offset), data)
         for word in range(offset - offset % WORD, offset + len(data), WORD):
             self.bad_parity.discard((tile, word))
+
+    def read_words(self, tile: int, address: int, count: int) -> NDArray[np.uint32]:
+        """``count`` words from ``address`` on (a send's source: 4-byte
+        aligned, within memory), as a copy."""
+        start = self._exchange_offset(tile, self.locate(address).offset) >> 2
+        return self.exchange.words[start:start + count].copy()
+
+    def write_words(self, tile: int, address: int, words: NDArray[np.uint32]) -> None:
+        """Words stored from ``address`` on (the exchange's incoming
+        stores: 4-byte aligned, within memory); parity marks there go."""
+        offset = self.locate(address).offset
+        self.exchange.write(self._exchange_offset(tile, offset), words.tobytes())
+        if self.bad_parity:
+            self.bad_parity -= {(tile, w) for w in range(offset - offset % WORD, offset + 4 * len(words), WORD)}
 
     def bad_word(self, tile: int, address: int, width: int) -> bool:
         """Whether a load of ``width`` at ``address`` reads a word marked

@@ -533,7 +533,11 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
         set(m, o[0], next);
         next = o[1] & 0x1FFFFFu;  /* the field's bit 19 is ignored */
         break;
-    case F_DELAY: f[IPUFS_X_DELAY] = o[0]; break;
+    case F_DELAY:  /* an exchange instruction: o[0] + 1 events (exchange.py) */
+        f[IPUFS_X_DELAY] = o[0];
+        if (!w->ctx)
+            w->t[IPUFS_X_EVENTS] += (int64_t)o[0] + 1;
+        break;
     case F_RPTM: case F_RPTI: {  /* control.py _rpt */
         uint32_t count = h->form == F_RPTM ? m[o[0]] & 0xFFF : o[0];
         int64_t first = next, end = first + 8 * ((int64_t)o[1] + 1);
@@ -743,12 +747,21 @@ static inline int release_local(int64_t *fields, uint32_t count)
     return 1;
 }
 
+/* Whether the tile stands still: its supervisor waits at an internal sync,
+ * for the syncs `sans` armed, or for another tile's exchange word. */
+static inline int still(const int64_t *fields)
+{
+    int64_t wait = fields[IPUFS_X_WAIT];
+    return fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE
+        && (wait == IPUFS_X_WAIT_INTERNAL || wait == IPUFS_X_WAIT_EXCHANGE || wait == IPUFS_X_WAIT_ANS);
+}
+
 /* The contexts that can take a turn (TileState.next_runnable's test), as
- * bits: none while the supervisor waits at an internal sync. */
+ * bits: none while the tile stands still. */
 static inline uint32_t runnable(const int64_t *fields, uint32_t count)
 {
     uint32_t ready = 0;
-    if (fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_INTERNAL)
+    if (still(fields))
         return 0;
     for (uint32_t c = 0; c < count; c++) {
         const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
@@ -824,13 +837,13 @@ int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, 
     for (int32_t i = 0; i < n; i++) {
         const int64_t *fields = x->contexts + (uint64_t)order[i] * x->count * IPUFS_X_CONTEXT_FIELDS;
         int active = 0, workers = 0;
-        int still = fields[IPUFS_X_STATUS] == IPUFS_X_ACTIVE && fields[IPUFS_X_WAIT] == IPUFS_X_WAIT_INTERNAL;
+        int standing = still(fields);
         for (uint32_t c = 0; c < x->count; c++) {
             const int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
             if (f[IPUFS_X_STATUS] == IPUFS_X_ACTIVE) {
                 active = 1;
                 workers += c > 0;
-                counts[IPUFS_X_RUNNABLE] += f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE && !still;
+                counts[IPUFS_X_RUNNABLE] += f[IPUFS_X_WAIT] == IPUFS_X_WAIT_NONE && !standing;
             }
         }
         /* A supervisor at a local sync whose workers have all ended goes on

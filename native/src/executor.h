@@ -30,6 +30,7 @@ enum {
     IPUFS_X_INSTRUCTIONS = 2,  /* instructions retired */
     IPUFS_X_LINK = 3,          /* $SSR.LC: the Boolean the workers' exits hand over */
     IPUFS_X_COUNT_OFFSET = 4,  /* what puts to $SCOUNT_L/U moved the clock by */
+    IPUFS_X_EVENTS = 5,        /* exchange events the supervisor took since its last sync (delay...) */
     IPUFS_X_TILE_FIELDS = 8,
     IPUFS_X_REGISTERS = 32,    /* $m0..$m15, then $a0..$a15 */
     /* per context, IPUFS_X_CSRS uint32 each: lower-space CSR i at i
@@ -45,6 +46,8 @@ enum {
     IPUFS_X_WAIT_WORKERS = 1,
     IPUFS_X_WAIT_INTERNAL = 2,
     IPUFS_X_WAIT_EXTERNAL = 3,
+    IPUFS_X_WAIT_EXCHANGE = 4,  /* for a word another tile has yet to send (Python settles it) */
+    IPUFS_X_WAIT_ANS = 5,       /* sync 1: for the syncs `sans` armed to pass */
     /* what ipufs_x_scan counts */
     IPUFS_X_RUNNABLE = 0,   /* contexts that can take a turn (a local sync whose workers ended included) */
     IPUFS_X_MEMBERS = 1,    /* active supervisors of tiles that stay running */

@@ -38,7 +38,7 @@ _OUTSIDE_ETYPES: dict[int, Etype] = {
     ExceptionCause.INVALID_ADDRESS: Etype.INVALID_ADDR, ExceptionCause.INVALID_INSTRUCTION: Etype.INVALID_INSTR,
     ExceptionCause.SYNC: Etype.EXERR, ExceptionCause.BREAKPOINT: Etype.RBRK,
     ExceptionCause.NOT_EXECUTABLE: Etype.INVALID_INSTR, ExceptionCause.INVALID_PC: Etype.INVALID_PC,
-    ExceptionCause.FLOATING_POINT: Etype.FP,
+    ExceptionCause.FLOATING_POINT: Etype.FP, ExceptionCause.EXCHANGE: Etype.EXERR,
 }
 
 Read = Callable[["DebugUnit", int, int], int]

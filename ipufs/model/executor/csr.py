@@ -2,9 +2,10 @@
 # on the lower space, uget/uput on a worker's upper space). Numbers and
 # fields: Graphcore's LLVM MC tests (csrs_ipu*.s) and the IPU1 constants of
 # Saghetti0/graphcore-ipu-research, as ipufs/model/isa/csrs.py names them.
-# Side effects where documented (A hover/$<name>.md); CSRs whose effect is
-# the exchange or the accumulators hold what is written and do nothing
-# else (the instructions that would use them are not executed). An index
+# Side effects where documented (A hover/$<name>.md); a put to the
+# exchange's multiplexer and format acts through exchange.py; the other
+# exchange CSRs hold what is written, and the exchange keeps them; the
+# accumulators' hold what is written and do nothing else. An index
 # the context does not have, or a write to a register ipufs keeps
 # read-only, faults (ETYPE INVALID_OP: ours; R names the cause INVALID_CSR).
 from __future__ import annotations
@@ -29,6 +30,8 @@ PC, SR, TILE_ID, DBG_DATA, DBG_BRK_ID, CTXT_STS = 0x00, 0x01, 0x03, 0x70, 0x71, 
 CR, WORKER0_BASE, SCOUNT_L, SCOUNT_U = 0x02, 0x21, 0x60, 0x61
 #: the exchange CSRs the TDI mirrors (the C600's INCOMING_DCOUNT, EXCHANGE_CONTROL)
 INCOMING_DCOUNT, EXCHANGE_CTL = 0xA6, 0xA9
+#: the exchange CSRs a put to acts (exchange.py), and the armed syncs' count (`sans`)
+INCOMING_MUX, INCOMING_MUXPAIR, INCOMING_FORMAT, ANS_DCOUNT = 0xA0, 0xA1, 0xA3, 0xAA
 VERTEX_BASE, WORKER_BASE, REPEAT_COUNT, REPEAT_FIRST, REPEAT_END = 0x02, 0x03, 0x04, 0x05, 0x06
 FP_STS, FP_CLR, FP_CTL, PRNG_0_0, PRNG_SEED = 0, 1, 2, 3, 7
 CR_LC_CLR, CR_LC_SET = 1 << 0, 1 << 1
@@ -110,6 +113,8 @@ def write(ex: Machine, t: TileState, c: Context, index: int, value: int) -> None
             count = (count & ~MASK) | value if index == SCOUNT_L else (count & MASK) | value << 32
             t.count_offset = count - t.turns
             return
+        if index in _EXCHANGE_PUTS and ex.exchange.put(t, c, index, value):
+            return
         if index in BREAK_CSRS:
             if index == DBRK_CTL and value & (DBRK_SIC | DBRK_MDNR):
                 raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc,
@@ -153,7 +158,8 @@ _WORKER_GETS = {PC: "pc", SR: "wsr", WORKER_BASE: "worker_base", SCOUNT_L: "coun
                 DBG_DATA: "python"}
 #: puts with an effect beyond holding the value (or the debug registers, whose
 #: breakpoints act): Python's
-_SUPERVISOR_PUTS_PYTHON = frozenset({DBG_DATA, CR, SCOUNT_L, SCOUNT_U, *range(0x73, 0xA0)})
+_EXCHANGE_PUTS = frozenset({INCOMING_MUX, INCOMING_MUXPAIR, INCOMING_FORMAT})
+_SUPERVISOR_PUTS_PYTHON = frozenset({DBG_DATA, CR, SCOUNT_L, SCOUNT_U, *range(0x73, 0xA0), *_EXCHANGE_PUTS})
 _WORKER_PUTS_PYTHON = frozenset({DBG_DATA})
 
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from ipufs.abi.registers import ExceptionCause
 from ipufs.model.executor import csr, native
 from ipufs.model.executor.access import TileAccess
+from ipufs.model.executor.exchange import Exchange
 from ipufs.model.executor.ports import Machine, TileBreaks
 from ipufs.model.executor.rule import Rule
 from ipufs.model.executor.semantics import SEMANTICS, why_not
@@ -43,12 +44,16 @@ class Interpreter:
     """Takes the turns of one IPU's tiles on the Python path, for
     ``machine``, whose faults ``fault`` raises."""
 
-    def __init__(self, arch: Arch, access: TileAccess, machine: Machine, syncs: Syncs, fault: Fault) -> None:
+    def __init__(self, arch: Arch, access: TileAccess, machine: Machine, syncs: Syncs, exchange: Exchange,
+                 fault: Fault) -> None:
         self.decoder = Decoder.of(arch)
         self.access = access
         self.machine = machine
         self.syncs = syncs
+        self.exchange = exchange
         self.fault = fault
+        #: a supervisor that branches to 0 halts (where 0 is no code: every bounded profile)
+        self._zero_halts = not access.executable(0)
         #: tile -> its breakpoints, for tiles where some break is enabled (the debug unit's)
         self.breaks: dict[int, TileBreaks] = {}
         self.retired = 0  # instructions retired on this path since reset
@@ -68,9 +73,13 @@ class Interpreter:
         return n
 
     def turn(self, t: TileState, c: Context) -> None:
-        """One turn of context ``c`` of ``t``."""
-        t.fields[native.TURNS] += 1  # the arrays in place: this runs per turn
+        """One turn of context ``c`` of ``t`` (none if the tile must stand
+        still for an exchange word another tile has yet to send)."""
         f = c.fields
+        if f[native.BREAK] and not f[native.DELAY] and t.tile in self.exchange.python \
+                and not self.exchange.ready(t, c):
+            return
+        t.fields[native.TURNS] += 1  # the arrays in place: this runs per turn
         if f[native.DELAY]:
             f[native.DELAY] -= 1
             return
@@ -109,11 +118,20 @@ class Interpreter:
             access.watch = None
         if c.doomed:  # A hover/runall.md: it raises an exception as this instruction retires
             c.doomed = False
-            c.fields[native.BREAK] = b is not None and b.applies(c.number)
+            c.fields[native.BREAK] = b is not None and b.applies(c.number) or t.tile in self.exchange.python
             raise TileFault(Etype.INVALID_OP, ExceptionCause.INVALID_OPERATION, pc,
                             f"runall while this worker was active (exception at 0x{pc:x} as it retired)")
         if b is not None and c.status is Status.ACTIVE and b.retirement(c):
             c.retired_break = True
+
+    def rewatch(self, t: TileState) -> None:
+        """Whether each context's turns go to the Python path (BREAK): a
+        break applies to it, runall doomed it, or the exchange resolves
+        its tile before each instruction."""
+        b = self.breaks.get(t.tile)
+        held = t.tile in self.exchange.python
+        for c in t.contexts:
+            c.fields[native.BREAK] = held or c.doomed or b is not None and b.applies(c.number)
 
     def _is_sync(self, t: TileState, pc: int) -> bool:
         decoded = self.decode(t, pc)
@@ -143,6 +161,8 @@ class Interpreter:
         pair = self.decoder.decode_bundle(key)
         if isinstance(pair, str):
             return pair
+        if isinstance(pair, Instruction):  # one instruction of two words (sendpicp)
+            return pair, SEMANTICS.get(pair.row.variant), _who(pair)
         return (pair, SEMANTICS.get(pair.main.row.variant), SEMANTICS.get(pair.aux.row.variant),
                 _who(pair.main) & _who(pair.aux))
 
@@ -188,11 +208,22 @@ class Interpreter:
             raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc, why_not(inst.mnemonic))
         return rule
 
+    def halt(self, t: TileState, c: Context) -> None:
+        """The supervisor branched to address 0: it stops, inactive, as a
+        C600's runtime ends its program (ours: osmarks/ipu-stack's
+        hardware test sees such a supervisor inactive; docs/execution.md)."""
+        self.syncs.leaves(t)
+        c.stop()
+        self.machine.event(t, "exit", 0, 0, "branched to 0: halted")
+
     def issue(self, t: TileState, c: Context) -> int:
         """Issue ``c``'s next instruction or bundle; returns how many
         instructions retired (raises TileFault)."""
         f = c.fields
         pc = f[native.PC]
+        if not pc and not c.number and self._zero_halts:
+            self.halt(t, c)
+            return 0
         if pc % 4:
             raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, pc, f"PC 0x{pc:x} is not 4-byte aligned")
         decoded = self.decode(t, pc)
@@ -206,7 +237,7 @@ class Interpreter:
                 raise TileFault(Etype.INVALID_INSTR, ExceptionCause.INVALID_INSTRUCTION, pc,
                                 f"{inst.mnemonic}: a solo instruction in an rpt body")
             rule = self._check(c, inst, rule, who)
-            c.next_pc = pc + 4
+            c.next_pc = pc + inst.row.size
             rule.handler(machine, t, c, inst.operands)
             retired = 1
         else:

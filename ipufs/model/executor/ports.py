@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from ipufs.model.executor.exchange import Exchange
     from ipufs.model.executor.state import Context, TileState
     from ipufs.model.isa import Arch
 
@@ -18,11 +19,14 @@ Watch = tuple[int, int, bool, bool]
 
 class Machine(Protocol):
     """What a semantic rule uses: tile memory, launching workers, events,
-    $DBG_DATA and the breakpoint CSRs' effect."""
+    $DBG_DATA, the breakpoint CSRs' effect, the exchange and the syncs
+    `sans` arms."""
 
     arch: Arch
     #: where tile memory starts (a `run` vertex base is relative to it)
     memory_base: int
+    #: the exchange between the IPU's tiles (exchange.py)
+    exchange: Exchange
 
     def load(self, t: TileState, address: int, width: int) -> int:
         """``width`` bytes at tile address ``address``, little-endian
@@ -50,6 +54,9 @@ class Machine(Protocol):
 
     def breaks_changed(self, tile: int) -> None:
         """A breakpoint CSR of ``tile``'s supervisor was written."""
+
+    def arm(self, t: TileState, syncs: int) -> None:
+        """`sans`: ``t`` takes part in the IPU's next ``syncs`` syncs without waiting at them."""
 
 
 class Device(Protocol):

@@ -19,6 +19,8 @@ from typing import Any
 from ipufs.abi.registers import ExceptionCause
 from ipufs.model.executor import csr, native, system
 from ipufs.model.executor.access import TileAccess
+from ipufs.model.executor.delivery import NEUTRAL
+from ipufs.model.executor.exchange import Exchange
 from ipufs.model.executor.interpreter import Interpreter
 from ipufs.model.executor.ports import Debugger, Device
 from ipufs.model.executor.state import (
@@ -68,11 +70,14 @@ class Execution:
         self.states: dict[int, TileState] = {}
         #: tiles with an active context (a tile that stopped leaves at the next settle)
         self.running = native.RunningTiles()
-        self.syncs = Syncs(self.arrays, self.running, device, debugger)
+        self.exchange = Exchange(profile, tiles, self.arrays, self.running, self.state, self.fault,
+                                 lambda t: self.interpreter.rewatch(t))
+        self.syncs = Syncs(self.arrays, self.running, device, debugger, self.exchange)
+        self.arm = self.syncs.arm  # `sans` (ports.Machine)
         self.access = TileAccess(tiles)
         self.load, self.store = self.access.load, self.access.store  # a rule's memory (ports.Machine)
         self.executable, self.require_region1 = self.access.executable, self.access.require_region1
-        self.interpreter = Interpreter(self.arch, self.access, self, self.syncs, self.fault)
+        self.interpreter = Interpreter(self.arch, self.access, self, self.syncs, self.exchange, self.fault)
         self.events: deque[Event] = deque(maxlen=_MAX_EVENTS)
         self._native_retired = 0  # instructions the native loop retired since reset
         #: called when there is work (the daemon wakes its runner): an
@@ -90,6 +95,7 @@ class Execution:
             t = self.states[tile] = TileState(tile, self.workers, a.registers[tile], a.fields[tile], a.counters[tile],
                                               a.csrs[tile])
             t.supervisor.csrs[csr.TILE_ID] = self.tile_ids[tile]
+            t.supervisor.csrs[csr.INCOMING_MUX] = NEUTRAL  # receiving nothing (ours: the reset is not public)
         return t
 
     def reset(self) -> None:
@@ -103,6 +109,7 @@ class Execution:
         self.events.clear()
         self.interpreter.breaks.clear()
         self.syncs.reset()
+        self.exchange.reset()
         self.interpreter.retired = self._native_retired = 0
         self._cursor = 0  # tiles are served from the first again, as on a new IPU
 
@@ -178,6 +185,7 @@ class Execution:
         s = t.supervisor
         s.pc = entry
         s.status = Status.ACTIVE
+        self.exchange.start(t)
         self.debugger.named.discard(tile)  # running: a member as such
         self.debugger.changed.add(tile)
         self.activate(t)
@@ -248,7 +256,7 @@ class Execution:
         if not self.running:
             return False
         counts = self._the_loop().scan(self.running.order())[1]
-        return counts[native.RUNNABLE] > 0 or self.syncs.internal_due(counts)
+        return counts[native.RUNNABLE] > 0 or self.syncs.internal_due(counts) or bool(self.exchange.waiting)
 
     def native_on(self) -> bool:
         """Whether turns run in the native loop (Execution.native, else
@@ -278,14 +286,20 @@ class Execution:
             self._loop.stop_when(flag)
 
     def _settle(self) -> bool:
-        """Drop tiles that stopped; complete syncs every member has
-        reached. Returns whether a context was released."""
+        """Drop tiles that stopped; complete syncs every member has reached;
+        release receivers whose senders caught up; once every tile stopped,
+        land the last words. Returns whether a context was released."""
         if not self.running:
             return False
         stopped, counts = self._the_loop().scan(self.running.order())  # one look, in the arrays
         for tile in stopped:
             self.running.discard(tile)
-        return self.syncs.settle(counts, self.states, self._sync_refused)
+        exchange = self.exchange
+        if not self.running:
+            exchange.end_phase([])
+            return False
+        released = self.syncs.settle(counts, self.states, self._sync_refused)
+        return exchange.settle() or released
 
     def _sync_refused(self, zone: int, tiles: list[int]) -> None:
         for tile in tiles:

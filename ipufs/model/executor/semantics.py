@@ -6,18 +6,17 @@
 # so that docs and messages can say which reason applies.
 from __future__ import annotations
 
-from ipufs.model.executor import alu, control, fp, memory_ops, native, system
+from ipufs.model.executor import alu, control, exchange_ops, fp, memory_ops, native, system
 from ipufs.model.executor.rule import Rule
 
-SEMANTICS: dict[str, Rule] = {**alu.RULES, **memory_ops.RULES, **control.RULES, **system.RULES, **fp.RULES}
+SEMANTICS: dict[str, Rule] = {**alu.RULES, **memory_ops.RULES, **control.RULES, **system.RULES, **fp.RULES,
+                              **exchange_ops.RULES}
 for _rule in SEMANTICS.values():
     if _rule.native:
         native.code(_rule.native)  # a form or kind the C loop lacks fails here, when the tables load
 
 #: mnemonic prefixes or names whose behaviour is not public (docs/execution.md)
 NOT_PUBLIC: dict[str, str] = {
-    "send": "exchange packets are not public",
-    "sans": "exchange syncs are not public",
     "amp": "the accumulator unit (AMP) is not public",
     "slic": "the accumulator unit (SLIC) is not public",
     "acc": "the accumulators are not public",

@@ -15,8 +15,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ipufs.model.executor.native import (
-    CONTEXT_FIELDS, COUNT_OFFSET, CSRS, DELAY, EXIT, INSTRUCTIONS, LINK, PC, REGISTERS, REPEAT, REPEAT_END,
-    REPEAT_FIRST, REPEAT_LEFT, STATUS, TILE_FIELDS, TURN, TURNS, UPPER, WAIT, WAIT_INTERNAL, WAIT_NONE, WAIT_WORKERS,
+    CONTEXT_FIELDS, COUNT_OFFSET, CSRS, DELAY, EVENTS, EXIT, INSTRUCTIONS, LINK, PC, REGISTERS, REPEAT, REPEAT_END,
+    REPEAT_FIRST, REPEAT_LEFT, STATUS, TILE_FIELDS, TURN, TURNS, UPPER, WAIT, WAIT_ANS, WAIT_EXCHANGE, WAIT_INTERNAL,
+    WAIT_NONE, WAIT_WORKERS,
 )
 
 MASK = 0xFFFFFFFF
@@ -81,12 +82,17 @@ class Wait(enum.Enum):
     WORKERS = "workers"  # sync 2 (LOCAL): until every worker is inactive
     INTERNAL = "internal"  # sync 3: until every running tile of the IPU arrives
     EXTERNAL = "external"  # sync 4..7, 12..15: until the IPU's host sync completes
+    EXCHANGE = "exchange"  # for a word another tile has yet to send (exchange.py; the tile stands still)
+    ANS = "ans"  # sync 1: until the syncs `sans` armed have passed (the tile stands still)
 
 
 #: the codes the arrays hold (native.py: the C loop knows NONE and WORKERS)
-_WAITS = (Wait.NONE, Wait.WORKERS, Wait.INTERNAL, Wait.EXTERNAL)
+_WAITS = (Wait.NONE, Wait.WORKERS, Wait.INTERNAL, Wait.EXTERNAL, Wait.EXCHANGE, Wait.ANS)
 WAIT_CODES = {w: i for i, w in enumerate(_WAITS)}
 assert WAIT_CODES[Wait.NONE] == WAIT_NONE and WAIT_CODES[Wait.WORKERS] == WAIT_WORKERS
+assert WAIT_CODES[Wait.EXCHANGE] == WAIT_EXCHANGE and WAIT_CODES[Wait.ANS] == WAIT_ANS
+#: waits during which the whole tile stands still (no context takes turns)
+_STILL = frozenset({WAIT_INTERNAL, WAIT_EXCHANGE, WAIT_ANS})
 _STATUSES = tuple(Status)
 
 
@@ -270,6 +276,7 @@ class TileState:
     instructions = _Field(INSTRUCTIONS)  # instructions retired (a bundle counts two)
     link = _Field(LINK)  # $SSR.LC: the Boolean the workers' exits hand over (docs/execution.md)
     count_offset = _Field(COUNT_OFFSET)  # what puts to $SCOUNT_L/U moved the clock by
+    events = _Field(EVENTS)  # the supervisor's exchange events since the tile's last sync (exchange.py)
 
     @property
     def supervisor(self) -> Context:
@@ -290,9 +297,9 @@ class TileState:
         """The context whose turn it is, skipping those that cannot run;
         none while the supervisor waits at an internal sync (the tile
         stands still until every member has arrived: docs/execution.md,
-        "Timing")."""
+        "Timing"), for its armed syncs (`sync 1`) or for an exchange word."""
         contexts = self.contexts
-        if contexts[0].fields[WAIT] == WAIT_INTERNAL:
+        if contexts[0].fields[WAIT] in _STILL and contexts[0].fields[STATUS] == _ACTIVE:
             return None
         n = len(contexts)
         counters = self.fields

@@ -1,6 +1,6 @@
 # Semantics of system instructions: starting and ending workers (run,
 # runall, exitz/exitnz/exitneg/exitpos), CSR access (get, put, uget, uput),
-# sync, delay and trap. Sources per rule; what the public record leaves
+# sync and trap (delay is an exchange instruction: exchange_ops.py). Sources per rule; what the public record leaves
 # open (which free worker `run` takes, what an exit status does) is
 # ipufs's own choice, stated in docs/execution.md.
 from __future__ import annotations
@@ -93,10 +93,13 @@ def _uput(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
 
 def _sync(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     zone = o[0]
-    if zone in (Zone.RECV, Zone.ANS):
+    if zone == Zone.RECV:
         raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc,
-                        f"sync {zone}: exchange syncs (RECV, ANS) are not public")
-    if zone == Zone.LOCAL:
+                        "sync 0 waits for words from the host (host exchange), which ipufs does not model")
+    if zone == Zone.ANS:  # until the syncs `sans` armed have passed (none armed: at once)
+        if c.csrs[csr.ANS_DCOUNT]:
+            c.wait = Wait.ANS
+    elif zone == Zone.LOCAL:
         c.wait = Wait.WORKERS
     elif zone == Zone.INTERNAL:
         c.wait = Wait.INTERNAL
@@ -111,10 +114,6 @@ def _sync(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
 def synced(ex: Machine, t: TileState, context: int, pc: int, zone: int) -> None:
     """The trace's event of a sync (the native loop's too)."""
     ex.event(t, "sync", context, pc, f"zone {zone}")
-
-
-def _delay(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
-    c.delay = o[0]
 
 
 def _trap(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
@@ -138,8 +137,8 @@ RULES: dict[str, Rule] = {
     "uget_aaan_zi": Rule(_uget, A.format("uget"), "uget"),
     "uput_aaan_zi": Rule(_uput, A.format("uput"), "uput"),
     "sync_mmmn_zi": Rule(_sync, "R docs/sync zones.md (zones); LOCAL waits for the workers: inferred from R's "
-                        "boot loader (runall then sync 2)", "sync"),  # native: LOCAL and INTERNAL
-    "delay_mmmn_zi": Rule(_delay, "S (encoding); a stall of N turns of the context: ours", "delay"),
+                        "boot loader (runall then sync 2); ANS waits for the armed syncs: inferred",
+                        "sync"),  # native: LOCAL and INTERNAL
     "trap_mmmn_zi": Rule(_trap, A.format("trap") + " (patched breakpoint; R's PBRK0 and PBRK1: the immediate "
                          "picks one, inferred; above 1 not public)"),
 }

@@ -141,7 +141,14 @@ class Assembler:
             if address % 4:
                 raise SyntaxProblem(f"instruction at {address:#x} is not 4-byte aligned")
             row, values = syntax.read(st.body[0], scope, lenient)
-            out.append(encode_row(row, values))
+            word = encode_row(row, values)
+            if row.wide:
+                if address % 8:
+                    raise SyntaxProblem(f"{row.mnemonic} at {address:#x} is not 8-byte aligned (put .align 8 "
+                                        f"before it): it is one instruction of two words")
+                out += [word & 0xFFFFFFFF, word >> 32]
+            else:
+                out.append(word)
             held = [(row, values)]
         elif st.kind == "bundle":
             held = [syntax.read(t, scope, lenient) for t in st.body]

@@ -2,8 +2,9 @@
 # word's top byte (co-issue flag and primary opcode) to the few rows that
 # can match it, then mask/value and the operand fields. Bit 31 marks the
 # two halves of a co-issued pair (Graphcore's LLVM disassembler reads the
-# next word when it is set; its assembler sets it on both); pair rules:
-# docs/isa.md, "Bundles".
+# next word when it is set; its assembler sets it on both), except in the
+# first word of a two-word instruction (sendpicp, Row.wide), whose second
+# word holds operands; pair rules: docs/isa.md, "Bundles".
 from __future__ import annotations
 
 import functools
@@ -90,8 +91,10 @@ class Decoder:
 
     def decode(self, word: int) -> Instruction | None:
         """The instruction ``word`` encodes, or None if it is not one (no
-        row matches, or a register field is no valid encoding)."""
-        for row in self._by_top[word >> 24]:
+        row matches, or a register field is no valid encoding). A two-word
+        instruction's second word is bits 63..32 of ``word`` (zero if
+        they are not given)."""
+        for row in self._by_top[(word >> 24) & 0xFF]:
             if word & row.mask == row.value:
                 values = []
                 for op in row.operands:
@@ -99,8 +102,13 @@ class Decoder:
                     if v is None:
                         return None
                     values.append(v)
-                return Instruction(row, tuple(values), bool(word & COISSUE_BIT))
+                return Instruction(row, tuple(values), bool(word & COISSUE_BIT) and row.co_issuable)
         return None
+
+    def wide(self, word: int) -> bool:
+        """Whether ``word`` begins a two-word instruction (sendpicp)."""
+        inst = self.decode(word & 0xFFFFFFFF) if word & COISSUE_BIT else None
+        return inst is not None and inst.row.wide
 
     def decode_pair(self, first: int, second: int) -> Bundle | str:
         """A bundle from two words, or why they are none."""
@@ -110,9 +118,14 @@ class Decoder:
         problem = pairing_problem(a, b)
         return problem if problem else Bundle(a, b)
 
-    def decode_bundle(self, value: int) -> Bundle | str:
+    def decode_bundle(self, value: int) -> Bundle | Instruction | str:
         """A bundle from a 64-bit little-endian pair (the first word in the
-        low half, as it lies at the lower address), or why it is none."""
+        low half, as it lies at the lower address), or the two-word
+        instruction they make, or why they are neither."""
+        if self.wide(value):
+            inst = self.decode(value)
+            assert inst is not None, "a two-word instruction's second word is operands only"
+            return inst
         return self.decode_pair(value & 0xFFFFFFFF, value >> 32 & 0xFFFFFFFF)
 
     def classify(self, words: npt.NDArray[np.uint32]) -> npt.NDArray[np.int16]:

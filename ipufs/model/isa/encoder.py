@@ -10,7 +10,8 @@ from ipufs.model.isa.table import COISSUE_BIT, Row
 
 
 def encode_row(row: Row, operands: tuple[int, ...] | list[int], coissue: bool = False) -> int:
-    """The word of ``row`` with these operand values (assembly order);
+    """The word of ``row`` with these operand values (assembly order): a
+    64-bit value, first word low, for a two-word row (Row.wide);
     EncodingError when a value does not fit or the row may not co-issue."""
     if len(operands) != len(row.operands):
         raise EncodingError(f"{row.mnemonic} takes {len(row.operands)} operands, not {len(operands)}")
@@ -23,7 +24,7 @@ def encode_row(row: Row, operands: tuple[int, ...] | list[int], coissue: bool = 
 
 
 def encode(instruction: Instruction) -> int:
-    """The word of one instruction."""
+    """The word of one instruction (both words of a two-word one)."""
     return encode_row(instruction.row, instruction.operands, instruction.coissue)
 
 

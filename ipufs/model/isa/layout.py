@@ -1,6 +1,6 @@
 # The assembler's first pass: source items (source.py) to statements laid
 # out in sections, so that each label's offset is known before anything is
-# encoded (every instruction is one 32-bit word, a bundle two). It keeps
+# encoded (an instruction is one 32-bit word, sendpicp and a bundle two). It keeps
 # the symbols `.set` defines with the statement each was set before, runs
 # the conditional directives, numbers `1:` local labels, expands `ldconst`,
 # and bounds every size by the largest tile memory. Directives: docs/isa.md.
@@ -11,8 +11,12 @@ from dataclasses import dataclass, field
 
 from ipufs.model.isa.directives import Flags, SectionSpec, data_directive, parse_section
 from ipufs.model.isa.expressions import Expr, ExpressionProblem, evaluate, parse
+from ipufs.model.isa.rows import ROWS
 from ipufs.model.isa.source import Item, items
 from ipufs.model.isa.syntax import SyntaxProblem, split_operands
+
+#: the mnemonics of two-word instructions (Row.wide)
+_WIDE = frozenset(r.mnemonic for r in ROWS if r.wide)
 
 _LOCAL_REF = re.compile(r"\b(\d+)([fb])\b")
 _ASSIGN = re.compile(r"([A-Za-z_.$][\w.$]*)\s*=\s*(.+)")
@@ -164,7 +168,7 @@ class Layout:
         elif text.split()[0].lower() == "ldconst":
             self._ldconst(line, text)
         else:
-            self._emit(line, "inst", (self._localised(text),), 4)
+            self._emit(line, "inst", (self._localised(text),), 8 if text.split()[0].lower() in _WIDE else 4)
 
     # -- directives -------------------------------------------------------
     def _directive(self, line: int, text: str) -> None:

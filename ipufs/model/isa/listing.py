@@ -13,7 +13,7 @@ from itertools import islice
 from dataclasses import dataclass, field
 
 from ipufs.model.isa.bundles import bundle_problems
-from ipufs.model.isa.decoder import Decoder, pairing_problem
+from ipufs.model.isa.decoder import Decoder, Instruction, pairing_problem
 from ipufs.model.isa.syntax import Syntax
 from ipufs.model.isa.table import COISSUE_BIT, Group
 
@@ -85,7 +85,9 @@ class Lister:
         """(address, word, kind, text) per word from word ``start`` to
         ``stop`` (a pair that begins before ``stop`` is finished; ``resume``
         then says where the next word is): kind is "one", "first",
-        "second" or "data"; text None when not an instruction."""
+        "second" (a bundle's halves), "wide", "payload" (a two-word
+        instruction and its second word) or "data"; text None when not an
+        instruction."""
         data, base = chunk.data, chunk.address
         n = len(data) // 4
         words = memoryview(data)[: n * 4].cast("I") if n else memoryview(b"").cast("I")
@@ -93,6 +95,16 @@ class Lister:
         i = start
         while i < end:
             address, word = base + 4 * i, words[i]
+            if chunk.code and word & COISSUE_BIT and i + 1 < n and self.decoder.wide(word):
+                if address % 8:
+                    self.undecodable += 1
+                    yield address, word, "data", "a two-word instruction must start 8-byte aligned"
+                    i += 1
+                    continue
+                yield address, word, "wide", self._word_text(word | words[i + 1] << 32)
+                yield address + 4, words[i + 1], "payload", None
+                i += 2
+                continue
             if chunk.code and word & COISSUE_BIT and i + 1 < n:
                 pair = self._pair(address, word, words[i + 1])
                 if isinstance(pair, tuple):
@@ -192,6 +204,8 @@ class Lister:
                 body = f"{{ {text}"
             elif kind == "second":
                 body = f"  {text} }}"
+            elif kind == "payload":
+                body = ""
             elif kind == "data":
                 body = f".word {word:#010x}"
             else:
@@ -243,8 +257,13 @@ class Lister:
         it (None: list it as .word), and each other word."""
         first: tuple[int, int, str | None] | None = None
         for address, word, kind, text in self.items(chunk):
-            exact = self._exact(word, names) if kind != "data" else None
-            if kind == "first":
+            exact = self._exact(word, names) if kind not in ("data", "wide", "payload") else None
+            if kind == "wide":
+                first = (address, word, None)
+            elif kind == "payload" and first is not None:
+                yield _Statement(first[0], (first[1], word), self._exact(first[1] | word << 32, names), None)
+                first = None
+            elif kind == "first":
                 first = (address, word, exact)
             elif kind == "second" and first is not None:
                 refused = self._refused_pair(first[1], word)
@@ -265,15 +284,19 @@ class Lister:
 
     def _repeat_size(self, st: _Statement) -> int | None:
         """The number of bundles in the body of an rpt this statement holds."""
-        for word in st.words if st.text is not None else ():
-            inst = self.decoder.decode(word)
+        for inst in self._instructions(st) if st.text is not None else ():
             if inst is not None and inst.mnemonic == "rpt":
                 return inst.operands[1] + 1
         return None
 
+    def _instructions(self, st: _Statement) -> list[Instruction | None]:
+        """The instruction(s) of a statement: a two-word one, or each word's."""
+        if len(st.words) == 2 and self.decoder.wide(st.words[0]):
+            return [self.decoder.decode(st.words[0] | st.words[1] << 32)]
+        return [self.decoder.decode(w) for w in st.words]
+
     def _controls(self, st: _Statement) -> bool:
-        rows = [self.decoder.decode(w) for w in st.words]
-        return any(i is None or i.row.group in (Group.CONTROL, Group.SYSTEM) for i in rows)
+        return any(i is None or i.row.group in (Group.CONTROL, Group.SYSTEM) for i in self._instructions(st))
 
     def _exact(self, word: int, names: Mapping[int, str]) -> str | None:
         """The text that assembles back to ``word`` (cached: reading it

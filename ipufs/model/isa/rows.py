@@ -3,8 +3,11 @@
 # group, first architecture). Written once by scripts/generate_isa_table.py
 # from the encodings of Graphcore's LLVM back end (ColossusInstrInfo
 # {Common,Worker,Supervisor}Generated.td) and the reverse engineers'
-# sync/sans/send/delay (docs/isa.md cites each source); now the source of
-# truth: add an instruction by adding a row. Operand syntax: operands.py.
+# sync/sans/send/delay, and the IPU21 exchange instructions (delaypic,
+# delayxpic, sendoff, sendpic and the two-word sendpicp) from the exchange
+# reference of osmarks/ipu-stack (docs/isa.md cites each source); now the
+# source of truth: add an instruction by adding a row. Operand syntax:
+# operands.py; a two-word row's second-word fields lie at bits 63..32.
 from __future__ import annotations
 
 from ipufs.model.isa.table import (
@@ -88,6 +91,10 @@ ROWS: tuple[Row, ...] = (
         MAIN, BOTH, MAIN_ALU, IPU1),
     Row('delay', 'delay_mmmn_zi', 0xfff80000, 0x40a00000, 'zi@18-0',
         MAIN, SUPERVISOR, SYSTEM, IPU1),
+    Row('delaypic', 'delaypic_mmmn_zi', 0xfc000000, 0x60000000, 'zi@25-19 zi@18 zi@17-0',
+        MAIN, SUPERVISOR, SYSTEM, IPU21),
+    Row('delayxpic', 'delayxpic_mmmn_zi', 0xfc000000, 0x64000000, 'zi@25-14 zi@13 zi@12-0',
+        MAIN, SUPERVISOR, SYSTEM, IPU21),
     Row('exitneg', 'exitneg_mmmn', 0xff0fffff, 0x43001000, 'm@23-20',
         MAIN, WORKER, CONTROL, IPU1),
     Row('exitnz', 'exitnz_mmmn', 0xff0fffff, 0x43002000, 'm@23-20',
@@ -634,6 +641,13 @@ ROWS: tuple[Row, ...] = (
         MAIN, SUPERVISOR, SYSTEM, IPU1),
     Row('send', 'send_mmmn_zi', 0xf8000000, 0x78000000, 'zi@26-21 zi@20-3 zi@2-0',
         MAIN, SUPERVISOR, SYSTEM, IPU1),
+    Row('sendoff', 'sendoff_mmmn_zi', 0xf8100000, 0x70000000, 'zi@26-21,19-14=6 zi@13-3 zi@2-0',
+        MAIN, SUPERVISOR, SYSTEM, IPU21),
+    Row('sendpic', 'sendpic_mmmn_zi', 0xf8100000, 0x70100000, 'zi@26-21 zi@19-18 zi@17-0',
+        MAIN, SUPERVISOR, SYSTEM, IPU21),
+    Row('sendpicp', 'sendpicp_mmmn_zi_bf_zi_zi', 0xf0000000, 0xf0000000,
+        'zi@26-21 zi@20-3 zi@2-0 zi@27 zi@63-50 zi@49-32',
+        MAIN, SUPERVISOR, SYSTEM, IPU21),
     Row('setzi', 'setzi_aaan_zi', 0x7f000000, 0x1a000000, 'a@23-20 zi@19-0',
         AUX, WORKER, AUX_ALU, IPU1),
     Row('setzi', 'setzi_mmmn_zi', 0x7f000000, 0x19000000, 'm@23-20 zi@19-0',

@@ -69,8 +69,8 @@ class Row:
     """One encoding of the instruction set.
 
     ``word & mask == value`` for every word of this encoding; ``mask`` has
-    bit 31 set only where the co-issue flag is fixed to 0 (instructions that
-    never pair). ``operands`` are in assembly order, each with its bit
+    bit 31 set only where the co-issue flag is fixed: to 0 for instructions
+    that never pair, to 1 for the two-word ones (``wide``). ``operands`` are in assembly order, each with its bit
     ranges (operands.py). ``variant`` is LLVM's name of the encoding."""
 
     mnemonic: str
@@ -94,8 +94,20 @@ class Row:
         return not self.mask & COISSUE_BIT
 
     @property
+    def wide(self) -> bool:
+        """A two-word instruction (sendpicp): bit 31 of its first word is
+        fixed to 1, and its second word holds operands, never code."""
+        return bool(self.mask & self.value & COISSUE_BIT)
+
+    @property
+    def size(self) -> int:
+        """Its bytes in memory: 8 for a two-word instruction, else 4."""
+        return 8 if self.wide else 4
+
+    @property
     def opcode(self) -> int:
-        """The primary opcode, bits 30..24 (fixed in every row)."""
+        """The primary opcode, bits 30..24 (fixed in every row but the
+        exchange ones, whose operand fields reach bit 25 or 26)."""
         return (self.value >> 24) & 0x7F
 
     def runs_on(self, arch: Arch) -> bool:

@@ -263,6 +263,7 @@ static inline int ipufs_tdi_errno_(int result)
 #define IPU_EXC_NOT_EXECUTABLE 11
 #define IPU_EXC_INVALID_PC 12
 #define IPU_EXC_FLOATING_POINT 13
+#define IPU_EXC_EXCHANGE 14
 
 /* Sync zones for IPU_REG_CMD_SYNC. */
 #define IPU_SYNC_ZONE_RECV 0
