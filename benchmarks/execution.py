@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 LOOP = """
-.text 0x40000
+.text @BASE@
 .supervisor
 _start:
   setzi $m1, {count}
@@ -47,7 +47,7 @@ loop:
 """
 
 WORKERS = """
-.text 0x40000
+.text @BASE@
 .supervisor
 _start:
   setzi $m0, worker
@@ -70,7 +70,7 @@ loop:
 """
 
 KERNEL = """
-.text 0x40000
+.text @BASE@
 .supervisor
 _start:
   setzi $m0, worker
@@ -98,7 +98,7 @@ outer:
 """
 
 BSP = """
-.text 0x40000
+.text @BASE@
 .supervisor
 _start:
   setzi $m1, {steps}
@@ -135,21 +135,18 @@ def _measure(source: str, tiles: range, profile: str = "ipu1", native: bool = Tr
     from the start of ``tiles`` to the end of every context."""
     from ipufs.abi import tile_code
     from ipufs.daemon.execution import slice_turns
-    from ipufs.model.executor import debug as tdi_side
+    from ipufs.model.debug import TdiRegister
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
-    from ipufs.model.tdi import TileDebug
 
     ipu = _ipu(profile)
     ipu.execution.native = native
-    program = Assembler(Arch.IPU1).assemble(source)
+    program = Assembler(Arch.named(profile)).assemble(source.replace("@BASE@", hex(ipu.tiles.base)))
     for tile in tiles:
         for section in program.sections:
             for at in range(0, len(section.data), 4):
                 ipu.tiles.write(tile, (section.address or 0) + at, bytes(section.data[at:at + 4]))
-        debug = ipu.tdi.setdefault(tile, TileDebug())
-        tdi_side.write_register(ipu.execution, tile, debug, tile_code.TDI_DBG_IEXEC,
-                                tile_code.branch_word(program.entry))
+        ipu.debug.write(tile, TdiRegister.DBG_IEXEC, tile_code.branch_word(program.entry))
     cpu, wall = time.thread_time(), time.perf_counter()
     while ipu.execution.busy():
         ipu.execution.run(slice_turns(ipu.execution))

@@ -61,6 +61,7 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
     tables the run left in the daemon's mapping are still there)."""
     from ipufs.abi import tile_code
     from ipufs.driver.devices import DeviceSet
+    from ipufs.model.debug import TdiRegister
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
     from ipufs.model.profile import PROFILES, Region
@@ -80,7 +81,7 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
                     if section.data and section.address is not None:
                         os.pwrite(backing.fd, bytes(section.data), tile * window + section.address - ipu.tiles.base)
             for tile in range(tiles):
-                ipu.execution.inject(tile, 0, start_word)
+                ipu.debug.write(tile, TdiRegister.DBG_IEXEC, start_word)
             ipu.execution.run(tiles * 16)  # every tile round its loop at least once
             pages = backing.blocks() // 8
             start = time.perf_counter()
@@ -88,7 +89,7 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
             stops.append(time.perf_counter() - start)
             ipu.execution.sweep(1 << 30)
             for tile in range(tiles):
-                ipu.execution.inject(tile, 0, start_word)
+                ipu.debug.write(tile, TdiRegister.DBG_IEXEC, start_word)
             ipu.execution.run(tiles * 16)
             start = time.perf_counter()
             ipu.reset()
