@@ -79,6 +79,9 @@ class Execution:
         self._retired: list[dict[int, Any]] = []  # per-tile state resets dropped, for sweep()
         self._cursor = 0  # the tile run() serves first next time
         self._stop: bytearray | None = None  # stop_when
+        self._grace = native.GRACE_TURNS
+        self._lender: native.Lender | None = None  # lend_lock
+        self._epoch = 0  # counts resets: a run that let its lock go goes on only within one
 
     # --- state -----------------------------------------------------------------
     def state(self, tile: int) -> TileState:
@@ -103,6 +106,10 @@ class Execution:
         self.syncs.reset()
         self.interpreter.retired = self._native_retired = 0
         self._cursor = 0  # tiles are served from the first again, as on a new IPU
+        self._epoch += 1
+        self.interpreter.forget()  # decoded words go, and their memory with them
+        if self._loop is not None:
+            self._loop.forget()
 
     def set_aside(self, per_tile: dict[int, Any]) -> None:
         """Keep ``per_tile`` (state a reset dropped) for sweep() to free."""
@@ -183,11 +190,11 @@ class Execution:
         done = 0 if loop is None else self._run_native(loop, budget, slice_turns)
         while loop is None and done < budget and self.running:
             taken = 0
-            order = sorted(self.running)
-            # Fair across calls: start after the tile served last, and give
-            # each tile a share of the budget.
-            first = bisect_left(order, self._cursor) % len(order)
-            share = max(16, min(slice_turns, (budget - done) // len(order)))
+            # The tiles that would take a turn; fair across calls: start
+            # after the tile served last, and give each a share of the budget.
+            order = self._the_loop().runnable(self.running.order()).tolist()
+            first = bisect_left(order, self._cursor) % len(order) if order else 0
+            share = max(16, min(slice_turns, (budget - done) // max(1, len(order))))
             for tile in order[first:] + order[:first]:
                 taken += self.interpreter.run_tile(self.states[tile], min(share, budget - done - taken))
                 self._cursor = tile + 1
@@ -207,19 +214,34 @@ class Execution:
         makes them, calling back for the turns it does not take and for
         _settle after a pass in which Python took a turn (a pass without one
         changed nothing _settle reads)."""
-        done, more = 0, True
+        done, more, epoch = 0, True, self._epoch
         while more and done < budget and self.running:
             running = len(self.running)
 
             def settle() -> tuple[bool, bool]:
                 return self._settle(), len(self.running) != running  # it only drops tiles
 
-            taken, self._cursor, retired, more = loop.run(self.running.order(), slice_turns,
-                                                          budget - done, self._cursor, self.interpreter.learn,
-                                                          self._python_turn, settle, self._logged)
+            taken, cursor, retired, more = loop.run(self.running.order(), slice_turns, budget - done, self._cursor,
+                                                    self.interpreter.learn, self._python_turn, settle, self._logged,
+                                                    self._lent())
+            if epoch != self._epoch:  # reset while the lock was let go: nothing of it counts
+                return 0
+            self._cursor = cursor
             self._native_retired += retired
             done += taken
         return done
+
+    def _lent(self) -> native.Lent | None:
+        """The lock lend_lock() lets go while the C loop runs, whether the
+        run may go on after a hold (not after a reset, nor once turns must
+        run on the Python path, nor after page-cache mode changed), and
+        whether the model was reset."""
+        if self._lender is None:
+            return None
+        epoch, dirty = self._epoch, self.tiles.exchange.track_dirty
+        return (self._lender,
+                lambda: epoch == self._epoch and self.native_on() and dirty == self.tiles.exchange.track_dirty,
+                lambda: epoch != self._epoch)
 
     def busy(self) -> bool:
         """Whether some context can take a turn now (or will once the
@@ -246,18 +268,22 @@ class Execution:
             t = self.tiles
             self._loop = native.Loop(self.arrays, t.exchange, t.exchange_base, t.window, t.sram, self.memory_base,
                                      csr.native_ops(self.arch), region1=t.region1 - t.base, bounded=not t.aliasing)
-            self._loop.stop_when(self._stop)
+            self._loop.stop_when(self._stop, self._grace)
         return self._loop
 
-    def stop_when(self, flag: bytearray | None) -> None:
-        """End each run() of the native loop early, after the tile in hand,
-        once ``flag[0]`` is nonzero (and offer the CPU to other threads
-        now and then while it runs): the daemon's FUSE reader sets it while
-        a request waits for the lock the caller holds. Tiles' results do
-        not depend on where a run ends."""
-        self._stop = flag
+    def stop_when(self, flag: bytearray | None, grace: int = native.GRACE_TURNS) -> None:
+        """End each run() of the native loop early, ``grace`` turns after
+        it sees ``flag[0]`` nonzero. Tiles' results do not depend on where
+        a run ends."""
+        self._stop, self._grace = flag, grace
         if self._loop is not None:
-            self._loop.stop_when(flag)
+            self._loop.stop_when(flag, grace)
+
+    def lend_lock(self, lender: native.Lender | None) -> None:
+        """run() lets ``lender`` (the caller's lock) go while the C loop
+        runs tiles, so that other threads need not wait for a slice to end:
+        one that takes it holds the loop first (docs/executor-speed.md)."""
+        self._lender = lender
 
     def _settle(self) -> bool:
         """Drop tiles that stopped; complete syncs every member has
