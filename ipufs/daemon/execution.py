@@ -63,6 +63,12 @@ def slice_turns(execution: Execution) -> int:
     return NATIVE_SLICE_TURNS if execution.native_on() else SLICE_TURNS
 
 
+def at_least(execution: Execution, turns: int) -> int:
+    """A slice's ``turns``, raised in the native loop so that each running
+    tile gets a share worth visiting (the Python path's pace sets its own)."""
+    return max(turns, TILE_TURNS * len(execution.running)) if execution.native_on() else turns
+
+
 def next_turns(turns: int, taken: int, seconds: float) -> int:
     """The turns of the next slice after one of ``turns`` that took
     ``taken`` in ``seconds``: at the rate of a whole one, SLICE_S; after
@@ -150,7 +156,7 @@ class ExecutionRunner:
             was, turns = self._turns.get(index, (native, slice_turns(execution)))
             if was != native:
                 turns = slice_turns(execution)
-            turns = max(turns, TILE_TURNS * len(execution.running))  # each tile a share worth visiting
+            turns = at_least(execution, turns)
             held, start = self._held(), time.perf_counter()
             taken = execution.run(turns, turns)
             seconds = time.perf_counter() - start - (self._held() - held)  # not the time others held it

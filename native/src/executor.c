@@ -848,12 +848,16 @@ static int stop_due(const struct ipufs_x *x, struct lane *lane, int64_t turns)
 /* While the daemon lends its lock to the loop (native.py, Loop.run), the
  * thread that takes it holds the loop first (ipufs_x_hold): every thread
  * running tiles stops at its next look (a tile's end, or every
- * IPUFS_X_CHECK_TURNS turns), with everything written back to the arrays,
- * and waits until ipufs_x_resume lets it go on, or makes it end
+ * IPUFS_X_CHECK_TURNS turns) once the tiles' due is over (x->due, a
+ * CLOCK_MONOTONIC time; 0: none), with everything written back to the
+ * arrays, and waits until ipufs_x_resume lets it go on, or makes it end
  * (IPUFS_X_ABORT). `active` counts the threads running tiles, `paused`
  * those of them that stopped; a thread counts itself active and then looks
  * at `hold`, while the holder sets `hold` and then reads `active`: either
- * sees the other. */
+ * sees the other. Each side looks x->spin times before it sleeps on a
+ * futex (`acks` for the holder, `hold` for the loop): a hold lasts about a
+ * request, tens of microseconds, about what a wake-up from sleep costs;
+ * with one CPU, x->spin is 0 (the other side needs the CPU). */
 enum { HOLD_NONE = 0, HOLD_WAIT = 1, HOLD_ABORT = 2 };
 
 static void futex(uint32_t *word, int op, uint32_t value)
@@ -861,15 +865,35 @@ static void futex(uint32_t *word, int op, uint32_t value)
     syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, value, NULL, NULL, 0);
 }
 
-/* The calling thread stopped for a hold, waits for its end: 1 go on, 0 end.
- * A hold lasts about one request (tens of microseconds): the thread looks
- * again and again, x->spin times, before it sleeps (a wake-up from sleep
- * costs about as much as the hold); with one CPU, x->spin is 0 (the
- * holder needs the CPU). */
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Whether a hold asks the calling thread, running tiles, to stop now. */
+static inline int hold_due(const struct ipufs_x *x)
+{
+    if (!__atomic_load_n(&x->hold, __ATOMIC_RELAXED))
+        return 0;
+    int64_t due = __atomic_load_n(&x->due, __ATOMIC_RELAXED);
+    return !due || now_ns() >= due;
+}
+
+/* Something the holder waits for happened: a thread stopped or left. */
+static void acked(struct ipufs_x *x)
+{
+    __atomic_add_fetch(&x->acks, 1, __ATOMIC_SEQ_CST);
+    futex(&x->acks, FUTEX_WAKE, INT32_MAX);
+}
+
+/* The calling thread stopped for a hold, waits for its end: 1 go on, 0 end. */
 static int held(struct ipufs_x *x)
 {
     uint32_t h;
     __atomic_add_fetch(&x->paused, 1, __ATOMIC_SEQ_CST);
+    acked(x);
     for (int64_t spins = 0; (h = __atomic_load_n(&x->hold, __ATOMIC_SEQ_CST)) == HOLD_WAIT; spins++) {
         if (spins < x->spin)
             __builtin_ia32_pause();
@@ -892,31 +916,23 @@ static int arrive(struct ipufs_x *x)
 static void depart(struct ipufs_x *x)
 {
     __atomic_sub_fetch(&x->active, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&x->hold, __ATOMIC_SEQ_CST) != HOLD_NONE)
+        acked(x);
 }
 
 void ipufs_x_hold(struct ipufs_x *x, int64_t after_ns)
 {
-    if (after_ns > 0) {  /* first the tiles' due (the daemon's lock: tile_lock.py) */
-        struct timespec now, until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += after_ns % 1000000000;
-        until.tv_sec += after_ns / 1000000000 + until.tv_nsec / 1000000000;
-        until.tv_nsec %= 1000000000;
-        if (!x->spin)  /* one CPU: the tiles need it meanwhile */
-            clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &until, NULL);
-        else
-            do {
-                __builtin_ia32_pause();
-                clock_gettime(CLOCK_MONOTONIC, &now);
-            } while (now.tv_sec < until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec < until.tv_nsec));
-    }
+    __atomic_store_n(&x->due, after_ns > 0 ? now_ns() + after_ns : 0, __ATOMIC_SEQ_CST);
     __atomic_store_n(&x->hold, HOLD_WAIT, __ATOMIC_SEQ_CST);
-    for (int spins = 0;; spins++) {
+    for (int64_t spins = 0;; spins++) {
+        uint32_t seen = __atomic_load_n(&x->acks, __ATOMIC_SEQ_CST);
         int32_t active = __atomic_load_n(&x->active, __ATOMIC_SEQ_CST);
         if (!active || __atomic_load_n(&x->paused, __ATOMIC_SEQ_CST) >= active)
             return;
-        if (spins > 64)
-            sched_yield();  /* on one CPU, the loop must get it to stop */
+        if (spins < x->spin)
+            __builtin_ia32_pause();
+        else
+            futex(&x->acks, FUTEX_WAIT, seen);
     }
 }
 
@@ -948,7 +964,7 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, struct lane *l
     int64_t k = *partial, counted = k, retired = 0;
     if (stop_due(x, lane, 0))
         return IPUFS_X_STOP;
-    if (__atomic_load_n(&x->hold, __ATOMIC_RELAXED))
+    if (hold_due(x))
         return IPUFS_X_HOLD;
     uint32_t turn = (uint32_t)t[IPUFS_X_TURN];
     uint32_t ready = runnable(fields, count);
@@ -961,7 +977,7 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, struct lane *l
                 rc = IPUFS_X_STOP;
                 break;
             }
-            if (__atomic_load_n(&x->hold, __ATOMIC_RELAXED)) {
+            if (hold_due(x)) {
                 rc = IPUFS_X_HOLD;
                 break;
             }

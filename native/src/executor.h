@@ -55,8 +55,8 @@ enum {
     IPUFS_X_YIELD_TURNS = 4096,
     /* turns between the looks at `stop`; what a visit to a tile counts as */
     IPUFS_X_CHECK_TURNS = 256,
-    /* looks at a hold before its thread sleeps until the hold ends (with more than one CPU) */
-    IPUFS_X_HOLD_SPINS = 1 << 16,
+    /* looks at a hold before a thread sleeps until it changes (with more than one CPU) */
+    IPUFS_X_HOLD_SPINS = 2000,
     IPUFS_X_TILE_TURNS = 16,
     IPUFS_X_HANDBACK_TURNS = 512,  /* what a return to Python counts as */
     /* threads a pass may spread its tiles over, at most */
@@ -112,7 +112,9 @@ struct ipufs_x {
     uint32_t hold;        /* ipufs_x_hold/_resume: 0 run, 1 wait, 2 end (atomic) */
     int32_t active;       /* threads running tiles now (atomic) */
     int32_t paused;       /* of them, waiting for a hold to end (atomic) */
-    int64_t spin;         /* looks at a hold before a thread sleeps until it ends */
+    int64_t spin;         /* looks at a hold (or at its acks) before a thread sleeps until it changes */
+    int64_t due;          /* a hold waits for the tiles until then (CLOCK_MONOTONIC ns; 0: not) */
+    uint32_t acks;        /* counts the threads that stopped for a hold or left (a futex) */
 };
 
 /* What ipufs_x_run has done of one Execution.run call: the turns taken

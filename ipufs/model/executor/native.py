@@ -330,7 +330,9 @@ class Loop:
         if lent is None or not lent[0].lend(self, lent[1]):
             x.offer = 0
             return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
-        x.offer, x.spin = YIELD_TURNS, _lib.IPUFS_X_HOLD_SPINS if self.cpus > 1 else 0
+        # On one CPU the FUSE reader gets it only when offered, sooner; with more
+        # it has one (but for every thread of a pass) and the threads spin at holds
+        x.offer, x.spin = (YIELD_TURNS, _lib.IPUFS_X_HOLD_SPINS) if self.cpus > 1 else (YIELD_TURNS // 4, 0)
         try:
             return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
         finally:
