@@ -35,13 +35,13 @@ SPIN = """
 .text
 .supervisor
 _start:
-  or $m3, $m15, 0x100000
+  setzi $m3, 0x4c000
 loop:
   add $m1, $m1, 1
   st32 $m1, $m3, $m15, 1024
   bri loop
 """
-COUNTER = 0x1000  # where each tile's loop counter lies, from the start of its window
+COUNTER = 0x1000  # where each tile's loop counter lies, from the start of its window (ipu2: memory at 0x4c000)
 
 
 def _round_trips(device: object, n: int) -> list[float]:

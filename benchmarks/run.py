@@ -405,6 +405,9 @@ def measure(smoke: bool) -> list[Row]:
     import execution_daemon  # benchmarks/execution_daemon.py
 
     rows += [Row(*r) for r in execution_daemon.rows(smoke)]
+    import execution_speed  # benchmarks/execution_speed.py
+
+    rows += [Row(*r) for r in execution_speed.rows(smoke)]
     return rows
 
 
