@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,8 @@ done:
 """
 LOOP_AT = 0xC  # where `loop` is, from BASE
 TIMEOUT_S = 600
+ROUNDS = 3
+MODES = ("alone", "all", "sync", "polled")
 
 
 def retired(outer: int, inner: int) -> int:
@@ -148,21 +151,21 @@ def naive(outer: int, inner: int, words: list[int], copies: int = 1) -> float:
 
 
 def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
-    from run import daemon  # benchmarks/run.py
+    from run import daemon, spread  # benchmarks/run.py
 
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
 
-    outer, inner = (1, 20_000) if smoke else (99, 1_000_000)
-    many = (0, 2_000) if smoke else (0, 100_000)  # every tile: 200 M instructions in all
+    rounds = 1 if smoke else ROUNDS
+    outer, inner = (1, 20_000) if smoke else (49, 1_000_000)  # one tile: 100 M instructions
+    many = (0, 2_000) if smoke else (0, 100_000)  # every tile: 294 M instructions in all
     sources = {"loop": LOOP.format(base=BASE, outer=outer, inner=inner),
                "many": LOOP.format(base=BASE, outer=many[0], inner=many[1]), "wait": WAIT.format(base=BASE)}
     code = bytes(Assembler(Arch.IPU2).assemble(sources["loop"]).sections[0].data)
     words = [int.from_bytes(code[at:at + 4], "little") for at in (LOOP_AT, LOOP_AT + 4)]  # add, brnzdec
     cpus = len(os.sched_getaffinity(0))
-    yardstick = naive(outer, inner, words)
-    together = naive(outer, inner, words, cpus)  # what this machine's CPUs give at once
-    results: dict[str, dict[str, float]] = {}
+    rates: dict[str, list[float]] = {key: [] for key in ("naive", "together", *MODES)}
+    polls: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, daemon(1, cpu=None) as (mnt, _pid, _):
         elves = {}
         for name, source in sources.items():
@@ -171,34 +174,42 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
             elves[name] = str(Path(tmp) / f"{name}.elf")
             subprocess.run([sys.executable, "-I", "-m", "ipufs", "asm", str(path), "--arch", "ipu2", "-o",
                             elves[name]], check=True)
-        for mode in ("alone", "all", "sync", "polled"):
-            loop, counts = (elves["many"], many) if mode == "all" else (elves["loop"], (outer, inner))
-            out = subprocess.run([sys.executable, __file__, "--measure", str(mnt), mode, loop, elves["wait"],
-                                  *map(str, counts)], capture_output=True, text=True, timeout=2 * TIMEOUT_S)
-            if out.returncode != 0:
-                raise RuntimeError(f"execution_speed {mode}: {out.stderr.strip()}")
-            results[mode] = json.loads(out.stdout)
-            results[mode]["rate"] = results[mode]["tiles"] * retired(*counts) / results[mode]["seconds"]
-    alone = results["alone"]["rate"]
+        for _ in range(rounds):  # each round everything once: the machine's pace drifts
+            rates["naive"].append(naive(outer, inner, words))
+            rates["together"].append(naive(outer, inner, words, cpus))  # what the CPUs give at once
+            for mode in MODES:
+                loop, counts = (elves["many"], many) if mode == "all" else (elves["loop"], (outer, inner))
+                out = subprocess.run([sys.executable, __file__, "--measure", str(mnt), mode, loop, elves["wait"],
+                                      *map(str, counts)], capture_output=True, text=True, timeout=2 * TIMEOUT_S)
+                if out.returncode != 0:
+                    raise RuntimeError(f"execution_speed {mode}: {out.stderr.strip()}")
+                result = json.loads(out.stdout)
+                rates[mode].append(result["tiles"] * retired(*counts) / result["seconds"])
+                if mode == "polled":
+                    polls.append(result["polls"])
+
+    def ratios(a: str, b: str) -> str:
+        return spread([x / y for x, y in zip(rates[a], rates[b])])
+
+    m = {key: statistics.median(values) / 1e6 for key, values in rates.items()}
+    per = f"median of {rounds} rounds, the ratio per round"
     return [
         ("Executor: the naive C interpreter of the counted loop's two words (benchmarks/naive_interpreter.c, "
-         f"one process; then {cpus} at once, all of them)", f"{yardstick / 1e6:.0f} M instr/s",
-         f"{cpus} at once: {together / 1e6:.0f} M instr/s", f"{together / yardstick:.2f}×",
+         f"one process; then {cpus} at once, all of them; {per})", f"{m['naive']:.0f} M instr/s",
+         f"{cpus} at once: {m['together']:.0f} M instr/s", ratios("together", "naive"),
          "the yardstick (wall time)"),
-        ("Executor through the daemon: one tile of an ipu2 running the counted loop, start to signal 46",
-         f"{alone / 1e6:.1f} M instr/s", f"naive interpreter: {yardstick / 1e6:.0f} M instr/s",
-         f"{alone / yardstick:.2f}×", "≥ 0.25×"),
-        (f"Executor through the daemon: every tile of an ipu2 running the loop ({cpus} CPUs)",
-         f"{results['all']['rate'] / 1e6:.1f} M instr/s", f"one tile: {alone / 1e6:.1f} M instr/s",
-         f"{results['all']['rate'] / alone:.2f}×",
-         f"≥ 1.6× on 2 CPUs (naive, {cpus} at once: {together / yardstick:.2f}×)"),
-        ("Executor through the daemon: one tile running the loop while the other 1471 wait at `sync 3`",
-         f"{results['sync']['rate'] / 1e6:.1f} M instr/s", f"alone: {alone / 1e6:.1f} M instr/s",
-         f"{results['sync']['rate'] / alone:.2f}×", "as alone"),
+        (f"Executor through the daemon: one tile of an ipu2 running the counted loop, start to signal 46 ({per})",
+         f"{m['alone']:.1f} M instr/s", f"naive interpreter: {m['naive']:.0f} M instr/s", ratios("alone", "naive"),
+         "≥ 0.25×"),
+        (f"Executor through the daemon: every tile of an ipu2 running the loop, {cpus} CPUs ({per})",
+         f"{m['all']:.1f} M instr/s", f"one tile: {m['alone']:.1f} M instr/s", ratios("all", "alone"),
+         f"≥ 1.6× on 2 CPUs (the naive one, {cpus} at once: {m['together'] / m['naive']:.2f}×)"),
+        (f"Executor through the daemon: one tile running the loop while the other 1471 wait at `sync 3` ({per})",
+         f"{m['sync']:.1f} M instr/s", f"alone: {m['alone']:.1f} M instr/s", ratios("sync", "alone"), "as alone"),
         ("Executor through the daemon: one tile running the loop while a host thread reads CTXT_STS of every "
-         f"tile back to back ({results['polled']['polls']:,.0f} reads/s)",
-         f"{results['polled']['rate'] / 1e6:.1f} M instr/s", f"alone: {alone / 1e6:.1f} M instr/s",
-         f"{results['polled']['rate'] / alone:.2f}×", "not starved"),
+         f"tile back to back ({statistics.median(polls):,.0f} reads/s; {per})",
+         f"{m['polled']:.1f} M instr/s", f"alone: {m['alone']:.1f} M instr/s", ratios("polled", "alone"),
+         "not starved"),
     ]
 
 
