@@ -157,7 +157,7 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     from ipufs.model.isa.assembler import Assembler
 
     rounds = 1 if smoke else ROUNDS
-    outer, inner = (1, 20_000) if smoke else (49, 1_000_000)  # one tile: 100 M instructions
+    outer, inner = (1, 20_000) if smoke else (99, 1_000_000)  # one tile: 200 M instructions
     many = (0, 2_000) if smoke else (0, 100_000)  # every tile: 294 M instructions in all
     sources = {"loop": LOOP.format(base=BASE, outer=outer, inner=inner),
                "many": LOOP.format(base=BASE, outer=many[0], inner=many[1]), "wait": WAIT.format(base=BASE)}

@@ -39,9 +39,11 @@ NATIVE_SLICE_TURNS = 20_000
 SLICE_S = 0.002
 #: the bounds of a slice's turns
 MIN_TURNS, MAX_TURNS = 100, 1 << 30
-#: a slice's turns per running tile, at least: a visit to a tile costs about
-#: as much as a few hundred turns (its state comes into the cache)
-TILE_TURNS = 1024
+#: a slice's turns per running tile, at least (a visit to a tile costs about
+#: as much as a hundred turns: its state comes into the cache), as long as
+#: the slice lasts at most LONGEST slices of the pace
+TILE_TURNS = 4096
+LONGEST = 5
 #: how long the task waits, at most, for a request that waits for the lock
 #: to take it before the task takes it again
 GIVE_WAY_S = 0.001
@@ -64,9 +66,12 @@ def slice_turns(execution: Execution) -> int:
 
 
 def at_least(execution: Execution, turns: int) -> int:
-    """A slice's ``turns``, raised in the native loop so that each running
-    tile gets a share worth visiting (the Python path's pace sets its own)."""
-    return max(turns, TILE_TURNS * len(execution.running)) if execution.native_on() else turns
+    """A slice's ``turns`` (the pace's), raised in the native loop so that
+    each running tile gets a share worth visiting, up to LONGEST times as
+    many (the Python path's pace sets its own)."""
+    if not execution.native_on():
+        return turns
+    return max(turns, min(TILE_TURNS * len(execution.running), LONGEST * turns))
 
 
 def next_turns(turns: int, taken: int, seconds: float) -> int:
