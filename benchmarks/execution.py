@@ -9,34 +9,36 @@ path alone (IPUFS_NATIVE_EXECUTOR=0); the same loop as six workers of one
 tile; a kernel on one tile (the supervisor `runall`s six workers, each
 running `rpt` loops of bundles with f32 multiply and add, reading
 $FP_STS at the end), native and on the Python path alone; every tile of
-an ipu1 (1216) running the integer loop; and a bulk-synchronous
-program on every tile of an ipu2 (1472): supersteps of compute, then
-`sync 3`, repeated. Always in the slices the daemon runs (Execution.run
-with its slice size). The model runs in process, no mount: the
-executor's own rate, the ceiling of what a mount can do. Rates are per
-core: instructions over the measuring thread's CPU time (on a shared
-machine wall time counts other processes' turns too); the BSP row gives
-its wall time as well. benchmarks/run.py adds these rows to
+an ipu1 (1216) running the integer loop, on every CPU and on one; and a
+bulk-synchronous program on every tile of an ipu2 (1472): supersteps of
+compute, then `sync 3`, repeated. Always in the slices the daemon runs
+(its first slice, then as many turns as it would give: at least 1024 per
+running tile, about 2 ms at the last slice's pace). The model runs in
+process, no mount: the executor's own rate, the ceiling of what a mount
+can do. The one-tile rates are per core: instructions over the measuring
+thread's CPU time (on a shared machine wall time counts other processes'
+turns too); the rows of every tile give wall time, since the passes
+spread them over threads. benchmarks/run.py adds these rows to
 docs/performance.md.
 """
 from __future__ import annotations
 
 import mmap
+import os
 import sys
 import time
 from pathlib import Path
-from collections.abc import Iterable
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 LOOP = """
-.text 0x4c000
+.text @BASE@
 .supervisor
 _start:
   setzi $m1, {count}
-  setzi $m2, 0xa0000
+  setzi $m2, 0x60000
 loop:
   add $m3, $m3, $m1
   xor $m4, $m3, $m1
@@ -48,11 +50,11 @@ loop:
 """
 
 WORKERS = """
-.text 0x4c000
+.text @BASE@
 .supervisor
 _start:
   setzi $m0, worker
-  setzi $m1, 0xa1000
+  setzi $m1, 0x61000
   runall $m0, $m1, 4
   sync 2
   trap 0
@@ -71,11 +73,11 @@ loop:
 """
 
 KERNEL = """
-.text 0x4c000
+.text @BASE@
 .supervisor
 _start:
   setzi $m0, worker
-  setzi $m1, 0xa0000
+  setzi $m1, 0x60000
   runall $m0, $m1, 0
   sync 2
   trap 0
@@ -94,16 +96,16 @@ outer:
   brnzdec $m1, outer
   uget $a5, 0
   exitz $m15
-.data 0xa0000
+.data 0x60000
   .word 0x3F801000, 0x3F800000, 7
 """
 
 BSP = """
-.text 0x4c000
+.text @BASE@
 .supervisor
 _start:
   setzi $m1, {steps}
-  setzi $m2, 0xa0000
+  setzi $m2, 0x60000
 step:
   setzi $m3, {work}
 compute:
@@ -131,40 +133,35 @@ def _ipu(profile: str = "ipu1") -> Any:
     return Ipu(p, 0, {r: sparse(p.region_size(r)) for r in Region})
 
 
-def start(ipu: Any, tiles: Iterable[int], entry: int) -> None:
-    """Start ``tiles``' supervisors at ``entry`` as a host does, through the
-    IPU's debug unit (ipufs.abi.tile_code.start_writes)."""
-    from ipufs.abi import tile_code
-
-    before, after = tile_code.start_writes(entry)
-    for tile in tiles:
-        for reg, value in before:
-            ipu.debug.write(tile, reg, value)
-    ipu.execution.run(0)  # the branches retire
-    for tile in tiles:
-        for reg, value in after:
-            ipu.debug.write(tile, reg, value)
-
-
-def _measure(source: str, tiles: range, profile: str = "ipu1", native: bool = True) -> tuple[int, float, float]:
+def _measure(source: str, tiles: range, profile: str = "ipu1", native: bool = True,
+             spread: bool = True) -> tuple[int, float, float]:
     """Instructions retired, the thread's CPU seconds and the wall seconds
-    from the start of ``tiles`` to the end of every context."""
-    from ipufs.daemon.execution import slice_turns
+    from the start of ``tiles`` to the end of every context; ``spread``:
+    passes may use every CPU."""
+    from ipufs.abi import tile_code
+    from ipufs.daemon.execution import at_least, next_turns, slice_turns
+    from ipufs.model.debug import TdiRegister
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
 
     ipu = _ipu(profile)
     ipu.execution.native = native
-    program = Assembler(Arch.IPU1).assemble(source)
+    program = Assembler(Arch.named(profile)).assemble(source.replace("@BASE@", hex(ipu.tiles.base)))
     for tile in tiles:
         for section in program.sections:
             for at in range(0, len(section.data), 4):
                 ipu.tiles.write(tile, (section.address or 0) + at, bytes(section.data[at:at + 4]))
-    start(ipu, tiles, program.entry)
+        ipu.debug.write(tile, TdiRegister.DBG_IEXEC, tile_code.branch_word(program.entry))
+    ex = ipu.execution
+    if not spread:
+        ex._the_loop().parallel_turns = 0
+    turns = slice_turns(ex)
     cpu, wall = time.thread_time(), time.perf_counter()
-    while ipu.execution.busy():
-        ipu.execution.run(slice_turns(ipu.execution))
-    return ipu.execution.instructions, time.thread_time() - cpu, time.perf_counter() - wall
+    while ex.busy():  # as the daemon's executor task slices them (ipufs/daemon/execution.py)
+        turns = at_least(ex, turns)
+        start = time.perf_counter()
+        turns = next_turns(turns, ex.run(turns, turns), time.perf_counter() - start)
+    return ex.instructions, time.thread_time() - cpu, time.perf_counter() - wall
 
 
 def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
@@ -184,14 +181,18 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     out.append(("Executor: one tile, runall of six workers running rpt loops of f32 bundles (in process, per core)",
                 f"{n / cpu / 1e6:.1f} M instr/s", f"Python path alone: {python[0] / python[1] / 1e6:.2f} M instr/s",
                 f"{n / cpu / (python[0] / python[1]):.0f}×", "—"))
-    n, cpu, _ = _measure(LOOP.format(count=20 if smoke else 2_000), range(1216))
-    out.append(("Executor: all 1216 tiles of an ipu1, integer loop, daemon-sized slices (in process, per core)",
-                f"{n / cpu / 1e6:.1f} M instr/s ({n / 1e6:.1f} M instructions)", "—", "—", "—"))
+    count = 200 if smoke else 20_000
+    n, _, wall = _measure(LOOP.format(count=count), range(1216))
+    one = _measure(LOOP.format(count=count), range(1216), spread=False)
+    cpus = len(os.sched_getaffinity(0))
+    out.append((f"Executor: all 1216 tiles of an ipu1, integer loop, daemon-sized slices, {cpus} CPUs (in process, "
+                "wall)", f"{n / wall / 1e6:.1f} M instr/s ({n / 1e6:.0f} M instructions)",
+                f"one thread: {one[0] / one[2] / 1e6:.1f} M instr/s", f"{n / wall / (one[0] / one[2]):.2f}×", "—"))
     steps, work = (2, 10) if smoke else (10, 250)
     n, cpu, wall = _measure(BSP.format(steps=steps, work=work), range(1472), "ipu2")
     out.append((f"Executor: BSP program on all 1472 tiles of an ipu2: {steps} supersteps of "
                 f"{4 * work} instructions, then sync 3 (in process)",
-                f"{wall:.2f} s wall ({n / cpu / 1e6:.1f} M instr/s per core)", "—", "—", "—"))
+                f"{wall:.2f} s wall ({n / wall / 1e6:.1f} M instr/s)", "—", "—", "—"))
     return out
 
 

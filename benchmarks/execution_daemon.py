@@ -35,13 +35,13 @@ SPIN = """
 .text
 .supervisor
 _start:
-  setzi $m3, 0x4c000            # tile memory's start (ipu2)
+  setzi $m3, 0x4c000
 loop:
   add $m1, $m1, 1
   st32 $m1, $m3, $m15, 1024
   bri loop
 """
-COUNTER = 0x1000  # where each tile's loop counter lies, from the start of its window
+COUNTER = 0x1000  # where each tile's loop counter lies, from the start of its window (ipu2: memory at 0x4c000)
 
 
 def _round_trips(device: object, n: int) -> list[float]:
@@ -59,8 +59,9 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
     (loaded as the host loads it, through the backing file, not the model),
     and of an Ipu.reset right after (nothing written since; the page
     tables the run left in the daemon's mapping are still there)."""
-    from execution import start as start_tiles  # benchmarks/execution.py
+    from ipufs.abi import tile_code
     from ipufs.driver.devices import DeviceSet
+    from ipufs.model.debug import TdiRegister
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
     from ipufs.model.profile import PROFILES, Region
@@ -70,6 +71,7 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
         ipu = devices.ipus[0]
         backing = devices.backing[0, Region.EXCHANGE]
         program = Assembler(Arch.IPU2).assemble(SPIN)
+        start_word = tile_code.branch_word(program.entry)
         tiles = 64 if smoke else ipu.profile.tiles
         window = ipu.profile.tile_window
         stops, resets, idles = [], [], []
@@ -78,14 +80,16 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
                 for section in program.sections:
                     if section.data and section.address is not None:
                         os.pwrite(backing.fd, bytes(section.data), tile * window + section.address - ipu.tiles.base)
-            start_tiles(ipu, range(tiles), program.entry)
+            for tile in range(tiles):
+                ipu.debug.write(tile, TdiRegister.DBG_IEXEC, start_word)
             ipu.execution.run(tiles * 16)  # every tile round its loop at least once
             pages = backing.blocks() // 8
             start = time.perf_counter()
             ipu.execution.reset()
             stops.append(time.perf_counter() - start)
             ipu.execution.sweep(1 << 30)
-            start_tiles(ipu, range(tiles), program.entry)
+            for tile in range(tiles):
+                ipu.debug.write(tile, TdiRegister.DBG_IEXEC, start_word)
             ipu.execution.run(tiles * 16)
             start = time.perf_counter()
             ipu.reset()

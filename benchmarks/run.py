@@ -415,6 +415,9 @@ def measure(smoke: bool) -> list[Row]:
     import exchange  # benchmarks/exchange.py
 
     rows += [Row(*r) for r in exchange.rows(smoke)]
+    import execution_speed  # benchmarks/execution_speed.py
+
+    rows += [Row(*r) for r in execution_speed.rows(smoke)]
     return rows
 
 

@@ -21,7 +21,8 @@ from cffi import FFI
 HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
 #: other sources of the module and their headers
-SOURCES = {"fastpath.c": "fastpath.h", "uring.c": "uring.h", "executor.c": "executor.h"}
+SOURCES = {"fastpath.c": "fastpath.h", "uring.c": "uring.h", "executor.c": "executor.h",
+           "executor_pool.c": "executor_pool.h"}
 #: headers whose text is plain declarations (no preprocessor lines), given to cdef whole
 HEADERS = [(HERE / "src" / "executor.h").read_text()]
 

@@ -28,6 +28,8 @@ def test_benchmark_smoke_run_produces_every_figure() -> None:
                    "a tmpfs file the library must check",
                    "ISA: word decoder", "ISA: `ipufs disasm --raw`", "Executor: one tile",
                    "Executor: RESET ioctl", "Executor: a reset of an ipu2 in process",
+                   "Executor: the naive C interpreter", "Executor through the daemon: one tile of an ipu2",
+                   "Executor through the daemon: every tile", "wait at `sync 3`", "reads CTXT_STS of every tile",
                    "server pinned to CPU 1, clients to CPU 0: sustained ioctls/s, 8 clients — fast path (",
                    "server pinned to CPU 1, clients to CPU 0: ioctl round trip"):
         assert figure in out.stdout

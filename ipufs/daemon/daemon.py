@@ -9,7 +9,6 @@ import contextlib
 import functools
 import logging
 import os
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
@@ -25,6 +24,7 @@ from ipufs.daemon.control.operations import DeviceSide, StatusQueries
 from ipufs.daemon.control.server import ControlServer
 from ipufs.daemon.devlinks import DevLinks
 from ipufs.daemon.execution import ExecutionRunner
+from ipufs.daemon.tile_lock import TileLock
 from ipufs.daemon.utilisation import Utilisation
 from ipufs.daemon.faults import Fault, FaultError, FaultInjector
 from ipufs.daemon.fields import Limits
@@ -121,7 +121,7 @@ class Daemon:
         #: Held by the FUSE reader thread while it handles a request, by the
         #: register watcher while it acts, and by every trio task that
         #: touches the devices, the driver or the model.
-        lock = self.lock = threading.RLock()
+        lock = self.lock = TileLock()  # an RLock the executor task lends to the tiles while they run
         # The device and the driver.
         self.tracer = Tracer()
         self.devices = DeviceSet(profile, config.ipus, state_dir=config.state_dir,

@@ -3,21 +3,27 @@
 # is a unit of work (ipufs/driver/work.py: under the daemon lock, then the
 # slice's effects, signals and page-cache copies, carried out), emits
 # program events to the trace, and lets go of the lock so that requests
-# are served between slices. Each slice first retires the instructions
-# injected through the TDI since the last (TDI_STS.BUSY until then) and
-# frees some of the tile state a reset set aside. Idle (no context can
-# take a turn) it sleeps until an IPU wakes it: an injection, a host sync
-# completing, a reset. After each IPU's slice, and every SAMPLE_S while the
-# figures fall back to idle, it samples how many tiles have an active
-# context into the IPU's utilisation (utilisation.py), which the model
-# shows as UTILISATION and IPU_POWER. docs/executor-speed.md,
-# docs/execution.md ("Utilisation and power").
+# are served between slices: a request that waits for the lock makes the
+# native loop end its run soon (Execution.stop_when) and the task let the
+# request's thread take the lock before its next slice. A slice lasts
+# about SLICE_S: its turns follow the rate of the last whole one. Each
+# slice first retires the instructions injected through the TDI since the
+# last (TDI_STS.BUSY until then) and frees some of the tile state a reset
+# set aside. Idle (no context can take a turn) it sleeps until an IPU
+# wakes it: an injection, a host sync completing, a reset. After each
+# IPU's slice, and every SAMPLE_S while the figures fall back to idle, it
+# samples how many tiles have an active context into the IPU's
+# utilisation (utilisation.py), which the model shows as UTILISATION and
+# IPU_POWER. docs/executor-speed.md, docs/execution.md ("Utilisation and
+# power").
 from __future__ import annotations
 
 import sys
+import time
 
 import trio
 
+from ipufs.daemon.tile_lock import TileLock
 from ipufs.daemon.utilisation import Utilisation
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.events import EventSink, ProgramEvent
@@ -25,17 +31,27 @@ from ipufs.driver.work import DeviceWork
 from ipufs.model.executor import Execution
 from ipufs.model.ipu import Ipu
 
-#: turns per IPU per slice: a slice costs about a millisecond (docs/performance.md),
-#: in the Python path and in the native loop
+#: turns of an IPU's first slice, in the Python path and in the native loop;
+#: then each slice's turns follow the rate of the last whole one
 SLICE_TURNS = 500
 NATIVE_SLICE_TURNS = 20_000
-#: the pause between slices, in which the FUSE reader takes the lock
-BREATHE_S = 0.0002
+#: how long a slice of one IPU lasts, about (docs/executor-speed.md)
+SLICE_S = 0.002
+#: the bounds of a slice's turns
+MIN_TURNS, MAX_TURNS = 100, 1 << 30
+#: a slice's turns per running tile, at least (a visit to a tile costs about
+#: as much as a hundred turns: its state comes into the cache), as long as
+#: the slice lasts at most LONGEST slices of the pace
+TILE_TURNS = 4096
+LONGEST = 5
+#: how long the task waits, at most, for a request that waits for the lock
+#: to take it before the task takes it again
+GIVE_WAY_S = 0.001
 #: tiles whose state (dropped by a reset) a slice frees, per IPU
 SWEEP_TILES = 32
 #: how long a thread may hold the GIL while another waits for it. While
-#: tiles run, this task holds it but for the pauses, and a request in the
-#: FUSE reader needs it to read, to take the lock and to answer: with
+#: tiles run, this task holds it but in the native loop, and a request in
+#: the FUSE reader needs it to read, to take the lock and to answer: with
 #: CPython's 5 ms each hand-over could cost a RESET 5 ms (docs/executor-speed.md)
 SWITCH_INTERVAL_S = 0.0005
 #: how often the utilisation is sampled while no tile takes turns but the
@@ -45,8 +61,27 @@ SAMPLE_S = 0.05
 
 
 def slice_turns(execution: Execution) -> int:
-    """The turns of a slice of about a millisecond for ``execution``."""
+    """The turns of a first slice of ``execution``."""
     return NATIVE_SLICE_TURNS if execution.native_on() else SLICE_TURNS
+
+
+def at_least(execution: Execution, turns: int) -> int:
+    """A slice's ``turns`` (the pace's), raised in the native loop so that
+    each running tile gets a share worth visiting, up to LONGEST times as
+    many (the Python path's pace sets its own)."""
+    if not execution.native_on():
+        return turns
+    return max(turns, min(TILE_TURNS * len(execution.running), LONGEST * turns))
+
+
+def next_turns(turns: int, taken: int, seconds: float) -> int:
+    """The turns of the next slice after one of ``turns`` that took
+    ``taken`` in ``seconds``: at the rate of a whole one, SLICE_S; after
+    one that ended early (the tiles stopped or synced, a request came),
+    as many as before."""
+    if taken < turns or seconds <= 0:
+        return turns
+    return max(MIN_TURNS, min(MAX_TURNS, int(taken * SLICE_S / seconds)))
 
 
 class ExecutionRunner:
@@ -61,13 +96,16 @@ class ExecutionRunner:
         self.lock = work.lock
         self.slice_turns = slice_turns  # None: slice_turns(execution)
         #: nonzero while a request waits for the lock (the FUSE reader's):
-        #: each IPU's native loop ends its run early then
-        #: (Execution.stop_when), and the task pauses after the slice
+        #: the task lets it through after the slice in hand
         self.contended = contended if contended is not None else bytearray(1)
+        #: the daemon lock, when it may be lent to the native loop while
+        #: tiles run (then requests need not wait for a slice to end)
+        self.lender = self.lock if isinstance(self.lock, TileLock) else None
         for ipu in devices.ipus:
-            ipu.execution.stop_when(contended)
+            ipu.execution.lend_lock(self.lender)
         self._token: trio.lowlevel.TrioToken | None = None
         self._wanted = trio.Event()
+        self._turns: dict[int, tuple[bool, int]] = {}  # IPU -> (native, the turns of its next slice)
 
     def _wake(self) -> None:
         """May be called from any thread holding the lock (a TDI command in
@@ -88,8 +126,20 @@ class ExecutionRunner:
         for index, ipu in enumerate(self.devices.ipus):
             busy = self.work.act(index, lambda: self._run(index, ipu)) or busy
             if self.contended[0]:  # a request waits for one IPU's slice at most
-                await trio.sleep(BREATHE_S)
+                await self._give_way()
         return busy
+
+    async def _give_way(self) -> None:
+        """A request waits for the lock: let the reader's thread take it
+        (GIVE_WAY_S at most) before the next slice does: a released lock
+        goes to whoever asks first."""
+        deadline = time.perf_counter() + GIVE_WAY_S
+        while self.contended[0] and time.perf_counter() < deadline:
+            time.sleep(0)  # the GIL goes to the reader, which then takes the lock
+        await trio.lowlevel.checkpoint()
+
+    def _held(self) -> float:
+        return 0.0 if self.lender is None else self.lender.held
 
     def _sample(self, index: int, ipu: Ipu) -> None:
         ipu.set_utilisation(self.utilisation.sample(index, len(ipu.execution.running)))
@@ -104,7 +154,18 @@ class ExecutionRunner:
         if not execution.running and not ipu.debug.pending():
             self._sample(index, ipu)  # its figures fall back while others run
             return swept
-        execution.run(slice_turns(execution) if self.slice_turns is None else self.slice_turns)
+        if self.slice_turns is not None:
+            execution.run(self.slice_turns)
+        else:
+            native = execution.native_on()
+            was, turns = self._turns.get(index, (native, slice_turns(execution)))
+            if was != native:
+                turns = slice_turns(execution)
+            turns = at_least(execution, turns)
+            held, start = self._held(), time.perf_counter()
+            taken = execution.run(turns, turns)
+            seconds = time.perf_counter() - start - (self._held() - held)  # not the time others held it
+            self._turns[index] = native, next_turns(turns, taken, seconds)
         self._sample(index, ipu)
         if execution.events:
             if self.tracer.enabled:
@@ -133,10 +194,8 @@ class ExecutionRunner:
                         self._sample_all()
                         continue
                 self._wanted = trio.Event()
-                while True:
-                    if not await self._slice():
-                        break
-                    await trio.sleep(BREATHE_S)
+                while await self._slice():
+                    await trio.lowlevel.checkpoint()  # the daemon's other tasks
         finally:
             sys.setswitchinterval(switch)
             self._token = None

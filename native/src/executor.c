@@ -7,11 +7,16 @@
  * access, a bad PC, a shift past 31, an enabled floating-point exception),
  * which Python then executes and turns into the exception with its cause
  * and address. The rules and their sources: docs/execution.md. */
+#define _GNU_SOURCE
+#include <linux/futex.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <sched.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "executor.h"
 
@@ -74,116 +79,7 @@ const char *ipufs_x_kind_name(int kind) { return kind >= 0 && kind < K_COUNT ? k
 int ipufs_x_csr_op_count(void) { return C_COUNT; }
 const char *ipufs_x_csr_op_name(int op) { return op >= 0 && op < C_COUNT ? csr_op_names[op] : NULL; }
 
-/* ---- the decode cache: a word, or a bundle's two, -> what to do -------- */
-
-struct half {
-    uint8_t form, kind;
-    uint32_t o[4];  /* operand values as the decoder gives them, modulo 2**32 */
-};
-
-struct entry {
-    uint64_t key;  /* the word; a bundle's first word in the low half */
-    uint8_t used, who, pair;
-    struct half h[2];  /* main, aux */
-};
-
-struct cache {
-    struct entry *slots;
-    uint32_t mask;  /* capacity - 1, a power of two */
-    uint32_t used;
-};
-
-void *ipufs_x_cache_new(void)
-{
-    struct cache *c = calloc(1, sizeof *c);
-    if (!c)
-        return NULL;
-    c->slots = calloc(1024, sizeof *c->slots);
-    if (!c->slots) {
-        free(c);
-        return NULL;
-    }
-    c->mask = 1023;
-    return c;
-}
-
-void ipufs_x_cache_free(void *cache)
-{
-    struct cache *c = cache;
-    if (c) {
-        free(c->slots);
-        free(c);
-    }
-}
-
-static inline uint32_t slot_of(uint64_t key, uint32_t mask)
-{
-    return (uint32_t)((key ^ key >> 29) * 0x9E3779B97F4A7C15ull >> 40) & mask;
-}
-
-static inline const struct entry *lookup(const struct cache *c, uint64_t key)
-{
-    for (uint32_t i = slot_of(key, c->mask);; i = (i + 1) & c->mask) {
-        const struct entry *e = &c->slots[i];
-        if (!e->used)
-            return NULL;
-        if (e->key == key)
-            return e;
-    }
-}
-
-static void place(struct cache *c, const struct entry *e)
-{
-    uint32_t i = slot_of(e->key, c->mask);
-    while (c->slots[i].used && c->slots[i].key != e->key)
-        i = (i + 1) & c->mask;
-    if (!c->slots[i].used)
-        c->used++;
-    c->slots[i] = *e;
-}
-
-/* The aux half of a bundle runs first, on copies of $a and the upper
- * CSRs (issue()): only forms that write nothing else may be there. */
-static int aux_form(int form)
-{
-    switch (form) {
-    case F_ARR: case F_ARI: case F_PRR: case F_ANOT: case F_PNOT: case F_SETZIA:
-    case F_F32: case F_F32V2: case F_F32V2B:
-    case F_F16V2: case F_F16V2L: case F_F16V2U: case F_F16V4: case F_F16V4L: case F_F16V4U:
-        return 1;
-    default:
-        return 0;
-    }
-}
-
-int ipufs_x_learn(void *cache, uint64_t key, int who, const int32_t *forms, const uint32_t *operands)
-{
-    struct cache *c = cache;
-    int pair = key >> 32 != 0;
-    for (int i = 0; i <= pair; i++)
-        if (forms[2 * i] < 0 || forms[2 * i] >= F_COUNT || forms[2 * i + 1] < 0 || forms[2 * i + 1] >= K_COUNT)
-            return -1;
-    if (2 * (c->used + 1) > c->mask + 1) {  /* keep it at most half full */
-        struct cache bigger = { calloc(2 * ((size_t)c->mask + 1), sizeof(struct entry)), 2 * c->mask + 1, 0 };
-        if (!bigger.slots)
-            return -1;
-        for (uint32_t i = 0; i <= c->mask; i++)
-            if (c->slots[i].used)
-                place(&bigger, &c->slots[i]);
-        free(c->slots);
-        *c = bigger;
-    }
-    struct entry e = { .key = key, .used = 1, .who = (uint8_t)who, .pair = (uint8_t)pair };
-    for (int i = 0; i <= pair; i++) {
-        e.h[i].form = (uint8_t)forms[2 * i];
-        e.h[i].kind = (uint8_t)forms[2 * i + 1];
-        memcpy(e.h[i].o, operands + 4 * i, sizeof e.h[i].o);
-    }
-    if (pair && (e.h[0].form == F_PYTHON || !aux_form(e.h[1].form)))
-        e.h[0].form = F_PYTHON;
-    place(c, &e);
-    return 0;
-}
+#include "executor_cache.h"  /* the decode cache and the code slots, on the F_ names */
 
 /* ---- semantics ------------------------------------------------------------- */
 
@@ -237,6 +133,25 @@ static inline void set(uint32_t *file, uint32_t reg, uint32_t value)
         file[reg] = value;
 }
 
+/* Where a branch form goes from `next`, the address after it (control.py);
+ * brnzdec counts its register down. */
+static inline uint32_t branch(int form, const uint32_t *o, uint32_t *m, uint32_t next)
+{
+    switch (form) {
+    case F_BRI: return o[0];
+    case F_BR: return m[o[0]];
+    case F_BRZ: return m[o[0]] == 0 ? o[1] : next;
+    case F_BRNZ: return m[o[0]] != 0 ? o[1] : next;
+    case F_BRNEG: return (int32_t)m[o[0]] < 0 ? o[1] : next;
+    case F_BRPOS: return (int32_t)m[o[0]] > 0 ? o[1] : next;
+    default:  /* F_BRNZDEC */
+        if (m[o[0]] == 0)
+            return next;
+        set(m, o[0], m[o[0]] - 1);
+        return o[1];
+    }
+}
+
 /* What offset_of gives an address where there is no memory. */
 #define NO_MEMORY 0xFFFFFFFFu
 
@@ -264,7 +179,7 @@ static inline int width_of(int kind)
 }
 
 /* Memory for an access, or NULL when Python must make it (it faults). */
-static inline uint8_t *access(const struct ipufs_x *x, uint8_t *sram, uint32_t address, int width, int kind)
+static inline uint8_t *reach(const struct ipufs_x *x, uint8_t *sram, uint32_t address, int width, int kind)
 {
     if (address & (uint32_t)(width - 1))
         return NULL;
@@ -285,7 +200,7 @@ static inline uint64_t read_le(const uint8_t *p, int width)
 static inline int load_m(const struct ipufs_x *x, uint8_t *sram, int kind, uint32_t address, uint32_t *value)
 {
     int width = width_of(kind);
-    uint8_t *p = access(x, sram, address, width, kind);
+    uint8_t *p = reach(x, sram, address, width, kind);
     if (!p)
         return 0;
     uint32_t v = (uint32_t)read_le(p, width);
@@ -301,7 +216,7 @@ static inline int load_m(const struct ipufs_x *x, uint8_t *sram, int kind, uint3
 static inline int load_a(const struct ipufs_x *x, uint8_t *sram, int kind, uint32_t address, uint32_t words[4], int *n)
 {
     int width = width_of(kind);
-    uint8_t *p = access(x, sram, address, width, kind);
+    uint8_t *p = reach(x, sram, address, width, kind);
     if (!p)
         return 0;
     if (kind == K_B16) {
@@ -315,16 +230,35 @@ static inline int load_a(const struct ipufs_x *x, uint8_t *sram, int kind, uint3
     return 1;
 }
 
+/* What one thread of the loop writes as it runs tiles: the logs Python
+ * drains, what it counts, and its code slots (executor_cache.h). The
+ * sequential path's lane logs into the arrays of struct ipufs_x; each of a
+ * parallel pass's lanes into buffers of its own, copied there in the
+ * tiles' order afterwards (docs/executor-speed.md, "Every core"). */
+struct lane {
+    uint32_t *events;         /* (kind, tile, context, PC, value) per program event */
+    uint32_t event_count, event_capacity;
+    uint32_t *dirty;          /* (BAR offset, length) pairs of stores, for page-cache mode */
+    uint32_t dirty_count, dirty_capacity;
+    uint8_t *memory;          /* what the offsets count from */
+    int64_t retired;          /* instructions retired */
+    uint32_t changed;         /* a sync or an exit: _settle reads what it changed */
+    uint64_t miss;            /* IPUFS_X_MISS: the word to decode */
+    int64_t since_yield;      /* turns since the CPU was last offered */
+    int64_t grace;            /* turns still to take once `stop` is seen; -1: not seen */
+    struct slot *slots;       /* its code slots (NULL: none) */
+};
+
 /* Record a store for the page-cache mode's copies; 0 when the log is full. */
-static inline int logged(struct ipufs_x *x, uint8_t *p, int width)
+static inline int logged(struct lane *lane, uint8_t *p, int width)
 {
-    if (!x->dirty_capacity)
+    if (!lane->dirty_capacity)
         return 1;
-    if (x->dirty_count >= x->dirty_capacity)
+    if (lane->dirty_count >= lane->dirty_capacity)
         return 0;
-    x->dirty[2 * x->dirty_count] = (uint32_t)(p - x->memory);
-    x->dirty[2 * x->dirty_count + 1] = (uint32_t)width;
-    x->dirty_count++;
+    lane->dirty[2 * lane->dirty_count] = (uint32_t)(p - lane->memory);
+    lane->dirty[2 * lane->dirty_count + 1] = (uint32_t)width;
+    lane->dirty_count++;
     return 1;
 }
 
@@ -337,19 +271,20 @@ struct turn {
     int64_t *fields;    /* the tile's contexts' fields */
     uint32_t *registers, *csrs;  /* the tile's contexts' registers and CSRs */
     uint8_t *sram;
-    int reready;        /* a context started or stopped: which can run must be looked at again */
+    int64_t turns;      /* the tile's turn count before this turn (t[IPUFS_X_TURNS] is written back later) */
+    int reready;        /* a context started, stopped, waits or stalls: which can run must be looked at again */
 };
 
 /* Room in the event log for n more events. */
-static inline int room(const struct ipufs_x *x, uint32_t n)
+static inline int room(const struct lane *lane, uint32_t n)
 {
-    return x->event_count + n <= x->event_capacity;
+    return lane->event_count + n <= lane->event_capacity;
 }
 
-static inline void log_event(struct ipufs_x *x, uint32_t kind, const struct turn *w, uint32_t ctx, uint32_t pc,
+static inline void log_event(struct lane *lane, uint32_t kind, const struct turn *w, uint32_t ctx, uint32_t pc,
                              uint32_t value)
 {
-    uint32_t *e = x->events + 5 * x->event_count++;
+    uint32_t *e = lane->events + 5 * lane->event_count++;
     e[0] = kind;
     e[1] = w->tile;
     e[2] = ctx;
@@ -369,7 +304,7 @@ static inline void stop(int64_t *f)
 /* Worker n starts at `entry` (Execution.launch): $VERTEX_BASE and $m13 the
  * vertex base, $m12 the supervisor's $WORKERn_BASE, $FP_CTL := $FP_ICTL,
  * $FP_STS := 0. */
-static inline void launch(struct ipufs_x *x, const struct turn *w, uint32_t n, uint32_t entry, uint32_t vbase)
+static inline void launch(struct lane *lane, const struct turn *w, uint32_t n, uint32_t entry, uint32_t vbase)
 {
     int64_t *f = w->fields + n * IPUFS_X_CONTEXT_FIELDS;
     uint32_t *csrs = w->csrs + n * IPUFS_X_CSRS, *m = w->registers + n * IPUFS_X_REGISTERS;
@@ -382,14 +317,14 @@ static inline void launch(struct ipufs_x *x, const struct turn *w, uint32_t n, u
     csrs[IPUFS_X_UPPER + 0] = 0;
     m[13] = vbase;
     m[12] = w->csrs[0x20 + n];
-    log_event(x, IPUFS_X_EVENT_START, w, n, entry, 0);
+    log_event(lane, IPUFS_X_EVENT_START, w, n, entry, 0);
 }
 
 /* The value `get` (or `uget`) reads for `op`; 0 when Python must read it. */
 static inline int csr_read(const struct turn *w, int op, uint32_t slot, uint32_t *value)
 {
     const int64_t *f = w->f, *t = w->t;
-    int64_t count = t[IPUFS_X_TURNS] + 1;  /* Python counts the turn before it runs the instruction */
+    int64_t count = w->turns + 1;  /* Python counts the turn before it runs the instruction */
     const int64_t *repeat = f + IPUFS_X_REPEAT;
     uint32_t v = 0;
     switch (op) {
@@ -421,8 +356,8 @@ static inline int csr_read(const struct turn *w, int op, uint32_t slot, uint32_t
  * upper CSRs `u` (a bundle's aux half: copies); `pc` holds the address
  * after it and becomes where the context goes on. OK, or why Python must
  * take the turn: nothing has changed then. */
-static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *w, uint32_t *a, uint32_t *u,
-                          uint32_t *pc)
+static inline int execute(const struct ipufs_x *x, struct lane *lane, const struct half *h, struct turn *w,
+                          uint32_t *a, uint32_t *u, uint32_t *pc)
 {
     uint32_t *m = w->m;
     int64_t *f = w->f;
@@ -490,9 +425,9 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
     case F_STMI: case F_STMSI: case F_STMX:
         address = h->form == F_STMI ? m[o[1]] + m[o[2]] + o[3] * 4
                 : h->form == F_STMSI ? m[o[1]] + m[o[2]] : m[o[1]] + m[o[2]] * 4;
-        if (!(p = access(x, sram, address, 4, K_W32)))
+        if (!(p = reach(x, sram, address, 4, K_W32)))
             return IPUFS_X_PYTHON;
-        if (!logged(x, p, 4))
+        if (!logged(lane, p, 4))
             return IPUFS_X_FULL;
         memcpy(p, &m[o[0]], 4);
         if (h->form == F_STMSI)
@@ -505,9 +440,9 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
             address += m[o[3]] * (uint32_t)width;
         else if (h->form == F_STAI)
             address += o[3] * (uint32_t)width;
-        if (!(p = access(x, sram, address, width, h->kind)))
+        if (!(p = reach(x, sram, address, width, h->kind)))
             return IPUFS_X_PYTHON;
-        if (!logged(x, p, width))
+        if (!logged(lane, p, width))
             return IPUFS_X_FULL;
         words[0] = a[o[0]];
         words[1] = a[(o[0] + 1) & 15];  /* st64: an even pair */
@@ -517,17 +452,8 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
         else if (h->form == F_STASI)
             set(m, o[2], m[o[2]] + o[3] * (uint32_t)width);
         break;
-    case F_BRI: next = o[0]; break;
-    case F_BR: next = m[o[0]]; break;
-    case F_BRZ: if (m[o[0]] == 0) next = o[1]; break;
-    case F_BRNZ: if (m[o[0]] != 0) next = o[1]; break;
-    case F_BRNEG: if ((int32_t)m[o[0]] < 0) next = o[1]; break;
-    case F_BRPOS: if ((int32_t)m[o[0]] > 0) next = o[1]; break;
-    case F_BRNZDEC:
-        if (m[o[0]] != 0) {
-            set(m, o[0], m[o[0]] - 1);
-            next = o[1];
-        }
+    case F_BRI: case F_BR: case F_BRZ: case F_BRNZ: case F_BRNEG: case F_BRPOS: case F_BRNZDEC:
+        next = branch(h->form, o, m, next);
         break;
     case F_CALL:
         set(m, o[0], next);
@@ -537,6 +463,7 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
         f[IPUFS_X_DELAY] = o[0];
         if (!w->ctx)
             w->t[IPUFS_X_EVENTS] += (int64_t)o[0] + 1;
+        w->reready = 1;
         break;
     case F_RPTM: case F_RPTI: {  /* control.py _rpt */
         uint32_t count = h->form == F_RPTM ? m[o[0]] & 0xFFF : o[0];
@@ -559,7 +486,7 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
         uint32_t entry = m[o[0]], vbase = m[o[1]] + (h->form == F_RUN ? o[2] * 4 + x->memory_base : 0);
         if (((entry | vbase) & 3) || offset_of(x, entry) >= x->region1)  /* faults (NO_MEMORY too) */
             return IPUFS_X_PYTHON;
-        if (!room(x, w->count - 1))
+        if (!room(lane, w->count - 1))
             return IPUFS_X_FULL;
         if (h->form == F_RUN) {  /* the lowest-numbered inactive worker; none: a fault */
             uint32_t n = 1;
@@ -567,13 +494,13 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
                 n++;
             if (n == w->count)
                 return IPUFS_X_PYTHON;
-            launch(x, w, n, entry, vbase);
+            launch(lane, w, n, entry, vbase);
         } else {  /* every worker; one not inactive: a fault ($SSR.RAERR) */
             for (uint32_t n = 1; n < w->count; n++)
                 if (w->fields[n * IPUFS_X_CONTEXT_FIELDS + IPUFS_X_STATUS] != 0)
                     return IPUFS_X_PYTHON;
             for (uint32_t n = 1; n < w->count; n++)
-                launch(x, w, n, entry, vbase + (n - 1) * o[2] * 4);
+                launch(lane, w, n, entry, vbase + (n - 1) * o[2] * 4);
         }
         w->reready = 1;
         break;
@@ -582,13 +509,13 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
         uint32_t r = m[o[0]];
         int64_t status = h->kind == K_Z ? r == 0 : h->kind == K_NZ ? r != 0
                        : h->kind == K_NEG ? (int32_t)r < 0 : (int32_t)r > 0;
-        if (!room(x, 1))
+        if (!room(lane, 1))
             return IPUFS_X_FULL;
         f[IPUFS_X_EXIT] = status;
         w->t[IPUFS_X_LINK] &= status;
         stop(f);
-        log_event(x, IPUFS_X_EVENT_EXIT, w, w->ctx, (uint32_t)f[IPUFS_X_PC], (uint32_t)status);
-        x->changed = 1;
+        log_event(lane, IPUFS_X_EVENT_EXIT, w, w->ctx, (uint32_t)f[IPUFS_X_PC], (uint32_t)status);
+        lane->changed = 1;
         w->reready = 1;
         break;
     }
@@ -648,33 +575,57 @@ static inline int execute(struct ipufs_x *x, const struct half *h, struct turn *
     return OK;
 }
 
-/* One turn of context w->ctx of tile w->tile: OK, or why Python must take
- * it. Nothing changes unless OK. */
-static inline int issue(struct ipufs_x *x, const struct cache *cache, struct turn *w)
+/* The entry of the word(s) at `pc` for context turn `w`, through the
+ * lane's code slot of that address; NULL, and why (IPUFS_X_PYTHON: a bad
+ * PC, or code Python must fetch; IPUFS_X_MISS: a word the cache lacks, in
+ * lane->miss). */
+static inline const struct entry *fetch(const struct ipufs_x *x, const struct cache *cache, struct lane *lane,
+                                        struct slot *slots, const uint8_t *sram, uint32_t pc, int *why)
 {
-    int64_t *f = w->f;
-    uint32_t pc = (uint32_t)f[IPUFS_X_PC];
-    if ((pc & 3) || pc > 0xFFFFFFF0u || f[IPUFS_X_BREAK])  /* misaligned (a fault); near 2**32, Python's unwrapped next PC; a breakpoint applies */
-        return IPUFS_X_PYTHON;
-    uint8_t *sram = w->sram;
+    *why = IPUFS_X_PYTHON;
+    if ((pc & 3) || pc > 0xFFFFFFF0u)  /* misaligned (a fault); near 2**32, Python's unwrapped next PC */
+        return NULL;
     uint32_t at = offset_of(x, pc);
     if (at >= x->region1)  /* code is fetched from region 0 only (NO_MEMORY too) */
-        return IPUFS_X_PYTHON;
-    uint32_t word, second;
+        return NULL;
+    uint32_t word;
     memcpy(&word, sram + at, 4);
     uint64_t key = word;
-    if (word & 0x80000000u) {  /* a bundle: 8-byte aligned, both words in region 0 */
-        uint32_t then = offset_of(x, pc + 4);
-        if ((pc & 7) || then >= x->region1)
-            return IPUFS_X_PYTHON;
-        memcpy(&second, sram + then, 4);
-        key |= (uint64_t)second << 32;
+    if (word & 0x80000000u) {  /* a bundle: 8-byte aligned; then its second word is in region 0 too */
+        if (at & 7)
+            return NULL;
+        memcpy(&key, sram + at, 8);  /* the first word in the low half: a little-endian host */
     }
+    struct slot *s = slots ? &slots[at >> 2] : NULL;
+    if (s && s->key == key && s->e)
+        return s->e;
     const struct entry *e = lookup(cache, key);
     if (!e) {
-        x->miss = key;
-        return IPUFS_X_MISS;
+        lane->miss = key;
+        *why = IPUFS_X_MISS;
+        return NULL;
     }
+    if (s) {
+        s->key = key;
+        s->e = e;
+    }
+    return e;
+}
+
+/* One turn of context w->ctx of tile w->tile, at `*pc` (its PC): OK (and
+ * `*pc` the PC it goes on at), or why Python must take it. Nothing changes
+ * unless OK. */
+static inline int issue(const struct ipufs_x *x, const struct cache *cache, struct lane *lane, struct slot *slots,
+                        struct turn *w, uint32_t *at)
+{
+    int64_t *f = w->f;
+    uint32_t pc = *at;
+    if (f[IPUFS_X_BREAK])  /* a breakpoint applies */
+        return IPUFS_X_PYTHON;
+    int why;
+    const struct entry *e = fetch(x, cache, lane, slots, w->sram, pc, &why);
+    if (!e)
+        return why;
     uint32_t ctx = w->ctx;
     if (e->h[0].form == F_PYTHON || !(e->who & (ctx ? IPUFS_X_WORKER : IPUFS_X_SUPERVISOR)))
         return IPUFS_X_PYTHON;
@@ -690,16 +641,18 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, struct tur
                      : zone == x->zone_internal ? IPUFS_X_WAIT_INTERNAL : -1;
         if (wait < 0 || e->pair)
             return IPUFS_X_PYTHON;
-        if (!room(x, 1))
+        if (!room(lane, 1))
             return IPUFS_X_FULL;
-        log_event(x, IPUFS_X_EVENT_SYNC, w, ctx, pc, zone);
+        log_event(lane, IPUFS_X_EVENT_SYNC, w, ctx, pc, zone);
         f[IPUFS_X_WAIT] = wait;
         f[IPUFS_X_PC] = next;
-        x->changed = 1;
+        *at = next;
+        lane->changed = 1;
+        w->reready = 1;
         return OK;
     }
     if (!e->pair) {
-        if ((rc = execute(x, &e->h[0], w, a, u, &next)) != OK)
+        if ((rc = execute(x, lane, &e->h[0], w, a, u, &next)) != OK)
             return rc;
     } else {
         /* Both halves read the registers as they were before the bundle,
@@ -710,11 +663,11 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, struct tur
         uint32_t aux_a[16], aux_u[16], before[16], upper[16], ignored = next;
         memcpy(aux_a, a, sizeof aux_a);
         memcpy(aux_u, u, sizeof aux_u);
-        if ((rc = execute(x, &e->h[1], w, aux_a, aux_u, &ignored)) != OK)
+        if ((rc = execute(x, lane, &e->h[1], w, aux_a, aux_u, &ignored)) != OK)
             return rc;
         memcpy(before, a, sizeof before);
         memcpy(upper, u, sizeof upper);
-        if ((rc = execute(x, &e->h[0], w, a, u, &next)) != OK)
+        if ((rc = execute(x, lane, &e->h[0], w, a, u, &next)) != OK)
             return rc;
         for (int i = 0; i < 16; i++) {
             if (a[i] == before[i])
@@ -732,7 +685,91 @@ static inline int issue(struct ipufs_x *x, const struct cache *cache, struct tur
         }
     }
     f[IPUFS_X_PC] = next;
+    *at = next;
     return e->pair ? OK_PAIR : OK;
+}
+
+#define CASE_RR(K) case FAST_RR_##K: if (!alu(K_##K, m[o[1]], m[o[2]], &v)) goto general; m[o[0]] = v; break;
+#define CASE_RI(K) case FAST_RI_##K: if (!alu(K_##K, m[o[1]], o[2], &v)) goto general; m[o[0]] = v; break;
+#define CASE_IR(K) case FAST_IR_##K: if (!alu(K_##K, o[1], m[o[2]], &v)) goto general; m[o[0]] = v; break;
+
+/* The turns of w->ctx, the only context of its tile that can run, from
+ * turn *k until `end` or until what can run may have changed (w->reready):
+ * OK, or why the next turn is Python's. The words whose entry has a FAST_*
+ * form run here, with the PC and the counts in registers; any other turn
+ * goes through issue(). The tile's turn count comes back in w->turns, the
+ * instructions retired in *retired. */
+static inline int run_alone(const struct ipufs_x *x, const struct cache *cache, struct lane *lane,
+                            struct slot *slots, struct turn *w, int64_t *k, int64_t end, int64_t *retired)
+{
+    uint32_t *m = w->m;
+    int64_t *f = w->f;
+    const uint8_t *sram = w->sram;
+    uint8_t *store = w->sram;
+    uint32_t pc = (uint32_t)f[IPUFS_X_PC], who = w->ctx ? IPUFS_X_WORKER : IPUFS_X_SUPERVISOR;
+    uint32_t region1 = x->region1;
+    int64_t turn = *k, turns = w->turns, done = *retired;
+    int fast = slots && !lane->dirty_capacity && !f[IPUFS_X_BREAK], rc = OK;
+    while (turn < end) {
+        uint32_t at = offset_of(x, pc), word, v, address, next = pc + 4;
+        const struct entry *e;
+        if (!fast || (pc & 3) || at >= region1)
+            goto general;
+        memcpy(&word, sram + at, 4);
+        e = slots[at >> 2].e;
+        if (word & 0x80000000u || slots[at >> 2].key != word || !e || !(e->who & who) || f[IPUFS_X_REPEAT])
+            goto general;
+        const uint32_t *o = e->h[0].o;
+        switch (e->fast) {
+        FAST_ALU(CASE_RR)
+        FAST_ALU(CASE_RI)
+        FAST_ALU(CASE_IR)
+        case FAST_SETZI: m[o[0]] = o[1]; break;
+        case FAST_BRI: next = branch(F_BRI, o, m, next); break;
+        case FAST_BR: next = branch(F_BR, o, m, next); break;
+        case FAST_BRZ: next = branch(F_BRZ, o, m, next); break;
+        case FAST_BRNZ: next = branch(F_BRNZ, o, m, next); break;
+        case FAST_BRNEG: next = branch(F_BRNEG, o, m, next); break;
+        case FAST_BRPOS: next = branch(F_BRPOS, o, m, next); break;
+        case FAST_BRNZDEC: next = branch(F_BRNZDEC, o, m, next); break;
+        case FAST_LD32:
+            address = m[o[1]] + m[o[2]] + o[3] * 4;
+            if ((address & 3) || (at = offset_of(x, address)) == NO_MEMORY)
+                goto general;
+            memcpy(&m[o[0]], sram + at, 4);
+            break;
+        case FAST_ST32:
+            address = m[o[1]] + m[o[2]] + o[3] * 4;
+            if ((address & 3) || (at = offset_of(x, address)) == NO_MEMORY)
+                goto general;
+            memcpy(store + at, &m[o[0]], 4);
+            break;
+        default:
+            goto general;
+        }
+        pc = next;
+        turn++;
+        turns++;
+        done++;
+        continue;
+    general:
+        f[IPUFS_X_PC] = pc;
+        w->turns = turns;
+        rc = issue(x, cache, lane, slots, w, &pc);
+        if (rc >= 0)
+            break;
+        done += rc == OK ? 1 : 2;  /* a bundle counts two */
+        rc = OK;
+        turn++;
+        turns++;
+        if (w->reready)
+            break;
+    }
+    f[IPUFS_X_PC] = pc;
+    w->turns = turns;
+    *k = turn;
+    *retired = done;
+    return rc;
 }
 
 /* sync 2 (LOCAL) releases the supervisor once no worker is active. */
@@ -771,22 +808,194 @@ static inline uint32_t runnable(const int64_t *fields, uint32_t count)
     return ready;
 }
 
-/* Turns of one tile until `allowance` (Execution._run_tile). A context
- * stops being runnable by waiting (a sync) or stopping (an exit); workers
- * become runnable through run and runall, the supervisor again through
- * release_local. */
-static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile, int64_t allowance, int64_t *partial)
+/* Whether a tile would take a turn now: a context can run, or its
+ * supervisor's local sync ends (release_local) as it is visited. */
+static inline int takes_turns(const int64_t *fields, uint32_t count)
+{
+    if (runnable(fields, count))
+        return 1;
+    if (fields[IPUFS_X_WAIT] != IPUFS_X_WAIT_WORKERS)
+        return 0;
+    for (uint32_t w = 1; w < count; w++)
+        if (fields[w * IPUFS_X_CONTEXT_FIELDS + IPUFS_X_STATUS] == IPUFS_X_ACTIVE)
+            return 0;
+    return 1;
+}
+
+int32_t ipufs_x_runnable(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *out)
+{
+    int32_t m = 0;
+    for (int32_t i = 0; i < n; i++)
+        if (takes_turns(x->contexts + (uint64_t)order[i] * x->count * IPUFS_X_CONTEXT_FIELDS, x->count))
+            out[m++] = order[i];
+    return m;
+}
+
+/* A run that took `turns` more turns in this lane: whether it is to end
+ * now (`stop` has been set for x->grace of the lane's turns); every
+ * x->offer turns it offers its CPU. */
+static int stop_due(const struct ipufs_x *x, struct lane *lane, int64_t turns)
+{
+    if (x->offer) {
+        lane->since_yield += turns;
+        if (lane->since_yield >= x->offer) {
+            lane->since_yield = 0;
+            /* The daemon's thread runs this on the CPU its FUSE reader may
+               need: a woken reader would otherwise wait for the scheduler to
+               preempt this loop (milliseconds). */
+            sched_yield();
+        }
+    }
+    if (!x->stop)
+        return 0;
+    if (lane->grace < 0) {
+        if (!*x->stop)
+            return 0;
+        lane->grace = x->grace;
+    }
+    lane->grace -= turns;
+    return lane->grace <= 0;
+}
+
+/* ---- holds: another thread takes the daemon lock while the loop runs ---- */
+
+/* While the daemon lends its lock to the loop (native.py, Loop.run), the
+ * thread that takes it holds the loop first (ipufs_x_hold): every thread
+ * running tiles stops at its next look (a tile's end, or every
+ * IPUFS_X_CHECK_TURNS turns) once the tiles' due is over (x->due, a
+ * CLOCK_MONOTONIC time; 0: none), with everything written back to the
+ * arrays, and waits until ipufs_x_resume lets it go on, or makes it end
+ * (IPUFS_X_ABORT). `active` counts the threads running tiles, `paused`
+ * those of them that stopped; a thread counts itself active and then looks
+ * at `hold`, while the holder sets `hold` and then reads `active`: either
+ * sees the other. Each side looks x->spin times before it sleeps on a
+ * futex (`acks` for the holder, `hold` for the loop): a hold lasts about a
+ * request, tens of microseconds, about what a wake-up from sleep costs;
+ * with one CPU, x->spin is 0 (the other side needs the CPU). */
+enum { HOLD_NONE = 0, HOLD_WAIT = 1, HOLD_ABORT = 2 };
+
+static void futex(uint32_t *word, int op, uint32_t value)
+{
+    syscall(SYS_futex, word, op | FUTEX_PRIVATE_FLAG, value, NULL, NULL, 0);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Whether a hold asks the calling thread, running tiles, to stop now. */
+static inline int hold_due(const struct ipufs_x *x)
+{
+    if (!__atomic_load_n(&x->hold, __ATOMIC_RELAXED))
+        return 0;
+    int64_t due = __atomic_load_n(&x->due, __ATOMIC_RELAXED);
+    return !due || now_ns() >= due;
+}
+
+/* Something the holder waits for happened: a thread stopped or left. */
+static void acked(struct ipufs_x *x)
+{
+    __atomic_add_fetch(&x->acks, 1, __ATOMIC_SEQ_CST);
+    futex(&x->acks, FUTEX_WAKE, INT32_MAX);
+}
+
+/* The calling thread stopped for a hold, waits for its end: 1 go on, 0 end. */
+static int held(struct ipufs_x *x)
+{
+    uint32_t h;
+    __atomic_add_fetch(&x->paused, 1, __ATOMIC_SEQ_CST);
+    acked(x);
+    for (int64_t spins = 0; (h = __atomic_load_n(&x->hold, __ATOMIC_SEQ_CST)) == HOLD_WAIT; spins++) {
+        if (spins < x->spin)
+            __builtin_ia32_pause();
+        else
+            futex(&x->hold, FUTEX_WAIT, HOLD_WAIT);
+    }
+    __atomic_sub_fetch(&x->paused, 1, __ATOMIC_SEQ_CST);
+    return h != HOLD_ABORT;
+}
+
+/* The calling thread starts running tiles: 1, or 0 when a hold ends it. */
+static int arrive(struct ipufs_x *x)
+{
+    __atomic_add_fetch(&x->active, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&x->hold, __ATOMIC_SEQ_CST) == HOLD_NONE)
+        return 1;
+    return held(x);
+}
+
+static void depart(struct ipufs_x *x)
+{
+    __atomic_sub_fetch(&x->active, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&x->hold, __ATOMIC_SEQ_CST) != HOLD_NONE)
+        acked(x);
+}
+
+void ipufs_x_hold(struct ipufs_x *x, int64_t after_ns)
+{
+    __atomic_store_n(&x->due, after_ns > 0 ? now_ns() + after_ns : 0, __ATOMIC_SEQ_CST);
+    __atomic_store_n(&x->hold, HOLD_WAIT, __ATOMIC_SEQ_CST);
+    for (int64_t spins = 0;; spins++) {
+        uint32_t seen = __atomic_load_n(&x->acks, __ATOMIC_SEQ_CST);
+        int32_t active = __atomic_load_n(&x->active, __ATOMIC_SEQ_CST);
+        if (!active || __atomic_load_n(&x->paused, __ATOMIC_SEQ_CST) >= active)
+            return;
+        if (spins < x->spin)
+            __builtin_ia32_pause();
+        else
+            futex(&x->acks, FUTEX_WAIT, seen);
+    }
+}
+
+void ipufs_x_resume(struct ipufs_x *x, int end)
+{
+    __atomic_store_n(&x->hold, end ? HOLD_ABORT : HOLD_NONE, __ATOMIC_SEQ_CST);
+    futex(&x->hold, FUTEX_WAKE, INT32_MAX);
+}
+
+/* Turns of one tile until `allowance` (Execution._run_tile), from
+ * `*partial` taken: IPUFS_X_DONE, IPUFS_X_STOP (the run is to end: the
+ * tile took `*partial`), or why the next turn is Python's. A context that
+ * is the only one that can run takes its turns in a loop of its own until
+ * something changes which can run. The tile's counters are kept in
+ * locals and written back on the way out. A context stops being runnable
+ * by waiting (a sync) or stopping (an exit); workers become runnable
+ * through run and runall, the supervisor again through release_local. */
+static int run_tile(struct ipufs_x *x, const struct cache *cache, struct lane *lane, uint32_t tile,
+                    int64_t allowance, int64_t *partial)
 {
     uint32_t count = x->count;
     int64_t *t = x->tiles + (uint64_t)tile * IPUFS_X_TILE_FIELDS;
     int64_t *fields = x->contexts + (uint64_t)tile * count * IPUFS_X_CONTEXT_FIELDS;
     uint32_t *registers = x->registers + (uint64_t)tile * count * IPUFS_X_REGISTERS;
+    struct slot *slots = lane->slots;
     struct turn w = { .tile = tile, .count = count, .t = t, .fields = fields, .registers = registers,
                       .csrs = x->csrs + (uint64_t)tile * count * IPUFS_X_CSRS,
-                      .sram = x->memory + (uint64_t)tile * x->window };
-    int64_t k = *partial;
+                      .sram = x->memory + (uint64_t)tile * x->window, .turns = t[IPUFS_X_TURNS] };
+    int64_t k = *partial, counted = k, retired = 0;
+    if (stop_due(x, lane, 0))
+        return IPUFS_X_STOP;
+    if (hold_due(x))
+        return IPUFS_X_HOLD;
+    uint32_t turn = (uint32_t)t[IPUFS_X_TURN];
     uint32_t ready = runnable(fields, count);
+    int rc = IPUFS_X_DONE;
     while (k < allowance) {
+        if (k - counted >= IPUFS_X_CHECK_TURNS) {
+            int due = stop_due(x, lane, k - counted);
+            counted = k;
+            if (due) {
+                rc = IPUFS_X_STOP;
+                break;
+            }
+            if (hold_due(x)) {
+                rc = IPUFS_X_HOLD;
+                break;
+            }
+        }
         if (!ready) {
             if (release_local(fields, count)) {
                 ready = runnable(fields, count);
@@ -794,36 +1003,57 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, uint32_t tile,
             }
             break;
         }
-        uint32_t turn = (uint32_t)t[IPUFS_X_TURN];
+        int alone = !(ready & (ready - 1));
         uint32_t later = ready & (~0u << turn);  /* the next at or after the turn, cyclic */
         uint32_t c = (uint32_t)__builtin_ctz(later ? later : ready);
         int64_t *f = fields + c * IPUFS_X_CONTEXT_FIELDS;
         uint32_t after = c + 1 < count ? c + 1 : 0;
-        if (f[IPUFS_X_DELAY]) {
-            f[IPUFS_X_DELAY]--;
-        } else {
-            w.ctx = c;
-            w.m = registers + c * IPUFS_X_REGISTERS;
-            w.f = f;
-            w.reready = 0;
-            int rc = issue(x, cache, &w);
-            if (rc >= 0) {
-                *partial = k;
-                return rc;
-            }
-            t[IPUFS_X_INSTRUCTIONS] += rc == OK ? 1 : 2;  /* a bundle counts two */
-            x->retired += rc == OK ? 1 : 2;
-            if (w.reready)  /* workers started, or a context stopped */
-                ready = runnable(fields, count);
-            else if (f[IPUFS_X_WAIT] != IPUFS_X_WAIT_NONE)  /* it synced: internally, the tile stands still */
-                ready = c == 0 && f[IPUFS_X_WAIT] == IPUFS_X_WAIT_INTERNAL ? 0 : ready & ~(1u << c);
+        int64_t end = counted + IPUFS_X_CHECK_TURNS < allowance ? counted + IPUFS_X_CHECK_TURNS : allowance;
+        if (f[IPUFS_X_DELAY]) {  /* a stalled turn; alone, its stalls up to the next check at once */
+            int64_t d = alone && end - k < f[IPUFS_X_DELAY] ? end - k : alone ? f[IPUFS_X_DELAY] : 1;
+            f[IPUFS_X_DELAY] -= d;
+            w.turns += d;
+            k += d;
+            turn = after;
+            continue;
         }
-        t[IPUFS_X_TURN] = after;
-        t[IPUFS_X_TURNS]++;
-        k++;
+        w.ctx = c;
+        w.m = registers + c * IPUFS_X_REGISTERS;
+        w.f = f;
+        w.reready = 0;
+        if (alone) {
+            int64_t before = k;
+            int r = run_alone(x, cache, lane, slots, &w, &k, end, &retired);
+            if (k > before)
+                turn = after;
+            if (r >= 0) {
+                rc = r;
+                goto out;
+            }
+        } else {
+            uint32_t pc = (uint32_t)f[IPUFS_X_PC];
+            int r = issue(x, cache, lane, slots, &w, &pc);
+            if (r >= 0) {
+                rc = r;
+                goto out;
+            }
+            retired += r == OK ? 1 : 2;  /* a bundle counts two */
+            w.turns++;
+            k++;
+            turn = after;
+        }
+        if (w.reready)  /* workers started, a context stopped, waits or stalls */
+            ready = runnable(fields, count);
     }
+    if (rc == IPUFS_X_DONE && stop_due(x, lane, k - counted + IPUFS_X_TILE_TURNS))
+        rc = IPUFS_X_STOP;
+out:
+    t[IPUFS_X_TURN] = turn;
+    t[IPUFS_X_TURNS] = w.turns;
+    t[IPUFS_X_INSTRUCTIONS] += retired;
+    lane->retired += retired;
     *partial = k;
-    return IPUFS_X_DONE;
+    return rc;
 }
 
 /* What Execution._settle and busy() read of the running tiles `order`
@@ -861,72 +1091,4 @@ int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, 
     return gone;
 }
 
-/* Passes over the running tiles `order` (sorted) as Execution.run makes
- * them: each from the tile at or after the cursor, wrapping, each tile up
- * to its share of what is left of `budget`, `slice` at most. */
-int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t slice, int64_t budget,
-                struct ipufs_x_pass *pass)
-{
-    const struct cache *cache = x->cache;
-    while (pass->done < budget) {
-        if (!pass->underway) {
-            int32_t lo = 0, hi = n;  /* the first tile at or after the cursor */
-            while (lo < hi) {
-                int32_t mid = lo + (hi - lo) / 2;
-                if ((int64_t)order[mid] < pass->cursor)
-                    lo = mid + 1;
-                else
-                    hi = mid;
-            }
-            int64_t even = (budget - pass->done) / n;
-            pass->first = lo < n ? lo : 0;
-            pass->share = even < slice ? even : slice;
-            if (pass->share < 16)
-                pass->share = 16;
-            pass->index = 0;
-            pass->base = pass->partial = 0;
-            pass->underway = 1;
-        }
-        int64_t limit = budget - pass->done;
-        while (pass->index < n) {
-            int32_t at = pass->first + pass->index;
-            uint32_t tile = order[at < n ? at : at - n];
-            int64_t allowance = limit - pass->base < pass->share ? limit - pass->base : pass->share;
-            int rc = run_tile(x, cache, tile, allowance, &pass->partial);
-            if (rc != IPUFS_X_DONE)
-                return rc;
-            int64_t took = pass->partial;
-            pass->base += took;
-            pass->partial = 0;
-            pass->cursor = (int64_t)tile + 1;
-            pass->index++;
-            if (x->stop) {
-                /* The daemon's thread runs this on the CPU its FUSE reader
-                   may need: a woken reader would otherwise wait for the
-                   scheduler to preempt this loop (milliseconds), and then
-                   for the lock this call's caller holds. */
-                x->since_yield += took;
-                if (x->since_yield >= IPUFS_X_YIELD_TURNS) {
-                    x->since_yield = 0;
-                    sched_yield();
-                }
-                if (*x->stop) {
-                    pass->stopped = 1;
-                    break;
-                }
-            }
-            if (pass->base >= limit)
-                break;
-        }
-        pass->underway = 0;
-        pass->done += pass->base;
-        pass->last = pass->base;
-        if (x->changed) {  /* a context waits or stopped: _settle reads that */
-            pass->settle = 1;
-            x->changed = 0;
-        }
-        if (pass->settle || pass->handed || !pass->base || pass->stopped)
-            break;
-    }
-    return IPUFS_X_DONE;
-}
+#include "executor_lanes.h"  /* the lanes, and the passes that spread tiles over them */

@@ -54,8 +54,16 @@ enum {
     IPUFS_X_INTERNAL = 2,   /* of them, waiting in sync 3 */
     IPUFS_X_EXTERNAL = 3,   /* of them, waiting in an external sync */
     IPUFS_X_COUNTS = 4,
-    /* turns between the offers of the CPU of a loop that may be stopped (ipufs_x.stop) */
+    /* turns between the offers of the CPU of a loop that runs beside a FUSE reader (ipufs_x.offer) */
     IPUFS_X_YIELD_TURNS = 4096,
+    /* turns between the looks at `stop`; what a visit to a tile counts as */
+    IPUFS_X_CHECK_TURNS = 256,
+    /* looks at a hold before a thread sleeps until it changes (with more than one CPU) */
+    IPUFS_X_HOLD_SPINS = 2000,
+    IPUFS_X_TILE_TURNS = 16,
+    IPUFS_X_HANDBACK_TURNS = 512,  /* what a return to Python counts as */
+    /* threads a pass may spread its tiles over, at most */
+    IPUFS_X_MAX_LANES = 64,
     /* who may run a decoded instruction */
     IPUFS_X_SUPERVISOR = 1,
     IPUFS_X_WORKER = 2,
@@ -64,7 +72,10 @@ enum {
     IPUFS_X_DONE = 0,    /* the budget is spent, a pass took no turn, or _settle is due */
     IPUFS_X_PYTHON = 1,  /* the next turn of order[index] is Python's */
     IPUFS_X_MISS = 2,    /* the word in `miss` is not in the decode cache */
-    IPUFS_X_FULL = 3     /* the dirty log or the event log is full */
+    IPUFS_X_FULL = 3,    /* the dirty log or the event log is full */
+    IPUFS_X_STOP = 4,    /* (inside the loop) the run is to end: `stop` was seen long enough */
+    IPUFS_X_HOLD = 5,    /* (inside the loop) another thread holds the loop: wait, then go on or end */
+    IPUFS_X_ABORT = 6    /* a hold ended the call: what the model is now does not allow it to go on */
 };
 
 struct ipufs_x {
@@ -92,10 +103,21 @@ struct ipufs_x {
     uint32_t changed;     /* a sync or an exit since the last pass ended: _settle reads what it changed */
     uint64_t miss;        /* IPUFS_X_MISS: the word to decode (a bundle's two: the first in the low half) */
     int64_t retired;      /* instructions retired, added up across calls */
-    void *cache;          /* ipufs_x_cache_new() */
-    const volatile uint8_t *stop;  /* nonzero: a request waits for the daemon lock: the call ends after the
-                                    * tile in hand (NULL: never; the loop then never yields its CPU either) */
-    int64_t since_yield;  /* turns since the loop last offered its CPU (while `stop` is set up) */
+    void *cache;          /* ipufs_x_cache_new(): the decode cache */
+    void *lanes;          /* ipufs_x_lanes_new(): the threads' logs and code slots, the pass's tiles */
+    const volatile uint8_t *stop;  /* nonzero: a request waits for the daemon lock: the call ends `grace`
+                                    * turns later (NULL: never) */
+    int64_t grace;        /* turns a call still takes once it sees `stop` set */
+    int64_t parallel;     /* a pass that gives its tiles at least this many turns in all spreads them over
+                           * the lanes (0: never) */
+    int64_t spread;       /* passes that did, ever */
+    int64_t offer;        /* turns between offers of the CPU (sched_yield; 0: never) */
+    uint32_t hold;        /* ipufs_x_hold/_resume: 0 run, 1 wait, 2 end (atomic) */
+    int32_t active;       /* threads running tiles now (atomic) */
+    int32_t paused;       /* of them, waiting for a hold to end (atomic) */
+    int64_t spin;         /* looks at a hold (or at its acks) before a thread sleeps until it changes */
+    int64_t due;          /* a hold waits for the tiles until then (CLOCK_MONOTONIC ns; 0: not) */
+    uint32_t acks;        /* counts the threads that stopped for a hold or left (a futex) */
 };
 
 /* What ipufs_x_run has done of one Execution.run call: the turns taken
@@ -119,11 +141,25 @@ struct ipufs_x_pass {
     int32_t settle;
     int64_t handed;
     int32_t stopped;      /* the call ended early: `stop` was set */
+    int64_t tile;         /* the tile in hand when the call returns IPUFS_X_PYTHON or IPUFS_X_MISS */
+    int32_t count;        /* the tiles of the pass under way */
+    int32_t parallel;     /* it ran on the lanes first: what each tile did there is taken in in order */
+    int32_t replayed;     /* the tile in hand's record is taken in */
+    int32_t fresh;        /* set for a new Execution.run: the stop flag is looked at afresh */
+    int64_t held;         /* a tile the stopped pass did not reach (-1: none): served first next time */
 };
 
-void *ipufs_x_cache_new(void);
+void *ipufs_x_cache_new(uint32_t limit);
 void ipufs_x_cache_free(void *cache);
+int ipufs_x_cache_clear(void *cache);
+int64_t ipufs_x_cache_size(const void *cache, int64_t *bytes);
 int ipufs_x_learn(void *cache, uint64_t key, int who, const int32_t *forms, const uint32_t *operands);
+void *ipufs_x_lanes_new(uint32_t tiles, uint32_t region1, int lanes, uint32_t events, uint32_t dirty);
+void ipufs_x_lanes_free(void *lanes);
+void ipufs_x_lanes_clear(void *lanes);
+int64_t ipufs_x_lanes_bytes(const void *lanes);
+int ipufs_x_pool_start(int lanes);
+int ipufs_x_pool_lanes(void);
 int ipufs_x_form_count(void);
 const char *ipufs_x_form_name(int form);
 int ipufs_x_kind_count(void);
@@ -132,5 +168,8 @@ int ipufs_x_csr_op_count(void);
 const char *ipufs_x_csr_op_name(int op);
 int32_t ipufs_x_scan(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *stopped,
                      int64_t *counts);
+void ipufs_x_hold(struct ipufs_x *x, int64_t after_ns);
+void ipufs_x_resume(struct ipufs_x *x, int end);
+int32_t ipufs_x_runnable(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *out);
 int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t slice, int64_t budget,
                 struct ipufs_x_pass *pass);

@@ -29,6 +29,8 @@ Learned = tuple[int, list[tuple[int, int, tuple[int, ...]]]]
 _SUPERVISOR_BIT, _WORKER_BIT = native.SUPERVISOR_BIT, native.WORKER_BIT
 _PYTHON: Learned = (0, [(native.PYTHON_FORM, 0, ())])
 _UNSEQUENCED = (Group.CONTROL, Group.SYSTEM)
+#: the decode cache's bound (about 0.5 KiB an entry: 8 MiB per IPU at most)
+CACHE_ENTRIES = 1 << 14
 
 
 def _who(inst: Instruction) -> int:
@@ -58,6 +60,8 @@ class Interpreter:
         self.breaks: dict[int, TileBreaks] = {}
         self.retired = 0  # instructions retired on this path since reset
         self._cache: dict[int, Decoded] = {}
+        #: decoded words held at most: beyond, the cache starts again empty
+        self.cache_entries = CACHE_ENTRIES
 
     def run_tile(self, t: TileState, turns: int) -> int:
         """Up to ``turns`` turns of ``t``; returns those taken."""
@@ -147,10 +151,21 @@ class Interpreter:
                 raise TileFault(Etype.INVALID_PC, ExceptionCause.INVALID_PC, pc,
                                 f"bundle at 0x{pc:x} is not 8-byte aligned")
             key = word | fetch(t, pc + 4) << 32
-        found = self._cache.get(key)
+        cache = self._cache
+        found = cache.get(key)
         if found is None:
-            found = self._cache[key] = self.decode_key(key)
+            if len(cache) >= self.cache_entries:  # code that keeps writing new words: start again
+                cache.clear()
+            found = cache[key] = self.decode_key(key)
         return found
+
+    def forget(self) -> None:
+        """Drop every decoded word (a reset)."""
+        self._cache.clear()
+
+    def cached(self) -> int:
+        """The decoded words held."""
+        return len(self._cache)
 
     def decode_key(self, key: int) -> Decoded:
         if key <= MASK:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,6 +46,8 @@ WAIT_EXCHANGE, WAIT_ANS = _lib.IPUFS_X_WAIT_EXCHANGE, _lib.IPUFS_X_WAIT_ANS
 RUNNABLE, MEMBERS, INTERNAL, EXTERNAL = _lib.IPUFS_X_RUNNABLE, _lib.IPUFS_X_MEMBERS, _lib.IPUFS_X_INTERNAL, \
     _lib.IPUFS_X_EXTERNAL
 SUPERVISOR_BIT, WORKER_BIT, BODY_BIT = _lib.IPUFS_X_SUPERVISOR, _lib.IPUFS_X_WORKER, _lib.IPUFS_X_BODY
+#: turns between the loop's looks at its stop flag; what a visit to a tile counts as
+CHECK_TURNS, TILE_TURNS = _lib.IPUFS_X_CHECK_TURNS, _lib.IPUFS_X_TILE_TURNS
 
 FORMS: dict[str, int] = {_ffi.string(_lib.ipufs_x_form_name(i)).decode(): i for i in range(_lib.ipufs_x_form_count())}
 KINDS: dict[str, int] = {_ffi.string(_lib.ipufs_x_kind_name(i)).decode(): i for i in range(_lib.ipufs_x_kind_count())}
@@ -55,13 +57,33 @@ CSR_OPS: dict[str, int] = {_ffi.string(_lib.ipufs_x_csr_op_name(i)).decode(): i
 PYTHON_FORM = FORMS["python"]
 #: the environment variable that turns the native loop off ("0")
 SWITCH = "IPUFS_NATIVE_EXECUTOR"
-_DIRTY_PAIRS = 4096
+#: the environment variable that sets how many threads a pass may use (default: the CPUs this process may use)
+THREADS = "IPUFS_EXECUTOR_THREADS"
+_DIRTY_PAIRS = 16384
 _EVENTS = 4096
+#: the decode cache's entries at most, per IPU (56 bytes each, in a table kept at most half full: 7 MiB)
+CACHE_ENTRIES = 1 << 16
+#: turns a run still takes once it sees its stop flag set (Execution.stop_when)
+GRACE_TURNS = 1024
+#: a pass that gives its tiles at least this many turns in all spreads them over the threads
+PARALLEL_TURNS = 1 << 16
+#: turns between the loop's offers of its CPU while it runs with a lock lent (a FUSE reader may need the CPU)
+YIELD_TURNS = _lib.IPUFS_X_YIELD_TURNS
 
 
 def enabled() -> bool:
     """The process's default: on unless IPUFS_NATIVE_EXECUTOR=0."""
     return os.environ.get(SWITCH, "1") != "0"
+
+
+def threads() -> int:
+    """The threads a pass may spread its tiles over: IPUFS_EXECUTOR_THREADS,
+    else the CPUs this process may run on (at least 1)."""
+    wanted = os.environ.get(THREADS, "")
+    most: int = _lib.IPUFS_X_MAX_LANES
+    if wanted.isdigit() and int(wanted) > 0:
+        return min(int(wanted), most)
+    return max(1, min(len(os.sched_getaffinity(0)), most))
 
 
 def code(native: str) -> tuple[int, int]:
@@ -124,17 +146,36 @@ Settle = Callable[[], tuple[bool, bool]]
 Logged = Callable[[int, int, int, int, int], None]
 
 
+#: a run's lent lock (Loop.run): the Lender, whether the run may go on, whether the model was reset since it began
+Lent = tuple["Lender", Callable[[], bool], Callable[[], bool]]
+
+
+class Lender(Protocol):
+    """The daemon's lock, let go while the C loop runs (Execution.lend_lock):
+    a thread that takes it meanwhile holds the loop first (Loop.hold), and
+    lets it go on, or end when ``go_on`` says no, as it lets the lock go
+    (Loop.resume)."""
+
+    def lend(self, loop: Loop, go_on: Callable[[], bool]) -> bool:
+        """Let the lock go (false: it cannot be, held more than once)."""
+
+    def reclaim(self) -> None:
+        """Take it back."""
+
+
 class Loop:
     """The C loop over the tiles of one IPU: its state arrays, tile memory
     and decode cache."""
 
     def __init__(self, arrays: Arrays, exchange: BarMemory, base: int, window: int, sram: int, memory_base: int,
-                 csr_ops: NDArray[np.uint8], *, region1: int | None = None, bounded: bool = False) -> None:
+                 csr_ops: NDArray[np.uint8], *, region1: int | None = None, bounded: bool = False,
+                 lanes: int | None = None, cache_entries: int = CACHE_ENTRIES) -> None:
         """``csr_ops`` [2, ACCESSES, 256]: for the supervisor, then a
         worker, what each access of each CSR index does (CSR_OPS).
         ``region1``: the SRAM offset where region 1 starts (None: half way);
         ``bounded``: only [memory_base, + sram) is memory, else addresses
-        alias onto it (tiles.py)."""
+        alias onto it (tiles.py); ``lanes``: the threads a pass may use
+        (None: threads()); ``cache_entries``: the decode cache's bound."""
         if window & (window - 1) or window > 1 << 21 or window >= 2 * sram or exchange.size >= 1 << 32:
             raise ValueError("the native loop needs a power-of-two tile window below 2 MiB and twice the SRAM")
         if csr_ops.shape != (2, ACCESSES, 256) or csr_ops.dtype != np.uint8:
@@ -151,30 +192,78 @@ class Loop:
         self._events: NDArray[np.uint32] = np.zeros(5 * _EVENTS, np.uint32)
         self._keep += [_ffi.from_buffer(a, require_writable=True) for a in (self._dirty, self._events)]
         self._keep.append(_ffi.from_buffer(self._csr_ops))
-        self._cache = _ffi.gc(_lib.ipufs_x_cache_new(), _lib.ipufs_x_cache_free)
+        self._cache = _ffi.gc(_lib.ipufs_x_cache_new(cache_entries), _lib.ipufs_x_cache_free)
         if self._cache == _ffi.NULL:
             raise MemoryError("the native loop's decode cache")
+        #: the CPUs this process may use when the loop was made
+        self.cpus = len(os.sched_getaffinity(0))
+        lanes = threads() if lanes is None else lanes
+        region1 = sram // 2 if region1 is None else region1
+        if lanes > 1:
+            _lib.ipufs_x_pool_start(lanes)  # once per process; a pool that cannot start leaves one thread
+        self._lanes = _ffi.gc(_lib.ipufs_x_lanes_new(arrays.registers.shape[0], region1, lanes, _EVENTS,
+                                                      _DIRTY_PAIRS), _lib.ipufs_x_lanes_free)
+        if self._lanes == _ffi.NULL:
+            raise MemoryError("the native loop's lanes")
         x = self._x = _ffi.new("struct ipufs_x *")
         x.registers, x.csrs, x.contexts, x.tiles, x.memory, x.dirty, x.events, x.csr_ops = (
             _ffi.cast(t, b) for t, b in zip(("uint32_t *", "uint32_t *", "int64_t *", "int64_t *", "uint8_t *",
                                               "uint32_t *", "uint32_t *", "uint8_t *"), self._keep))
         x.memory += base
         x.window, x.sram, x.count, x.memory_base = window, sram, arrays.registers.shape[1], memory_base
-        x.region1, x.bounded = sram // 2 if region1 is None else region1, int(bounded)
+        x.region1, x.bounded = region1, int(bounded)
         x.zone_local, x.zone_internal, x.event_capacity = Zone.LOCAL, Zone.INTERNAL, _EVENTS
-        x.cache = self._cache
+        x.cache, x.lanes = self._cache, self._lanes
+        x.grace, x.parallel = GRACE_TURNS, PARALLEL_TURNS
         self._pass = _ffi.new("struct ipufs_x_pass *")
+        self._runnable: NDArray[np.uint32] = np.zeros(arrays.registers.shape[0], np.uint32)
         self.retired = 0  # instructions the C loop retired, ever
 
-    def stop_when(self, flag: bytearray | None) -> None:
-        """End each run() after the tile in hand once ``flag[0]`` is
-        nonzero, and offer the CPU to other threads every
-        IPUFS_X_YIELD_TURNS turns meanwhile (None: neither). The daemon's
-        FUSE reader sets it while a request waits for the lock."""
+    @property
+    def parallel_turns(self) -> int:
+        """A pass that gives its tiles at least this many turns in all
+        spreads them over the threads (0: never)."""
+        return int(self._x.parallel)
+
+    @parallel_turns.setter
+    def parallel_turns(self, turns: int) -> None:
+        self._x.parallel = turns
+
+    @property
+    def spread(self) -> int:
+        """The passes that spread their tiles over the threads, ever."""
+        return int(self._x.spread)
+
+    def forget(self) -> None:
+        """Drop every decoded word and code slot (a reset: the memory goes back)."""
+        if _lib.ipufs_x_cache_clear(self._cache) < 0:
+            raise MemoryError("the native loop's decode cache")
+        _lib.ipufs_x_lanes_clear(self._lanes)
+
+    def cached(self) -> tuple[int, int]:
+        """The decode cache's entries, and the bytes it and the code slots take."""
+        size = _ffi.new("int64_t *")
+        entries = _lib.ipufs_x_cache_size(self._cache, size)
+        return int(entries), int(size[0]) + int(_lib.ipufs_x_lanes_bytes(self._lanes))
+
+    def runnable(self, order: NDArray[np.uint32]) -> NDArray[np.uint32]:
+        """Of the running tiles ``order`` (sorted), those that would take a
+        turn now: a pass's tiles, on either path."""
+        n = _lib.ipufs_x_runnable(self._x, _ffi.from_buffer("uint32_t[]", order), len(order),
+                                  _ffi.from_buffer("uint32_t[]", self._runnable, require_writable=True))
+        return self._runnable[:n].copy()
+
+    def stop_when(self, flag: bytearray | None, grace: int = GRACE_TURNS) -> None:
+        """End each run() ``grace`` turns after it sees ``flag[0]`` nonzero
+        (within IPUFS_X_CHECK_TURNS more, or at the end of the tile in
+        hand), and offer the CPU to other threads every IPUFS_X_YIELD_TURNS
+        turns meanwhile (None: neither). The daemon's FUSE reader sets it
+        while a request waits for the lock."""
         # The buffer held as long as the loop reads it (which also keeps
         # the bytearray from being resized under the pointer).
         self._stop = _ffi.from_buffer("uint8_t[]", flag) if flag is not None else _ffi.NULL
         self._x.stop = self._stop
+        self._x.grace = grace
 
     def learn(self, key: int, who: int, halves: list[tuple[int, int, tuple[int, ...]]]) -> None:
         """What the C loop does with ``key`` (a word, or a bundle's two):
@@ -186,23 +275,30 @@ class Loop:
             raise MemoryError("the native loop's decode cache")
 
     def run(self, order: NDArray[np.uint32], slice_turns: int, budget: int, cursor: int, decode: Decode,
-            turn: Turn, settle: Settle, logged: Logged) -> tuple[int, int, int, bool]:
+            turn: Turn, settle: Settle, logged: Logged, lent: Lent | None = None) -> tuple[int, int, int, bool]:
         """Execution.run's passes over the running tiles ``order`` (sorted),
         from ``cursor``, until ``budget`` turns are taken or a pass takes
         none and releases nothing. ``settle``, called after the first pass
         and after each in which Python took a turn, says whether it
         released a context and whether the running tiles changed (then
-        this returns, to be called again with them). Returns the turns
-        taken, the cursor after them, the instructions the C loop retired
-        and whether to go on with the running tiles as they are now."""
+        this returns, to be called again with them). With ``lent`` (a
+        Lender, whether the run may go on, whether the model was reset
+        since it began) the caller's lock is let go while the C loop runs.
+        Returns the turns taken, the cursor after them, the instructions
+        the C loop retired and whether to go on with the running tiles as
+        they are now."""
         x, p = self._x, self._pass
         x.dirty_capacity = _DIRTY_PAIRS if self.exchange.track_dirty else 0
         x.retired = 0
         p.done, p.last, p.cursor, p.underway, p.settle, p.handed, p.stopped = 0, 0, cursor, 0, 1, 0, 0
+        p.fresh = 1
         n = len(order)
         at = _ffi.from_buffer("uint32_t[]", order)
         while True:
-            rc = _lib.ipufs_x_run(x, at, n, slice_turns, budget, p)
+            rc = self._call(at, n, slice_turns, budget, lent)
+            if lent is not None and lent[2]():  # reset meanwhile: what it did is gone
+                x.dirty_count = x.event_count = 0
+                return 0, cursor, 0, False
             if x.dirty_count:
                 self._drain()
             if x.event_count:
@@ -210,10 +306,13 @@ class Loop:
                 x.event_count = 0
                 for i in range(0, len(log), 5):
                     logged(*log[i:i + 5])
+            if rc == _lib.IPUFS_X_ABORT or lent is not None and not lent[1]():  # the model changed under it
+                self.retired += x.retired
+                return p.done, p.cursor, x.retired, False
             if rc == _lib.IPUFS_X_MISS:
                 self.learn(x.miss, *decode(x.miss))
             elif rc == _lib.IPUFS_X_PYTHON:
-                turn(int(order[(p.first + p.index) % n]))
+                turn(p.tile)
                 p.partial += 1
                 p.handed += 1
             elif rc == _lib.IPUFS_X_DONE:
@@ -225,6 +324,31 @@ class Loop:
                 if not more or changed:
                     self.retired += x.retired
                     return p.done, p.cursor, x.retired, more
+
+    def _call(self, at: Any, n: int, slice_turns: int, budget: int, lent: Lent | None) -> int:
+        """ipufs_x_run, with the caller's lock let go meanwhile if ``lent``."""
+        x = self._x
+        x.hold = 0  # an end a hold asked for is over: nobody holds the loop while the caller has the lock
+        if lent is None or not lent[0].lend(self, lent[1]):
+            x.offer = 0
+            return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
+        # On one CPU the FUSE reader gets it only when offered, sooner; with more
+        # it has one (but for every thread of a pass) and the threads spin at holds
+        x.offer, x.spin = (YIELD_TURNS, _lib.IPUFS_X_HOLD_SPINS) if self.cpus > 1 else (YIELD_TURNS // 4, 0)
+        try:
+            return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
+        finally:
+            lent[0].reclaim()
+
+    def hold(self, after: float = 0.0) -> None:
+        """Another thread took the lock lent to a run: ``after`` seconds
+        from now every thread of the loop stops at its next look and waits
+        (Lender)."""
+        _lib.ipufs_x_hold(self._x, int(after * 1e9))
+
+    def resume(self, end: bool) -> None:
+        """The hold ends: the run goes on, or ends (``end``)."""
+        _lib.ipufs_x_resume(self._x, int(end))
 
     def scan(self, order: NDArray[np.uint32]) -> tuple[list[int], list[int]]:
         """Of the running tiles ``order``: those with no active context

@@ -50,6 +50,36 @@ class Event:
     detail: str
 
 
+class _Retired:
+    """Per-tile state that resets dropped, freed a few tiles at a time:
+    freeing thousands of objects at once is what took a reset's time."""
+
+    def __init__(self) -> None:
+        self._generations: list[dict[int, Any]] = []
+
+    def keep(self, per_tile: dict[int, Any]) -> bool:
+        """Keep ``per_tile`` to free later; returns whether there was any.
+        Beyond _MAX_RETIRED generations the oldest goes at once."""
+        if not per_tile:
+            return False
+        self._generations.append(per_tile)
+        if len(self._generations) > _MAX_RETIRED:
+            del self._generations[0]
+        return True
+
+    def free(self, tiles: int) -> bool:
+        """Free up to ``tiles`` tiles' state; returns whether some is left."""
+        generations = self._generations
+        while tiles > 0 and generations:
+            old = generations[0]
+            for _ in range(min(tiles, len(old))):
+                old.popitem()
+                tiles -= 1
+            if not old:
+                del generations[0]
+        return bool(generations)
+
+
 class Execution:
     """Runs the tiles of one IPU (``device``), whose debug unit is ``debugger``."""
 
@@ -83,9 +113,12 @@ class Execution:
         #: called when there is work (the daemon wakes its runner): an
         #: injection to retire, a sync released, state to sweep
         self.wake: Callable[[], None] | None = None
-        self._retired: list[dict[int, Any]] = []  # per-tile state resets dropped, for sweep()
+        self._retired = _Retired()  # per-tile state resets dropped, for sweep()
         self._cursor = 0  # the tile run() serves first next time
         self._stop: bytearray | None = None  # stop_when
+        self._grace = native.GRACE_TURNS
+        self._lender: native.Lender | None = None  # lend_lock
+        self._epoch = 0  # counts resets: a run that let its lock go goes on only within one
 
     # --- state -----------------------------------------------------------------
     def state(self, tile: int) -> TileState:
@@ -112,26 +145,20 @@ class Execution:
         self.exchange.reset()
         self.interpreter.retired = self._native_retired = 0
         self._cursor = 0  # tiles are served from the first again, as on a new IPU
+        self._epoch += 1
+        self.interpreter.forget()  # decoded words go, and their memory with them
+        if self._loop is not None:
+            self._loop.forget()
 
     def set_aside(self, per_tile: dict[int, Any]) -> None:
         """Keep ``per_tile`` (state a reset dropped) for sweep() to free."""
-        if per_tile:
-            self._retired.append(per_tile)
-            if len(self._retired) > _MAX_RETIRED:
-                del self._retired[0]
+        if self._retired.keep(per_tile):
             self._wake()
 
     def sweep(self, tiles: int) -> bool:
         """Free the state of up to ``tiles`` tiles that resets dropped;
         returns whether some is left."""
-        while tiles > 0 and self._retired:
-            old = self._retired[0]
-            for _ in range(min(tiles, len(old))):
-                old.popitem()
-                tiles -= 1
-            if not old:
-                del self._retired[0]
-        return bool(self._retired)
+        return self._retired.free(tiles)
 
     def _wake(self) -> None:
         if self.wake is not None:
@@ -159,18 +186,9 @@ class Execution:
         self.debugger.breaks_changed(tile)
 
     def launch(self, t: TileState, w: Context, entry: int, vertex_base: int) -> None:
-        """Start worker ``w`` at ``entry`` (run, runall): launch state as
-        A hover/$FP_CTL.md, $FP_STS.md, $PC.md say; $m13 = vertex base and
-        $m12 = $WORKER_BASE (A hover/$m12.md, $m13.md)."""
-        w.stop()
-        w.pc = entry
-        w.status = Status.ACTIVE
-        w.exit_status = None
-        w.csrs[0x02] = vertex_base
-        w.upper[2] = t.supervisor.csrs[0x20]  # $FP_CTL := $FP_ICTL
-        w.upper[0] = 0  # $FP_STS
-        w.set_m(13, vertex_base)
-        w.set_m(12, t.supervisor.csrs[0x20 + w.number])
+        """Start worker ``w`` at ``entry`` (run, runall) in its launch state."""
+        s = t.supervisor.csrs
+        w.launch(entry, vertex_base, fp_ictl=s[0x20], worker_base=s[0x20 + w.number])
         self.activate(t)
         self.event(t, "start", w.number, entry)
 
@@ -179,12 +197,7 @@ class Execution:
         autoloader's boot: ipufs/model/host_interface.py), whatever it was
         doing; its workers stop."""
         t = self.state(tile)
-        for c in t.contexts:
-            c.stop()
-            c.sr &= ~ETYPE_MASK
-        s = t.supervisor
-        s.pc = entry
-        s.status = Status.ACTIVE
+        t.boot(entry)
         self.exchange.start(t)
         self.debugger.named.discard(tile)  # running: a member as such
         self.debugger.changed.add(tile)
@@ -209,11 +222,11 @@ class Execution:
         done = 0 if loop is None else self._run_native(loop, budget, slice_turns)
         while loop is None and done < budget and self.running:
             taken = 0
-            order = sorted(self.running)
-            # Fair across calls: start after the tile served last, and give
-            # each tile a share of the budget.
-            first = bisect_left(order, self._cursor) % len(order)
-            share = max(16, min(slice_turns, (budget - done) // len(order)))
+            # The tiles that would take a turn; fair across calls: start
+            # after the tile served last, and give each a share of the budget.
+            order = self._the_loop().runnable(self.running.order()).tolist()
+            first = bisect_left(order, self._cursor) % len(order) if order else 0
+            share = max(16, min(slice_turns, (budget - done) // max(1, len(order))))
             for tile in order[first:] + order[:first]:
                 taken += self.interpreter.run_tile(self.states[tile], min(share, budget - done - taken))
                 self._cursor = tile + 1
@@ -233,19 +246,34 @@ class Execution:
         makes them, calling back for the turns it does not take and for
         _settle after a pass in which Python took a turn (a pass without one
         changed nothing _settle reads)."""
-        done, more = 0, True
+        done, more, epoch = 0, True, self._epoch
         while more and done < budget and self.running:
             running = len(self.running)
 
             def settle() -> tuple[bool, bool]:
                 return self._settle(), len(self.running) != running  # it only drops tiles
 
-            taken, self._cursor, retired, more = loop.run(self.running.order(), slice_turns,
-                                                          budget - done, self._cursor, self.interpreter.learn,
-                                                          self._python_turn, settle, self._logged)
+            taken, cursor, retired, more = loop.run(self.running.order(), slice_turns, budget - done, self._cursor,
+                                                    self.interpreter.learn, self._python_turn, settle, self._logged,
+                                                    self._lent())
+            if epoch != self._epoch:  # reset while the lock was let go: nothing of it counts
+                return 0
+            self._cursor = cursor
             self._native_retired += retired
             done += taken
         return done
+
+    def _lent(self) -> native.Lent | None:
+        """The lock lend_lock() lets go while the C loop runs, whether the
+        run may go on after a hold (not after a reset, nor once turns must
+        run on the Python path, nor after page-cache mode changed), and
+        whether the model was reset."""
+        if self._lender is None:
+            return None
+        epoch, dirty = self._epoch, self.tiles.exchange.track_dirty
+        return (self._lender,
+                lambda: epoch == self._epoch and self.native_on() and dirty == self.tiles.exchange.track_dirty,
+                lambda: epoch != self._epoch)
 
     def busy(self) -> bool:
         """Whether some context can take a turn now (or will once the
@@ -272,18 +300,22 @@ class Execution:
             t = self.tiles
             self._loop = native.Loop(self.arrays, t.exchange, t.exchange_base, t.window, t.sram, self.memory_base,
                                      csr.native_ops(self.arch), region1=t.region1 - t.base, bounded=not t.aliasing)
-            self._loop.stop_when(self._stop)
+            self._loop.stop_when(self._stop, self._grace)
         return self._loop
 
-    def stop_when(self, flag: bytearray | None) -> None:
-        """End each run() of the native loop early, after the tile in hand,
-        once ``flag[0]`` is nonzero (and offer the CPU to other threads
-        now and then while it runs): the daemon's FUSE reader sets it while
-        a request waits for the lock the caller holds. Tiles' results do
-        not depend on where a run ends."""
-        self._stop = flag
+    def stop_when(self, flag: bytearray | None, grace: int = native.GRACE_TURNS) -> None:
+        """End each run() of the native loop early, ``grace`` turns after
+        it sees ``flag[0]`` nonzero. Tiles' results do not depend on where
+        a run ends."""
+        self._stop, self._grace = flag, grace
         if self._loop is not None:
-            self._loop.stop_when(flag)
+            self._loop.stop_when(flag, grace)
+
+    def lend_lock(self, lender: native.Lender | None) -> None:
+        """run() lets ``lender`` (the caller's lock) go while the C loop
+        runs tiles, so that other threads need not wait for a slice to end:
+        one that takes it holds the loop first (docs/executor-speed.md)."""
+        self._lender = lender
 
     def _settle(self) -> bool:
         """Drop tiles that stopped; complete syncs every member has reached;

@@ -243,6 +243,20 @@ class Context:
         self.repeat = None
         self.resumed = self.retired_break = self.held_idle = self.redirected = self.doomed = False
 
+    def launch(self, entry: int, vertex_base: int, fp_ictl: int, worker_base: int) -> None:
+        """A worker's launch state (run, runall), as A hover/$FP_CTL.md,
+        $FP_STS.md, $PC.md say: $FP_CTL := $FP_ICTL, $FP_STS := 0,
+        $m13 = vertex base, $m12 = $WORKER_BASE (A hover/$m12.md, $m13.md)."""
+        self.stop()
+        self.pc = entry
+        self.status = Status.ACTIVE
+        self.exit_status = None
+        self.csrs[0x02] = vertex_base
+        self.upper[2] = fp_ictl
+        self.upper[0] = 0
+        self.set_m(13, vertex_base)
+        self.set_m(12, worker_base)
+
 
 class TileState:
     """The contexts of one tile and the turn they are at. Contexts take
@@ -281,6 +295,15 @@ class TileState:
     @property
     def supervisor(self) -> Context:
         return self.contexts[SUPERVISOR]
+
+    def boot(self, entry: int) -> None:
+        """Every context stops, its ETYPE cleared; the supervisor starts at ``entry``."""
+        for c in self.contexts:
+            c.stop()
+            c.sr &= ~ETYPE_MASK
+        s = self.supervisor
+        s.pc = entry
+        s.status = Status.ACTIVE
 
     def active(self) -> bool:
         """Whether any context is active (running or waiting)."""

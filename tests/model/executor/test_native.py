@@ -386,18 +386,19 @@ def test_a_reset_leaves_nothing_of_the_program_before(before: str, source: str, 
     _same(used, new, len(data))
 
 
-def test_a_run_ends_after_the_tile_in_hand_once_the_flag_is_set_and_the_results_stay() -> None:
-    source = ".text 0x40000\n.supervisor\n_start:\n  setzi $m1, 3000\nloop:\n  brnzdec $m1, loop\n  trap 0\n"
+def test_a_run_ends_its_grace_after_the_flag_is_set_and_the_results_stay() -> None:
+    source = ".text 0x40000\n.supervisor\n_start:\n  setzi $m1, 30000\nloop:\n  brnzdec $m1, loop\n  trap 0\n"
     data = [bytes(4 * WORDS)] * 3
     stopped = _run("ipu1", source, data, [], True, fresh=True)
     flag = bytearray(1)
-    stopped.execution.stop_when(flag)
-    assert stopped.execution.run(2000) == 2000  # not set: the whole budget
+    stopped.execution.stop_when(flag, grace=100)
+    assert stopped.execution.run(20_000) == 20_000  # not set: the whole budget
     flag[0] = 1
-    taken = stopped.execution.run(2000)
-    assert 0 < taken < 2000  # set: the tile in hand's share, then it ends
+    taken = stopped.execution.run(20_000)
+    # set: the grace, counted at the next look at the flag, then it ends
+    assert 0 < taken <= 100 + native.CHECK_TURNS + native.TILE_TURNS
     flag[0] = 0
-    assert _finish(stopped, [2000])
+    assert _finish(stopped, [20_000])
     whole = _run("ipu1", source, data, [], True, fresh=True)
     assert _finish(whole, [1_000_000])
     for name in ("counters", "fields", "registers", "csrs"):

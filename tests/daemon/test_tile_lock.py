@@ -1,0 +1,158 @@
+# The daemon's lock lent to the native loop while tiles run (tile_lock.py,
+# Execution.lend_lock): a thread that takes it meanwhile finds the tiles
+# standing still until it lets go; a reset it makes ends the run, and
+# nothing of the old program comes back; the results are those of a run
+# with the lock never let go.
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from ipufs.daemon.tile_lock import TileLock
+from ipufs.model.executor import native
+from ipufs.model.ipu import Ipu
+from tests.model.executor.kit import assemble, load, start
+from tests.model.executor.test_native import _make
+
+SOURCE = """
+.text 0x4c000
+.supervisor
+_start:
+  setzi $m14, 0xa0000
+  setzi $m1, {count}
+loop:
+  ld32 $m4, $m14, $m15, 0
+  add $m4, $m4, $m1
+  st32 $m4, $m14, $m15, 0
+  brnzdec $m1, loop
+  sync 3
+  trap 0
+"""
+
+
+def _ipu(tiles: int, count: int, threads: int | None = None) -> Ipu:
+    ipu = _make("ipu2")
+    program = assemble(SOURCE.format(count=count))
+    load(ipu, program, tuple(range(tiles)))
+    start(ipu, program.entry, tuple(range(tiles)))
+    if threads is not None:
+        loop = ipu.execution._the_loop()
+        loop.parallel_turns = 1 if threads > 1 else 0
+    return ipu
+
+
+def _run_lent(ipu: Ipu, lock: TileLock, budget: int, stop: threading.Event) -> None:
+    ipu.execution.lend_lock(lock)
+    while not stop.is_set():
+        with lock:
+            ipu.execution.run(budget, budget)
+            if not ipu.execution.busy():
+                return
+
+
+@pytest.mark.parametrize("tiles", [1, 24])
+@pytest.mark.timeout(120)
+def test_a_holder_finds_the_tiles_still_and_the_results_are_those_of_a_run_never_let_go(tiles: int) -> None:
+    lock = TileLock()
+    lent = _ipu(tiles, 1_000_000, threads=4)
+    stop = threading.Event()
+    runner = threading.Thread(target=_run_lent, args=(lent, lock, 400_000, stop))
+    runner.start()
+    holds = still = 0
+    try:
+        while runner.is_alive():
+            with lock:
+                before = lent.execution.arrays.counters.copy(), lent.execution.arrays.registers.copy()
+                time.sleep(0.0002)
+                after = lent.execution.arrays.counters, lent.execution.arrays.registers
+                still += np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
+                holds += 1
+            time.sleep(0.0005)
+    finally:
+        stop.set()
+        runner.join(60)
+    assert holds > 5 and still == holds  # while held, not a turn was taken
+    assert lock.holds > 0  # some of them held the loop mid-run
+    whole = _ipu(tiles, 1_000_000)
+    while whole.execution.busy():
+        whole.execution.run(1 << 30)
+    for name in ("counters", "fields", "registers", "csrs"):
+        assert np.array_equal(getattr(whole.execution.arrays, name)[:tiles],
+                              getattr(lent.execution.arrays, name)[:tiles]), name
+    window = whole.tiles.window
+    assert whole.tiles.exchange.bytes[:tiles * window].tobytes() == lent.tiles.exchange.bytes[:tiles * window].tobytes()
+
+
+@pytest.mark.timeout(120)
+def test_a_reset_made_while_the_lock_is_lent_ends_the_run_and_leaves_nothing_of_it() -> None:
+    lock = TileLock()
+    ipu = _ipu(16, 1_000_000, threads=4)
+    stop = threading.Event()
+    runner = threading.Thread(target=_run_lent, args=(ipu, lock, 1 << 30, stop))
+    runner.start()
+    try:
+        time.sleep(0.05)  # the run is under way, the lock lent
+        with lock:
+            ipu.reset()
+        stop.set()
+        runner.join(60)
+        assert not runner.is_alive()
+        ex = ipu.execution
+        assert not ex.running and not ex.events and ex.instructions == 0
+        # The same IPU then runs a new program as a new IPU does.
+        program = assemble(SOURCE.format(count=1000))
+        load(ipu, program, (0,))
+        start(ipu, program.entry, (0,))
+        with lock:
+            while ex.busy():
+                ex.run(1 << 20)
+        fresh = _ipu(1, 1000)
+        while fresh.execution.busy():
+            fresh.execution.run(1 << 20)
+        for name in ("counters", "fields", "registers"):
+            assert np.array_equal(getattr(fresh.execution.arrays, name)[:1], getattr(ex.arrays, name)[:1]), name
+        assert [e.kind for e in ex.events] == [e.kind for e in fresh.execution.events]
+    finally:
+        stop.set()
+        runner.join(60)
+
+
+@pytest.mark.timeout(120)
+def test_turning_the_native_loop_off_while_the_lock_is_lent_ends_the_run_where_it_was() -> None:
+    lock = TileLock()
+    ipu = _ipu(2, 1_000_000)
+    ipu.execution.lend_lock(lock)
+
+    def flip() -> None:
+        time.sleep(0.01)
+        with lock:
+            ipu.execution.native = False
+
+    other = threading.Thread(target=flip)
+    other.start()
+    with lock:
+        ipu.execution.run(1 << 30, 1 << 30)  # ends when the holder turned the loop off
+    other.join(30)
+    assert ipu.execution.busy() and ipu.execution.instructions < 2 * 4 * 1_000_000
+    ipu.execution.native = None  # on again: it goes on from where the run ended
+    while ipu.execution.busy():
+        ipu.execution.run(1 << 30)
+    whole = _ipu(2, 1_000_000)
+    while whole.execution.busy():
+        whole.execution.run(1 << 30)
+    for name in ("counters", "fields", "registers"):
+        assert np.array_equal(getattr(whole.execution.arrays, name)[:2], getattr(ipu.execution.arrays, name)[:2]), name
+
+
+def test_a_lock_held_twice_is_not_lent() -> None:
+    lock = TileLock()
+    loop = _ipu(1, 10).execution._the_loop()
+    with lock, lock:
+        assert not lock.lend(loop, lambda: True)
+    with lock:
+        assert lock.lend(loop, lambda: True)
+        lock.reclaim()
+    assert native.GRACE_TURNS > 0
