@@ -27,6 +27,7 @@ import mmap
 import os
 import sys
 import time
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -133,14 +134,27 @@ def _ipu(profile: str = "ipu1") -> Any:
     return Ipu(p, 0, {r: sparse(p.region_size(r)) for r in Region})
 
 
+def start_tiles(ipu: Any, tiles: Iterable[int], entry: int) -> None:
+    """Start ``tiles``' supervisors at ``entry`` as a host does, through the
+    IPU's debug unit (ipufs.abi.tile_code.start_writes)."""
+    from ipufs.abi import tile_code
+
+    before, after = tile_code.start_writes(entry)
+    for tile in tiles:
+        for reg, value in before:
+            ipu.debug.write(tile, reg, value)
+    ipu.execution.run(0)  # the branches retire
+    for tile in tiles:
+        for reg, value in after:
+            ipu.debug.write(tile, reg, value)
+
+
 def _measure(source: str, tiles: range, profile: str = "ipu1", native: bool = True,
              spread: bool = True) -> tuple[int, float, float]:
     """Instructions retired, the thread's CPU seconds and the wall seconds
     from the start of ``tiles`` to the end of every context; ``spread``:
     passes may use every CPU."""
-    from ipufs.abi import tile_code
     from ipufs.daemon.execution import at_least, next_turns, slice_turns
-    from ipufs.model.debug import TdiRegister
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
 
@@ -151,7 +165,7 @@ def _measure(source: str, tiles: range, profile: str = "ipu1", native: bool = Tr
         for section in program.sections:
             for at in range(0, len(section.data), 4):
                 ipu.tiles.write(tile, (section.address or 0) + at, bytes(section.data[at:at + 4]))
-        ipu.debug.write(tile, TdiRegister.DBG_IEXEC, tile_code.branch_word(program.entry))
+    start_tiles(ipu, tiles, program.entry)
     ex = ipu.execution
     if not spread:
         ex._the_loop().parallel_turns = 0

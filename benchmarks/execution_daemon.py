@@ -59,9 +59,8 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
     (loaded as the host loads it, through the backing file, not the model),
     and of an Ipu.reset right after (nothing written since; the page
     tables the run left in the daemon's mapping are still there)."""
-    from ipufs.abi import tile_code
+    from execution import start_tiles  # benchmarks/execution.py
     from ipufs.driver.devices import DeviceSet
-    from ipufs.model.debug import TdiRegister
     from ipufs.model.isa import Arch
     from ipufs.model.isa.assembler import Assembler
     from ipufs.model.profile import PROFILES, Region
@@ -71,7 +70,6 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
         ipu = devices.ipus[0]
         backing = devices.backing[0, Region.EXCHANGE]
         program = Assembler(Arch.IPU2).assemble(SPIN)
-        start_word = tile_code.branch_word(program.entry)
         tiles = 64 if smoke else ipu.profile.tiles
         window = ipu.profile.tile_window
         stops, resets, idles = [], [], []
@@ -80,16 +78,14 @@ def _reset_in_process(smoke: bool) -> tuple[int, float, float, float]:
                 for section in program.sections:
                     if section.data and section.address is not None:
                         os.pwrite(backing.fd, bytes(section.data), tile * window + section.address - ipu.tiles.base)
-            for tile in range(tiles):
-                ipu.debug.write(tile, TdiRegister.DBG_IEXEC, start_word)
+            start_tiles(ipu, range(tiles), program.entry)
             ipu.execution.run(tiles * 16)  # every tile round its loop at least once
             pages = backing.blocks() // 8
             start = time.perf_counter()
             ipu.execution.reset()
             stops.append(time.perf_counter() - start)
             ipu.execution.sweep(1 << 30)
-            for tile in range(tiles):
-                ipu.debug.write(tile, TdiRegister.DBG_IEXEC, start_word)
+            start_tiles(ipu, range(tiles), program.entry)
             ipu.execution.run(tiles * 16)
             start = time.perf_counter()
             ipu.reset()
