@@ -135,7 +135,7 @@ def cmd_exec(args: argparse.Namespace) -> int:
     image = read_image(Path(args.file))
     writes, reads = _writes(args.write, image), _reads(args.read, image)
     root = devices.root(args.dev)
-    with _terminations(), SignalReceiver() as signals, Device(args.ipu, root) as device:
+    with _terminations(), SignalReceiver(restore_mask=False) as signals, Device(args.ipu, root) as device:
         device.attach()
         device.set_ipu_id(args.ipu)
         count = device.read_register("TILE_COUNT")

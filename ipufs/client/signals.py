@@ -38,10 +38,18 @@ class SignalReceiver:
     the one to take them, and their default action ends the process. Some
     libraries start threads when imported (numpy's OpenBLAS does), so
     create it before importing those; ipufs.client itself starts none and
-    does not import numpy."""
+    does not import numpy.
 
-    def __init__(self) -> None:
+    Closing it drains what is queued, then gives the thread its old mask
+    back. The last close of an IPU's file detaches, but the kernel sends
+    that release to the daemon after close() returns, so a signal may
+    still come after a receiver closed and end the process (their default
+    action). A process that exits once done can pass ``restore_mask=False``:
+    the signals stay blocked until it exits."""
+
+    def __init__(self, restore_mask: bool = True) -> None:
         self._old = signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS)
+        self._restore = restore_mask
         self.fd = native.signalfd(SIGNALS.start, SIGNALS.stop - 1)
 
     def fileno(self) -> int:
@@ -74,10 +82,13 @@ class SignalReceiver:
         return got
 
     def close(self) -> None:
+        """Drop what is queued and stop receiving (see the class)."""
         if self.fd >= 0:
+            self.receive(0.0)  # a pending one would be delivered, and its default action taken, at unblocking
             os.close(self.fd)
             self.fd = -1
-            signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
+            if self._restore:
+                signal.pthread_sigmask(signal.SIG_SETMASK, self._old)
 
     def __enter__(self) -> SignalReceiver:
         return self
