@@ -154,6 +154,7 @@ class ExecutionRunner:
         if not execution.running and not ipu.debug.pending():
             self._sample(index, ipu)  # its figures fall back while others run
             return swept
+        self._sample(index, ipu)  # busy from the slice's start: a program may end within one
         if self.slice_turns is not None:
             execution.run(self.slice_turns)
         else:

@@ -30,13 +30,15 @@ _start:
     bri _start
 """
 
-#: a worker that counts down, then exits: its tile is idle again (100,000
-#: instructions: long enough, at the native loop's rate, for samples to see it)
+#: a worker that counts down, then exits: its tile is idle again (400,000
+#: instructions, a few ms at the native loop's rate: the host starts the
+#: tiles one by one, and the daemon counts a tile busy from the start of
+#: the slice in which it ran)
 COUNTDOWN = """\
     .text 0x4c000
     .worker
 _start:
-    setzi $m1, 50000
+    setzi $m1, 200000
 loop:
     brnzdec $m1, loop
     exitz $m15

@@ -87,6 +87,7 @@ def test_toml_with_plain_http_and_authentication(board: RunningDaemon, tmp_path:
         request = urllib.request.Request(e.url + "/metrics")
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(request, timeout=20)
+        refused.value.close()  # the error holds the response's socket
         assert refused.value.code == 401 and refused.value.headers["WWW-Authenticate"] == 'Basic realm="ipufs exporter"'
         request.add_header("Authorization", "Basic " + base64.b64encode(b"alice:wonderland").decode())
         with urllib.request.urlopen(request, timeout=20) as r:
