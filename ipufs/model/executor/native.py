@@ -7,6 +7,7 @@
 # in the environment, or Execution.native. docs/execution.md, "The native loop".
 from __future__ import annotations
 
+import mmap
 import os
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -98,13 +99,22 @@ def code(native: str) -> tuple[int, int]:
 class Arrays:
     """The execution state of every tile of one IPU, as arrays: registers
     [tile, context, 32] and CSRs [tile, context, CSRS] (u32), fields
-    [tile, context, CONTEXT_FIELDS] and counters [tile, TILE_FIELDS] (i64)."""
+    [tile, context, CONTEXT_FIELDS] and counters [tile, TILE_FIELDS] (i64).
+    Each lies in an anonymous mapping of its own: an IPU whose tiles never
+    ran costs no memory, however much the allocator holds (calloc would
+    clear reused memory, and touch every page of it)."""
 
     def __init__(self, tiles: int, contexts: int) -> None:
-        self.registers: NDArray[np.uint32] = np.zeros((tiles, contexts, REGISTERS), np.uint32)
-        self.csrs: NDArray[np.uint32] = np.zeros((tiles, contexts, CSRS), np.uint32)
-        self.fields: NDArray[np.int64] = np.zeros((tiles, contexts, CONTEXT_FIELDS), np.int64)
-        self.counters: NDArray[np.int64] = np.zeros((tiles, TILE_FIELDS), np.int64)
+        self.registers: NDArray[np.uint32] = _zeros((tiles, contexts, REGISTERS), np.uint32)
+        self.csrs: NDArray[np.uint32] = _zeros((tiles, contexts, CSRS), np.uint32)
+        self.fields: NDArray[np.int64] = _zeros((tiles, contexts, CONTEXT_FIELDS), np.int64)
+        self.counters: NDArray[np.int64] = _zeros((tiles, TILE_FIELDS), np.int64)
+
+
+def _zeros(shape: tuple[int, ...], dtype: type[Any]) -> Any:
+    """A zeroed array in pages of its own, mapped only once written."""
+    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+    return np.frombuffer(mmap.mmap(-1, max(size, 1)), dtype, int(np.prod(shape))).reshape(shape)
 
 
 class RunningTiles(set[int]):
