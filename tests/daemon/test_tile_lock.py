@@ -156,3 +156,47 @@ def test_a_lock_held_twice_is_not_lent() -> None:
         assert lock.lend(loop, lambda: True)
         lock.reclaim()
     assert native.GRACE_TURNS > 0
+
+
+@pytest.mark.timeout(120)
+def test_an_injection_made_while_the_lock_is_lent_ends_the_run_and_retires_at_once() -> None:
+    """A host starting tiles one by one while others run (inject, poll
+    TDI_STS.BUSY) must not wait for the slice in hand to end."""
+    from ipufs.abi.registers import TdiResult
+    from ipufs.abi.tile_code import TDI_STS_BUSY
+    from ipufs.model.debug import TdiRegister
+    from tests.model.executor.kit import tdi_read, tdi_write, word
+
+    lock = TileLock()
+    ipu = _make("ipu2")
+    spin = assemble(".text 0x4c000\n.supervisor\n_start:\n  add $m1, $m1, 1\n  bri _start\n")
+    load(ipu, spin, tuple(range(8)))
+    start(ipu, spin.entry, tuple(range(8)))  # eight tiles that run until the reset
+    program = assemble(SOURCE.format(count=10))
+    load(ipu, program, (9,))
+    ipu.execution.lend_lock(lock)
+    ended = threading.Event()
+
+    def runner() -> None:
+        with lock:
+            ipu.execution.run(1 << 40, 1 << 40)
+        ended.set()
+
+    thread = threading.Thread(target=runner)
+    thread.start()
+    try:
+        time.sleep(0.05)  # the run is under way, the lock lent
+        with lock:
+            assert tdi_write(ipu, 9, TdiRegister.DBG_IOWNER, 0) == TdiResult.OK
+            assert tdi_write(ipu, 9, TdiRegister.DBG_RBRK, 1) == TdiResult.OK
+            assert tdi_write(ipu, 9, TdiRegister.DBG_IEXEC, word("bri_mmmn_zi", program.entry)) == TdiResult.OK
+            assert tdi_read(ipu, 9, TdiRegister.TDI_STS) & TDI_STS_BUSY
+        assert ended.wait(10), "the run went on with an injection waiting"
+        with lock:
+            ipu.execution.run(0)  # the next slice retires it first, and shows it
+            assert not tdi_read(ipu, 9, TdiRegister.TDI_STS) & TDI_STS_BUSY
+            assert ipu.execution.running  # the eight still run
+    finally:
+        with lock:
+            ipu.reset()
+        thread.join(60)

@@ -104,6 +104,9 @@ class Execution:
                                  lambda t: self.interpreter.rewatch(t))
         self.syncs = Syncs(self.arrays, self.running, device, debugger, self.exchange)
         self.arm = self.syncs.arm  # `sans` (ports.Machine)
+        # $DBG_DATA and the break CSRs (ports.Machine): the debug unit's
+        self.debug_data, self.set_debug_data = debugger.data, debugger.set_data
+        self.breaks_changed = debugger.breaks_changed
         self.access = TileAccess(tiles)
         self.load, self.store = self.access.load, self.access.store  # a rule's memory (ports.Machine)
         self.executable, self.require_region1 = self.access.executable, self.access.require_region1
@@ -176,15 +179,6 @@ class Execution:
         if kind != "sync":  # a context waiting for a sync stays active
             self.debugger.changed.add(t.tile)
 
-    def debug_data(self, tile: int) -> int:
-        return self.debugger.data(tile)
-
-    def set_debug_data(self, tile: int, value: int) -> None:
-        self.debugger.set_data(tile, value)
-
-    def breaks_changed(self, tile: int) -> None:
-        self.debugger.breaks_changed(tile)
-
     def launch(self, t: TileState, w: Context, entry: int, vertex_base: int) -> None:
         """Start worker ``w`` at ``entry`` (run, runall) in its launch state."""
         s = t.supervisor.csrs
@@ -218,6 +212,7 @@ class Execution:
         accepted since the last call retire first."""
         if self.debugger.pending():
             self.debugger.retire()
+            self.debugger.publish()  # a host polling TDI_STS.BUSY need not wait for the slice
         loop = self._native_loop()
         done = 0 if loop is None else self._run_native(loop, budget, slice_turns)
         while loop is None and done < budget and self.running:
@@ -266,13 +261,15 @@ class Execution:
     def _lent(self) -> native.Lent | None:
         """The lock lend_lock() lets go while the C loop runs, whether the
         run may go on after a hold (not after a reset, nor once turns must
-        run on the Python path, nor after page-cache mode changed), and
-        whether the model was reset."""
+        run on the Python path, nor after page-cache mode changed, nor with
+        an injection to retire: the next run retires it first), and whether
+        the model was reset."""
         if self._lender is None:
             return None
         epoch, dirty = self._epoch, self.tiles.exchange.track_dirty
         return (self._lender,
-                lambda: epoch == self._epoch and self.native_on() and dirty == self.tiles.exchange.track_dirty,
+                lambda: epoch == self._epoch and self.native_on() and dirty == self.tiles.exchange.track_dirty
+                and not self.debugger.pending(),
                 lambda: epoch != self._epoch)
 
     def busy(self) -> bool:
