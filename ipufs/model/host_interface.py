@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import numpy as np
+
 from ipufs.abi import registers as R
 from ipufs.model.config_space import ConfigSpace
 from ipufs.model.sync import is_global2
@@ -114,11 +116,12 @@ class HostInterface:
     def _load(self, last: int, kib: int) -> None:
         tiles, base = self.tiles, self.tiles.base
         size = min(kib * 1024, tiles.sram)
+        image = np.frombuffer(self.image[:tiles.sram], np.uint32)  # whole words: pushed as such
         for tile in range(min(last + 1, tiles.profile.tiles)):
             if size > len(self.image):
                 tiles.zero(tile, base + len(self.image), size - len(self.image))
-            for at in range(0, min(len(self.image), tiles.sram), 4):
-                tiles.write(tile, base + at, self.image[at:at + 4])
+            if self.image:
+                tiles.write_words(tile, base, image)
             self.start(tile, base)
 
     def _mark(self, reg: R.Register, value: int) -> None:

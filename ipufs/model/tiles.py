@@ -137,8 +137,7 @@ class TileMemory:
         stores: 4-byte aligned, within memory); parity marks there go."""
         offset = self.locate(address).offset
         self.exchange.write(self._exchange_offset(tile, offset), words.tobytes())
-        if self.bad_parity:
-            self.bad_parity -= {(tile, w) for w in range(offset - offset % WORD, offset + 4 * len(words), WORD)}
+        self._unmark(tile, offset - offset % WORD, offset + 4 * len(words))
 
     def bad_word(self, tile: int, address: int, width: int) -> bool:
         """Whether a load of ``width`` at ``address`` reads a word marked
@@ -160,7 +159,12 @@ class TileMemory:
         offset = self.locate(address).offset
         length = min(length, self.sram - offset)
         self.exchange.clear(self.window_start(tile) + offset, length)
-        self.bad_parity -= {(tile, w) for w in range(offset - offset % WORD, offset + length, WORD)}
+        self._unmark(tile, offset - offset % WORD, offset + length)
+
+    def _unmark(self, tile: int, start: int, end: int) -> None:
+        """Parity marks on ``tile``'s words from offset ``start`` to ``end`` go."""
+        if self.bad_parity:
+            self.bad_parity -= {(t, w) for t, w in self.bad_parity if t == tile and start <= w < end}
 
     def clear(self) -> None:
         self.exchange.clear()
