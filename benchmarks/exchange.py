@@ -47,7 +47,8 @@ def _rows(words: int) -> dict[int, str]:
     from tests.model.executor.exchange_kit import Schedule, earliest, transfer
 
     target = {s: (5 * s + 17) % TILES for s in range(TILES)}
-    first = {s: max(earliest(s, [r]) for s, r in target.items()) for s in range(TILES)}
+    latest = max(earliest(s, [r]) for s, r in target.items())  # every sender starts there
+    first = dict.fromkeys(range(TILES), latest)
     while True:  # no tile's receive control may fall on its own send's first event
         rows: dict[int, Schedule] = {}
         for s, r in target.items():

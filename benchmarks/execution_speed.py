@@ -73,6 +73,8 @@ done:
 LOOP_AT = 0xC  # where `loop` is, from BASE
 TIMEOUT_S = 600
 ROUNDS = 3
+#: the tiles a smoke run starts at most (it checks the benchmark works, not the figures)
+SMOKE_TILES = 64
 MODES = ("alone", "all", "sync", "polled")
 
 
@@ -81,10 +83,11 @@ def retired(outer: int, inner: int) -> int:
     return 1 + 1 + (outer + 1) * (1 + 2 * (inner + 1) + 1) + 2
 
 
-def _measure(mnt: str, mode: str, loop: str, wait: str, outer: int, inner: int) -> dict[str, float]:
-    """In a process of its own (main()): start ``mode``'s tiles, wait for
-    signal 46; the seconds from the start to it, and for "polled" the
-    CTXT_STS reads the other thread made per second."""
+def _measure(mnt: str, mode: str, loop: str, wait: str, outer: int, inner: int, most: int) -> dict[str, float]:
+    """In a process of its own (main()): start ``mode``'s tiles (at most
+    ``most``; 0: every one), wait for signal 46; the seconds from the start
+    to it, and for "polled" the CTXT_STS reads the other thread made per
+    second."""
     from ipufs.client.signals import SignalReceiver
 
     receiver = SignalReceiver()  # before any thread: the signals are read, never delivered
@@ -95,6 +98,7 @@ def _measure(mnt: str, mode: str, loop: str, wait: str, outer: int, inner: int) 
     with Device(0, mnt) as dev:
         dev.attach()
         tiles = dev.read_register("TILE_COUNT")
+        tiles = min(tiles, most or tiles)
         dev.reset()
         looping = range(tiles) if mode == "all" else range(1)
         dev.load_elf(Path(loop).read_bytes(), looping)
@@ -180,7 +184,8 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
             for mode in MODES:
                 loop, counts = (elves["many"], many) if mode == "all" else (elves["loop"], (outer, inner))
                 out = subprocess.run([sys.executable, __file__, "--measure", str(mnt), mode, loop, elves["wait"],
-                                      *map(str, counts)], capture_output=True, text=True, timeout=2 * TIMEOUT_S)
+                                      *map(str, counts), str(SMOKE_TILES if smoke else 0)],
+                                     capture_output=True, text=True, timeout=2 * TIMEOUT_S)
                 if out.returncode != 0:
                     raise RuntimeError(f"execution_speed {mode}: {out.stderr.strip()}")
                 result = json.loads(out.stdout)
@@ -215,8 +220,8 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
 
 def main() -> int:
     if sys.argv[1:2] == ["--measure"]:
-        mnt, mode, loop, wait, outer, inner = sys.argv[2:8]
-        print(json.dumps(_measure(mnt, mode, loop, wait, int(outer), int(inner))))
+        mnt, mode, loop, wait, outer, inner, most = sys.argv[2:9]
+        print(json.dumps(_measure(mnt, mode, loop, wait, int(outer), int(inner), int(most))))
         return 0
     from rows_main import print_rows  # beside this script
 

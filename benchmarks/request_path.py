@@ -266,9 +266,9 @@ C_ONE, C_CLONED, PY_FLOOR = "C, 1 thread", "C, cloned threads", "bare Python loo
 
 def rows(binary: Path, baseline: Path | None, smoke: bool) -> list[run.Row]:
     """The request-path rows of docs/performance.md."""
-    rounds = 2 if smoke else run.ROUNDS
+    rounds = 1 if smoke else run.ROUNDS
     n = 100 if smoke else 4000  # round trips per round and placement
-    seconds = 0.2 if smoke else 1.0
+    seconds = 0.1 if smoke else 1.0
     mount_help = subprocess.run([sys.executable, "-m", "ipufs", "mount", "--help"], capture_output=True, text=True,
                                 cwd=run.ROOT, check=True).stdout
     servers: list[Server] = []

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from ipufs.model.isa.bundles import bundle_problems, repeat_body_problems
 from ipufs.model.isa.directives import Flags
@@ -24,6 +25,13 @@ NOP = 0x19E00000
 #: largest profile's tile memory. Sections, alignments and sizes are
 #: bounded by it.
 TILE_MEMORY_END = max(p.tile_window + p.sram_per_tile for p in PROFILES.values())
+
+
+@cache
+def _strict_syntax(arch: Arch, supervisor: bool | None) -> Syntax:
+    """One reader per architecture and context (it only reads once made,
+    and making one sorts the whole table: a few ms)."""
+    return Syntax(arch, supervisor, strict=True)
 
 
 class AssemblyError(ValueError):
@@ -64,7 +72,7 @@ class Assembler:
         self.context = context
         self.defined = defined or {}
         self.base = PROFILES[arch.name.lower()].tile_memory_base  # the first populated address
-        self._syntax = {mode: Syntax(arch, mode, strict=True) for mode in (None, True, False)}
+        self._syntax = {mode: _strict_syntax(arch, mode) for mode in (None, True, False)}
         self._lenient_alignment = False
 
     def assemble(self, text: str) -> Assembled:
