@@ -214,3 +214,18 @@ def test_on_the_gc200_the_tile_block_is_indexed_by_physical_tile() -> None:
     assert struct.unpack("<I", ipu.read_config(0x30000 + 2 * 0x40 + T.DBG_DATA * 4, 4))[0] == 0
     ipu.execution.state(2)
     assert ipu.execution.states[2].supervisor.csrs[0x03] == 64  # $TILE_ID: where the tile sits
+
+
+def test_adding_a_tdi_register_is_one_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recipe of docs/architecture.md, "Adding a TDI register": a row
+    of REGISTERS (here under a free index, as a TdiRegister member would
+    give it) is read and written through the aperture, and refused before."""
+    from ipufs.model.debug import unit
+
+    ipu = make()
+    free = max(T) + 1
+    assert tdi_write(ipu, 3, free, 5) == TdiResult.BAD_REGISTER
+    row = unit.Register(unit.DebugUnit._held, unit.DebugUnit._hold, "ours: a register that holds what is written")
+    monkeypatch.setitem(unit._BY_INDEX, free, row)
+    assert tdi_write(ipu, 3, free, 0x1234) == TdiResult.OK
+    assert tdi_read(ipu, 3, free) == 0x1234 and tdi_read(ipu, 4, free) == 0
