@@ -8,6 +8,7 @@ import re
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -131,6 +132,9 @@ def test_the_unit_serves_a_configured_exporter_under_systemd(tmp_path: Path) -> 
     seen = {ROOT, Path(sys.prefix), Path(sys.base_prefix), Path(os.path.realpath(sys.executable)).parent.parent}
     binds = [f"--bind-ro={p}" for p in sorted(seen) if not p.is_relative_to("/usr")]
     log = tmp_path / "boot.log"
+    # the container's systemd-tmpfiles opens the bound /dev/fuse to all
+    # (0666, static-nodes-permissions.conf): the host's mode comes back after
+    fuse_mode = stat.S_IMODE(os.stat("/dev/fuse").st_mode)
     with open(log, "w") as out:
         container = subprocess.Popen(
             ["systemd-nspawn", "--directory=/", "--volatile=yes", "--quiet", "--register=no", "--keep-unit",
@@ -160,4 +164,5 @@ def test_the_unit_serves_a_configured_exporter_under_systemd(tmp_path: Path) -> 
         except subprocess.TimeoutExpired:
             container.kill()
             container.wait()
+        os.chmod("/dev/fuse", fuse_mode)
     assert _metrics(port) is None
