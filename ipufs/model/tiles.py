@@ -134,7 +134,8 @@ class TileMemory:
 
     def write_words(self, tile: int, address: int, words: NDArray[np.uint32]) -> None:
         """Words stored from ``address`` on (the exchange's incoming
-        stores: 4-byte aligned, within memory); parity marks there go."""
+        stores, the autoloader's image: 4-byte aligned, within memory);
+        parity marks there go."""
         offset = self.locate(address).offset
         self.exchange.write(self._exchange_offset(tile, offset), words.tobytes())
         self._unmark(tile, offset - offset % WORD, offset + 4 * len(words))
