@@ -140,6 +140,19 @@ class TileMemory:
         self.exchange.write(self._exchange_offset(tile, offset), words.tobytes())
         self._unmark(tile, offset - offset % WORD, offset + 4 * len(words))
 
+    @property
+    def wants_stores(self) -> bool:
+        """Whether stored() has anything to do: dirty pages are tracked, or
+        a parity mark exists."""
+        return bool(self.bad_parity) or self.exchange.track_dirty
+
+    def stored(self, tile: int, offset: int, length: int) -> None:
+        """``length`` bytes at SRAM offset ``offset`` were stored by the
+        executor's native code (the exchange's incoming words): recorded
+        as dirty, and parity marks there go."""
+        self.exchange.written(self.window_start(tile) + offset, length)
+        self._unmark(tile, offset - offset % WORD, offset + length)
+
     def bad_word(self, tile: int, address: int, width: int) -> bool:
         """Whether a load of ``width`` at ``address`` reads a word marked
         with bad parity."""

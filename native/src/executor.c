@@ -32,6 +32,7 @@
     X(STAR, "star") X(STAI, "stai") X(STASR, "stasr") X(STASI, "stasi") \
     X(BRI, "bri") X(BR, "br") X(BRZ, "brz") X(BRNZ, "brnz") X(BRNEG, "brneg") X(BRPOS, "brpos") \
     X(BRNZDEC, "brnzdec") X(CALL, "call") X(DELAY, "delay") X(SYNC, "sync") \
+    X(DELAYPIC, "delaypic") X(DELAYXPIC, "delayxpic") X(SEND, "send") X(SENDOFF, "sendoff") X(SENDPIC, "sendpic") \
     X(RPTM, "rptm") X(RPTI, "rpti") X(RUN, "run") X(RUNALL, "runall") X(EXIT, "exit") \
     X(GET, "get") X(PUT, "put") X(UGET, "uget") X(UPUT, "uput") \
     X(F32, "f32") X(F32V2, "f32v2") X(F32V2B, "f32v2b") \
@@ -80,6 +81,7 @@ int ipufs_x_csr_op_count(void) { return C_COUNT; }
 const char *ipufs_x_csr_op_name(int op) { return op >= 0 && op < C_COUNT ? csr_op_names[op] : NULL; }
 
 #include "executor_cache.h"  /* the decode cache and the code slots, on the F_ names */
+#include "executor_exchange.h"  /* the exchange between the tiles */
 
 /* ---- semantics ------------------------------------------------------------- */
 
@@ -245,6 +247,7 @@ struct lane {
     uint32_t changed;         /* a sync or an exit: _settle reads what it changed */
     uint64_t miss;            /* IPUFS_X_MISS: the word to decode */
     int64_t since_yield;      /* turns since the CPU was last offered */
+    int serial;               /* the caller's thread (the sequential path): it may run the exchange */
     int64_t grace;            /* turns still to take once `stop` is seen; -1: not seen */
     struct slot *slots;       /* its code slots (NULL: none) */
 };
@@ -459,12 +462,32 @@ static inline int execute(const struct ipufs_x *x, struct lane *lane, const stru
         set(m, o[0], next);
         next = o[1] & 0x1FFFFFu;  /* the field's bit 19 is ignored */
         break;
-    case F_DELAY:  /* an exchange instruction: o[0] + 1 events (exchange.py) */
-        f[IPUFS_X_DELAY] = o[0];
-        if (!w->ctx)
-            w->t[IPUFS_X_EVENTS] += (int64_t)o[0] + 1;
+    case F_DELAY:  /* an exchange instruction: o[0] + 1 events (executor_exchange.h) */
+        if (x->exchange) {  /* a tile that receives runs on the caller's thread only (run_tile) */
+            struct ipufs_xx_fault fault;
+            if (ipufs_xx_issue((struct ipufs_x *)x, w->tile, w->ctx, IPUFS_XX_DELAY, o, (uint32_t)f[IPUFS_X_PC],
+                               &fault))
+                return IPUFS_X_PYTHON;
+        } else {
+            f[IPUFS_X_DELAY] = o[0];
+            if (!w->ctx)
+                w->t[IPUFS_X_EVENTS] += (int64_t)o[0] + 1;
+        }
         w->reready = 1;
         break;
+    case F_DELAYPIC: case F_DELAYXPIC: case F_SEND: case F_SENDOFF: case F_SENDPIC: {
+        static const int ops[] = { [F_DELAYPIC] = IPUFS_XX_DELAYPIC, [F_DELAYXPIC] = IPUFS_XX_DELAYXPIC,
+                                   [F_SEND] = IPUFS_XX_SEND, [F_SENDOFF] = IPUFS_XX_SENDOFF,
+                                   [F_SENDPIC] = IPUFS_XX_SENDPIC };
+        struct ipufs_xx_fault fault;
+        if (!lane->serial)
+            return IPUFS_X_SERIAL;
+        if (!x->exchange || ipufs_xx_issue((struct ipufs_x *)x, w->tile, w->ctx, ops[h->form], o,
+                                           (uint32_t)f[IPUFS_X_PC], &fault))
+            return IPUFS_X_PYTHON;  /* nothing changed: Python raises the fault */
+        w->reready = 1;
+        break;
+    }
     case F_RPTM: case F_RPTI: {  /* control.py _rpt */
         uint32_t count = h->form == F_RPTM ? m[o[0]] & 0xFFF : o[0];
         int64_t first = next, end = first + 8 * ((int64_t)o[1] + 1);
@@ -1016,6 +1039,17 @@ static int run_tile(struct ipufs_x *x, const struct cache *cache, struct lane *l
             k += d;
             turn = after;
             continue;
+        }
+        if (x->exchange && xx_of(x)->receiving[tile]) {  /* resolved before each issue */
+            int r = lane->serial ? ipufs_xx_ready(x, tile) : -1;
+            if (r < 0 || r == IPUFS_XX_FAILED) {  /* a lane hands it over; Python raises the error */
+                rc = r < 0 ? IPUFS_X_SERIAL : IPUFS_X_PYTHON;
+                goto out;
+            }
+            if (r == IPUFS_XX_BLOCKED) {  /* the tile stands still */
+                ready = 0;
+                continue;
+            }
         }
         w.ctx = c;
         w.m = registers + c * IPUFS_X_REGISTERS;

@@ -75,7 +75,32 @@ enum {
     IPUFS_X_FULL = 3,    /* the dirty log or the event log is full */
     IPUFS_X_STOP = 4,    /* (inside the loop) the run is to end: `stop` was seen long enough */
     IPUFS_X_HOLD = 5,    /* (inside the loop) another thread holds the loop: wait, then go on or end */
-    IPUFS_X_ABORT = 6    /* a hold ended the call: what the model is now does not allow it to go on */
+    IPUFS_X_ABORT = 6,   /* a hold ended the call: what the model is now does not allow it to go on */
+    IPUFS_X_SERIAL = 7,  /* (a lane's) the next turn is the exchange's: the caller's thread takes it */
+    /* the exchange instructions (ipufs_xx_issue's op: exchange_ops.py) */
+    IPUFS_XX_DELAY = 0, IPUFS_XX_DELAYPIC = 1, IPUFS_XX_DELAYXPIC = 2, IPUFS_XX_SEND = 3, IPUFS_XX_SENDOFF = 4,
+    IPUFS_XX_SENDPIC = 5, IPUFS_XX_SENDPICP = 6,
+    /* what ipufs_xx_ready says of a receiver */
+    IPUFS_XX_RESOLVED = 0, IPUFS_XX_BLOCKED = 1, IPUFS_XX_FAILED = 2,
+    /* the exchange's faults (struct ipufs_xx_fault's kind; exchange.py words them) */
+    IPUFS_XX_NOT_PUBLIC = 1,       /* this IPU's fabric timing is not known */
+    IPUFS_XX_PAIRED_SEND = 2,      /* not modelled: 64-bit sends (value: sctl) */
+    IPUFS_XX_PAIRED_RECEIVE = 3,   /* not modelled: 64-bit receives */
+    IPUFS_XX_FORMAT = 4,           /* not modelled: incoming format `value` */
+    IPUFS_XX_MUX_VALUE = 5,        /* a multiplexer value naming nothing (ERERR CONF) */
+    IPUFS_XX_SEND_ADDRESS = 6,     /* a send of `value` words from `address`: no memory there */
+    IPUFS_XX_SEND_FETCH = 7,       /* a send from `value` reads the element its code is fetched from */
+    IPUFS_XX_RECEIVE_ADDRESS = 8,  /* a store of `value` words at `address`: no memory there */
+    IPUFS_XX_RECEIVE_FETCH = 9,    /* a store at `address` (`event`) clashes with the fetch of the code at `value` */
+    IPUFS_XX_RECEIVE_READ = 10,    /* a store at `address` (`event`) clashes with the tile's own send's read */
+    IPUFS_XX_NO_MEMORY = 11        /* the exchange's logs could not grow */
+};
+
+/* An exchange fault: what it is, and what its message names. */
+struct ipufs_xx_fault {
+    int32_t kind;
+    uint32_t address, value, pc;
+    int64_t event;
 };
 
 struct ipufs_x {
@@ -118,6 +143,7 @@ struct ipufs_x {
     int64_t spin;         /* looks at a hold (or at its acks) before a thread sleeps until it changes */
     int64_t due;          /* a hold waits for the tiles until then (CLOCK_MONOTONIC ns; 0: not) */
     uint32_t acks;        /* counts the threads that stopped for a hold or left (a futex) */
+    void *exchange;       /* ipufs_xx_new(): the exchange between the tiles (NULL: its timing is not public) */
 };
 
 /* What ipufs_x_run has done of one Execution.run call: the turns taken
@@ -173,3 +199,20 @@ void ipufs_x_resume(struct ipufs_x *x, int end);
 int32_t ipufs_x_runnable(const struct ipufs_x *x, const uint32_t *order, int32_t n, uint32_t *out);
 int ipufs_x_run(struct ipufs_x *x, const uint32_t *order, int32_t n, int64_t slice, int64_t budget,
                 struct ipufs_x_pass *pass);
+/* the exchange (executor_exchange.h) */
+void *ipufs_xx_new(uint32_t tiles, uint32_t sources, const int16_t *time, const uint8_t *direction,
+                   const int64_t *latency, const int64_t *logical, uint32_t first, uint32_t end);
+void ipufs_xx_free(void *exchange);
+uint8_t *ipufs_xx_receiving(void *exchange);
+int ipufs_xx_issue(struct ipufs_x *x, uint32_t tile, uint32_t ctx, int op, const uint32_t *o, uint32_t pc,
+                   struct ipufs_xx_fault *fault);
+int ipufs_xx_put(struct ipufs_x *x, uint32_t tile, uint32_t index, uint32_t value, uint32_t pc,
+                 struct ipufs_xx_fault *fault);
+int ipufs_xx_ready(struct ipufs_x *x, uint32_t tile);
+int ipufs_xx_error(struct ipufs_x *x, uint32_t tile, struct ipufs_xx_fault *fault);
+int ipufs_xx_release(struct ipufs_x *x);
+int32_t ipufs_xx_end_phase(struct ipufs_x *x, const uint32_t *tiles, int32_t n, uint32_t *failed);
+void ipufs_xx_start(struct ipufs_x *x, uint32_t tile);
+void ipufs_xx_reset(struct ipufs_x *x);
+int32_t ipufs_xx_waiting(const struct ipufs_x *x);
+int32_t ipufs_xx_stores(struct ipufs_x *x, uint32_t **stores);

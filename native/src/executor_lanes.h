@@ -150,6 +150,7 @@ static int lane_ready(struct lanes *l, int i, const struct ipufs_x *x, const str
     lane->event_capacity = l->events < x->event_capacity ? l->events : x->event_capacity;
     lane->dirty_capacity = !x->dirty_capacity ? 0 : l->dirty < x->dirty_capacity ? l->dirty : x->dirty_capacity;
     lane->memory = x->memory;
+    lane->serial = 0;
     lane->event_count = lane->dirty_count = 0;
     lane->retired = 0;
     lane->changed = 0;
@@ -253,6 +254,7 @@ static void enter(struct lanes *l, struct ipufs_x *x, const struct ipufs_x_pass 
     main->dirty_count = x->dirty_count;
     main->dirty_capacity = x->dirty_capacity;
     main->memory = x->memory;
+    main->serial = 1;
     main->retired = x->retired;
     main->changed = x->changed;
     if (pass->fresh)  /* a new Execution.run: a stop flag set now is seen afresh */
@@ -288,6 +290,7 @@ static int run_passes(struct ipufs_x *x, const uint32_t *order, int32_t n, int64
     while (pass->done < budget) {
         int32_t m = pass->count;
         if (!pass->underway) {
+            ipufs_xx_release(x);  /* receivers whose senders caught up go on */
             m = pass->count = ipufs_x_runnable(x, order, n, l->candidates);
             int32_t lo = 0, hi = m;  /* the first tile at or after the cursor */
             while (lo < hi) {

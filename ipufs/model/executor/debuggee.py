@@ -115,7 +115,7 @@ class Debuggee:
             table[tile] = breaks
         for c in t.contexts:
             applies = breaks is not None and breaks.applies(c.number)
-            c.fields[native.BREAK] = applies or c.doomed or tile in self.execution.exchange.python
+            c.fields[native.BREAK] = applies or c.doomed
             if not applies:  # the flags are read on breaking turns only
                 c.resumed = c.retired_break = False
 

@@ -80,8 +80,7 @@ class Interpreter:
         """One turn of context ``c`` of ``t`` (none if the tile must stand
         still for an exchange word another tile has yet to send)."""
         f = c.fields
-        if f[native.BREAK] and not f[native.DELAY] and t.tile in self.exchange.python \
-                and not self.exchange.ready(t, c):
+        if not f[native.DELAY] and self.exchange.receiving(t.tile) and not self.exchange.ready(t, c):
             return
         t.fields[native.TURNS] += 1  # the arrays in place: this runs per turn
         if f[native.DELAY]:
@@ -122,20 +121,11 @@ class Interpreter:
             access.watch = None
         if c.doomed:  # A hover/runall.md: it raises an exception as this instruction retires
             c.doomed = False
-            c.fields[native.BREAK] = b is not None and b.applies(c.number) or t.tile in self.exchange.python
+            c.fields[native.BREAK] = b is not None and b.applies(c.number)
             raise TileFault(Etype.INVALID_OP, ExceptionCause.INVALID_OPERATION, pc,
                             f"runall while this worker was active (exception at 0x{pc:x} as it retired)")
         if b is not None and c.status is Status.ACTIVE and b.retirement(c):
             c.retired_break = True
-
-    def rewatch(self, t: TileState) -> None:
-        """Whether each context's turns go to the Python path (BREAK): a
-        break applies to it, runall doomed it, or the exchange resolves
-        its tile before each instruction."""
-        b = self.breaks.get(t.tile)
-        held = t.tile in self.exchange.python
-        for c in t.contexts:
-            c.fields[native.BREAK] = held or c.doomed or b is not None and b.applies(c.number)
 
     def _is_sync(self, t: TileState, pc: int) -> bool:
         decoded = self.decode(t, pc)

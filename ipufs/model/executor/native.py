@@ -16,6 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ipufs import _native  # type: ignore[attr-defined]
+from ipufs.model.executor.native_exchange import NativeExchange, Stores, Timing
 from ipufs.model.memory import BarMemory
 from ipufs.model.sync import Zone
 
@@ -49,6 +50,7 @@ RUNNABLE, MEMBERS, INTERNAL, EXTERNAL = _lib.IPUFS_X_RUNNABLE, _lib.IPUFS_X_MEMB
 SUPERVISOR_BIT, WORKER_BIT, BODY_BIT = _lib.IPUFS_X_SUPERVISOR, _lib.IPUFS_X_WORKER, _lib.IPUFS_X_BODY
 #: turns between the loop's looks at its stop flag; what a visit to a tile counts as
 CHECK_TURNS, TILE_TURNS = _lib.IPUFS_X_CHECK_TURNS, _lib.IPUFS_X_TILE_TURNS
+
 
 FORMS: dict[str, int] = {_ffi.string(_lib.ipufs_x_form_name(i)).decode(): i for i in range(_lib.ipufs_x_form_count())}
 KINDS: dict[str, int] = {_ffi.string(_lib.ipufs_x_kind_name(i)).decode(): i for i in range(_lib.ipufs_x_kind_count())}
@@ -175,17 +177,22 @@ class Lender(Protocol):
 
 class Loop:
     """The C loop over the tiles of one IPU: its state arrays, tile memory
-    and decode cache."""
+    and decode cache; and the exchange between its tiles (xx), which both
+    paths run in C."""
 
     def __init__(self, arrays: Arrays, exchange: BarMemory, base: int, window: int, sram: int, memory_base: int,
                  csr_ops: NDArray[np.uint8], *, region1: int | None = None, bounded: bool = False,
-                 lanes: int | None = None, cache_entries: int = CACHE_ENTRIES) -> None:
+                 lanes: int | None = None, cache_entries: int = CACHE_ENTRIES, fabric: Timing | None = None,
+                 stored: Stores | None = None) -> None:
         """``csr_ops`` [2, ACCESSES, 256]: for the supervisor, then a
         worker, what each access of each CSR index does (CSR_OPS).
         ``region1``: the SRAM offset where region 1 starts (None: half way);
         ``bounded``: only [memory_base, + sram) is memory, else addresses
         alias onto it (tiles.py); ``lanes``: the threads a pass may use
-        (None: threads()); ``cache_entries``: the decode cache's bound."""
+        (None: threads()); ``cache_entries``: the decode cache's bound;
+        ``fabric``: the timing of the exchange between the tiles (None: not
+        public, the exchange instructions fault); ``stored``: told of the
+        stores the exchange makes, when it wants them."""
         if window & (window - 1) or window > 1 << 21 or window >= 2 * sram or exchange.size >= 1 << 32:
             raise ValueError("the native loop needs a power-of-two tile window below 2 MiB and twice the SRAM")
         if csr_ops.shape != (2, ACCESSES, 256) or csr_ops.dtype != np.uint8:
@@ -225,6 +232,8 @@ class Loop:
         x.zone_local, x.zone_internal, x.event_capacity = Zone.LOCAL, Zone.INTERNAL, _EVENTS
         x.cache, x.lanes = self._cache, self._lanes
         x.grace, x.parallel = GRACE_TURNS, PARALLEL_TURNS
+        #: the exchange between the tiles (native_exchange.py), run in C on both paths
+        self.xx = NativeExchange(x, arrays.registers.shape[0], fabric, memory_base, sram, stored)
         self._pass = _ffi.new("struct ipufs_x_pass *")
         self._runnable: NDArray[np.uint32] = np.zeros(arrays.registers.shape[0], np.uint32)
         self.retired = 0  # instructions the C loop retired, ever
@@ -311,6 +320,7 @@ class Loop:
                 return 0, cursor, 0, False
             if x.dirty_count:
                 self._drain()
+            self.xx.drain_stores()
             if x.event_count:
                 log = self._events[:5 * x.event_count].tolist()
                 x.event_count = 0

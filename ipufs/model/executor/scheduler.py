@@ -19,8 +19,8 @@ from typing import Any
 from ipufs.abi.registers import ExceptionCause
 from ipufs.model.executor import csr, native, system
 from ipufs.model.executor.access import TileAccess
-from ipufs.model.executor.delivery import NEUTRAL
-from ipufs.model.executor.exchange import Exchange
+from ipufs.model.executor.exchange import NEUTRAL, Exchange
+from ipufs.model.fabric import Fabric
 from ipufs.model.executor.interpreter import Interpreter
 from ipufs.model.executor.ports import Debugger, Device
 from ipufs.model.executor.state import (
@@ -100,8 +100,7 @@ class Execution:
         self.states: dict[int, TileState] = {}
         #: tiles with an active context (a tile that stopped leaves at the next settle)
         self.running = native.RunningTiles()
-        self.exchange = Exchange(profile, tiles, self.arrays, self.running, self.state, self.fault,
-                                 lambda t: self.interpreter.rewatch(t))
+        self.exchange = Exchange(profile, tiles, self._the_loop, self.state, self.fault)
         self.syncs = Syncs(self.arrays, self.running, device, debugger, self.exchange)
         self.arm = self.syncs.arm  # `sans` (ports.Machine)
         # $DBG_DATA and the break CSRs (ports.Machine): the debug unit's
@@ -145,13 +144,13 @@ class Execution:
         self.events.clear()
         self.interpreter.breaks.clear()
         self.syncs.reset()
-        self.exchange.reset()
         self.interpreter.retired = self._native_retired = 0
         self._cursor = 0  # tiles are served from the first again, as on a new IPU
         self._epoch += 1
         self.interpreter.forget()  # decoded words go, and their memory with them
-        if self._loop is not None:
+        if self._loop is not None:  # (none yet: no exchange either)
             self._loop.forget()
+            self.exchange.reset()
 
     def set_aside(self, per_tile: dict[int, Any]) -> None:
         """Keep ``per_tile`` (state a reset dropped) for sweep() to free."""
@@ -281,7 +280,7 @@ class Execution:
         if not self.running:
             return False
         counts = self._the_loop().scan(self.running.order())[1]
-        return counts[native.RUNNABLE] > 0 or self.syncs.internal_due(counts) or bool(self.exchange.waiting)
+        return counts[native.RUNNABLE] > 0 or self.syncs.internal_due(counts) or self.exchange.waiting > 0
 
     def native_on(self) -> bool:
         """Whether turns run in the native loop (Execution.native, else
@@ -296,7 +295,9 @@ class Execution:
         if self._loop is None:
             t = self.tiles
             self._loop = native.Loop(self.arrays, t.exchange, t.exchange_base, t.window, t.sram, self.memory_base,
-                                     csr.native_ops(self.arch), region1=t.region1 - t.base, bounded=not t.aliasing)
+                                     csr.native_ops(self.arch), region1=t.region1 - t.base, bounded=not t.aliasing,
+                                     fabric=Fabric.gc200() if self.exchange.has_fabric else None,
+                                     stored=t)
             self._loop.stop_when(self._stop, self._grace)
         return self._loop
 

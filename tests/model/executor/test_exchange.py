@@ -8,11 +8,15 @@
 # however the scheduler slices the tiles.
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
+
 import pytest
 
 from ipufs.abi.interrupts import Interrupt
 from ipufs.abi.registers import ExceptionCause
 from ipufs.model.debug import TdiRegister
+from ipufs.model.executor.native import THREADS
 from ipufs.model.executor.state import ETYPE_MASK, ETYPE_SHIFT, Etype, Status
 from ipufs.model.ipu import Ipu
 from tests.model.executor.exchange_kit import (
@@ -35,16 +39,25 @@ def _payload(ipu: Ipu, tile: int, count: int, address: int = SOURCE) -> list[int
     return data
 
 
-def _run_rows(rows: dict[int, Schedule], count: int, budget: int = 1 << 14,
-              native: bool | None = None) -> tuple[Ipu, dict[int, list[int]]]:
-    """Every tile of ``rows`` runs one phase; each sender's payload is its pattern."""
+def _run_rows(rows: dict[int, Schedule], count: int, budget: int = 1 << 14, native: bool | None = None,
+              spread: bool = False, prepare: Callable[[Ipu], None] | None = None) -> tuple[Ipu, dict[int, list[int]]]:
+    """Every tile of ``rows`` runs one phase; each sender's payload is its
+    pattern. ``spread``: every pass that may runs on four threads."""
     ipu = ipu21()
     ipu.execution.native = native
+    if spread:
+        os.environ[THREADS] = "4"
+        try:
+            ipu.execution._the_loop().parallel_turns = 1
+        finally:
+            del os.environ[THREADS]
     sent = {}
     for tile, schedule in rows.items():
         load(ipu, tile, CODE, phase_program([schedule.row()]))
         if schedule.sends:
             sent[tile] = _payload(ipu, tile, count)
+    if prepare is not None:
+        prepare(ipu)
     start(ipu, sorted(rows))
     run(ipu, budget)
     return ipu, sent
@@ -179,11 +192,38 @@ def test_a_ring_of_sixteen_tiles_sends_and_receives_in_one_phase() -> None:
 
 def test_the_same_phase_gives_the_same_memory_and_turns_however_it_is_sliced() -> None:
     results = []
-    for budget, native in ((1 << 14, None), (7, None), (1, False), (300, False)):
-        ipu, _ = _run_rows(_ring(), 24, budget, native)
+    for budget, native, spread in ((1 << 14, None, False), (7, None, False), (1, False, False), (300, False, False),
+                                   (1 << 14, True, True), (1 << 9, True, True)):
+        ipu, _ = _run_rows(_ring(), 24, budget, native, spread)
+        assert not spread or ipu.execution._the_loop().spread  # passes ran on the threads
         results.append(([words(ipu, r, DESTINATION, 25) for r in RING],
                         [ipu.execution.state(t).turns for t in RING]))
     assert all(r == results[0] for r in results[1:])
+
+
+def test_the_native_loop_runs_the_exchange_instructions() -> None:
+    ipu, sent = _run_rows(_ring(), 24, native=True)
+    assert ipu.execution.interpreter.retired == 0  # no turn of a sender or a receiver went to Python
+    for s, r in zip(RING, RING[1:] + RING[:1]):
+        assert words(ipu, r, DESTINATION, 24) == sent[s]
+
+
+def test_incoming_words_are_recorded_for_the_page_cache_and_clear_parity_marks() -> None:
+    s, r = RING[0], RING[1]
+    rows: dict[int, Schedule] = {}
+    transfer(rows, s, [r], 8, SOURCE, DESTINATION, earliest(s, [r]))
+
+    def prepare(ipu: Ipu) -> None:
+        ipu.tiles.exchange.track_dirty = True
+        ipu.tiles.exchange.take_dirty()
+        ipu.tiles.mark_bad_parity(r, DESTINATION + 8)
+    for native in (True, False):
+        ipu, sent = _run_rows(rows, 8, native=native, prepare=prepare)
+        assert words(ipu, r, DESTINATION, 8) == sent[s]
+        assert not ipu.tiles.bad_parity  # the incoming word wrote over the mark
+        start = ipu.tiles.window_start(r) + DESTINATION - ipu.tiles.base
+        dirty = ipu.tiles.exchange.take_dirty()
+        assert all(any(offset <= start + 4 * k < offset + length for offset, length in dirty) for k in range(8))
 
 
 def test_two_senders_reach_one_receiver_at_different_addresses() -> None:
