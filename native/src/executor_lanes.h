@@ -335,7 +335,7 @@ static int run_passes(struct ipufs_x *x, const uint32_t *order, int32_t n, int64
                 if (r->rc == IPUFS_X_STOP)
                     pass->stopped = 1;
                 finished = r->rc == IPUFS_X_DONE || pass->stopped;
-                if (!finished && r->rc == IPUFS_X_MISS) {
+                if (!finished && r->rc == IPUFS_X_MISS && !lookup(cache, r->miss)) {  /* else decoded since */
                     main->miss = r->miss;
                     return IPUFS_X_MISS;
                 }
