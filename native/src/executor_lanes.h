@@ -66,7 +66,7 @@ struct lanes {
     struct segment *later;  /* [tiles][SEGMENTS - 1]: the records' segments after the first, or NULL */
     /* the parallel part of the pass under way */
     struct ipufs_x *x;
-    int32_t m, first, chunk, lanes;
+    int32_t m, first, lanes;
     int32_t todos;          /* of todo */
     int again;              /* a round after the first: tiles go on from where they stopped */
     uint64_t tried[2];      /* the cache's size and generation when a round after the first was last sought */
@@ -188,6 +188,24 @@ static int lane_ready(struct lanes *l, int i, const struct ipufs_x *x, const str
     return 1;
 }
 
+/* The next chunk of the round under way, [*from, return value): a share
+ * of what is left over twice the lanes, so that the lanes run out at
+ * about the same time (the last chunks are single tiles). */
+static int32_t next_chunk(struct lanes *l, int32_t *from)
+{
+    int32_t i = __atomic_load_n(&l->next, __ATOMIC_RELAXED);
+    for (;;) {
+        if (i >= l->todos)
+            return *from = i;
+        int32_t n = (l->todos - i) / (2 * l->lanes);
+        int32_t end = i + (n > 0 ? n : 1) < l->todos ? i + (n > 0 ? n : 1) : l->todos;
+        if (__atomic_compare_exchange_n(&l->next, &i, end, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            *from = i;
+            return end;
+        }
+    }
+}
+
 /* The tiles of the round under way on lane `index`, chunk by chunk. A
  * tile a first round does not run is NOT_RUN; one a later round does not
  * run stays as it stopped. */
@@ -198,10 +216,9 @@ static void run_lane(void *arg, int index)
     struct lane *lane = &l->lane[index];
     int stopping = !arrive(x);
     for (;;) {
-        int32_t i = __atomic_fetch_add(&l->next, l->chunk, __ATOMIC_RELAXED);
-        if (i >= l->todos)
+        int32_t i, end = next_chunk(l, &i);
+        if (i >= end)
             break;
-        int32_t end = i + l->chunk < l->todos ? i + l->chunk : l->todos;
         for (int32_t k = i; k < end; k++) {
             int32_t j = l->todo[k];
             struct record *r = &l->records[j];
@@ -238,7 +255,6 @@ static void run_lane(void *arg, int index)
  * busy). An abort shows in x->hold. */
 static int run_round(struct lanes *l, struct ipufs_x *x)
 {
-    l->chunk = l->todos / (8 * l->lanes) > 0 ? l->todos / (8 * l->lanes) : 1;
     l->next = 0;
     for (int i = 0; i < l->lanes; i++) {
         l->lane[i].grace = l->main.grace;
