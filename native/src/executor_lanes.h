@@ -13,7 +13,9 @@
  * lie in its lane's logs. Then the pass goes over its tiles again, in
  * order, on the caller's thread: each tile's events and stores are copied
  * into the loop's own logs, and a tile that stopped goes on from there as
- * the sequential pass would, handing Python its turns. So what Python sees
+ * the sequential pass would, handing Python its turns; once Python has
+ * decoded a word, the tiles still to be gone over that stopped at a word
+ * now known go on on the lanes again (run_again). So what Python sees
  * (events, stores, turns it takes, decoded words it is asked for) comes in
  * the order of the sequential pass, whatever the threads did when: the
  * results never depend on thread timing. docs/executor-speed.md. */
