@@ -13,7 +13,9 @@
  * lie in its lane's logs. Then the pass goes over its tiles again, in
  * order, on the caller's thread: each tile's events and stores are copied
  * into the loop's own logs, and a tile that stopped goes on from there as
- * the sequential pass would, handing Python its turns. So what Python sees
+ * the sequential pass would, handing Python its turns; once Python has
+ * decoded a word, the tiles still to be gone over that stopped at a word
+ * now known go on on the lanes again (run_again). So what Python sees
  * (events, stores, turns it takes, decoded words it is asked for) comes in
  * the order of the sequential pass, whatever the threads did when: the
  * results never depend on thread timing. docs/executor-speed.md. */
@@ -22,13 +24,26 @@
 
 #include "executor_pool.h"
 
-/* What a tile did on its lane in the pass under way. */
+/* A stretch of a tile's turns on a lane: where its events and stores lie
+ * in that lane's logs. */
+struct segment {
+    uint32_t events_from, events_to, dirty_from, dirty_to;
+    int32_t lane;
+};
+
+/* The rounds a tile may take on the lanes in one pass: the first, then one
+ * after each word it stopped at was decoded. */
+enum { SEGMENTS = 6 };
+
+/* What a tile did on the lanes in the pass under way: its first round's
+ * segment, and the later ones' in struct lanes' `later` (made on first use). */
 struct record {
     int64_t taken;     /* turns */
     uint64_t miss;     /* IPUFS_X_MISS: the word */
-    uint32_t events_from, events_to, dirty_from, dirty_to;  /* in its lane's logs */
     int32_t rc;        /* IPUFS_X_DONE, _STOP, _PYTHON, _MISS, _FULL, or NOT_RUN */
-    int32_t lane;
+    int32_t segments;  /* its rounds */
+    int32_t copied;    /* of them, taken into the main lane's logs */
+    struct segment first;
 };
 
 enum { NOT_RUN = -1 };
@@ -48,10 +63,15 @@ struct lanes {
     struct lane lane[IPUFS_X_MAX_LANES] __attribute__((aligned(64)));
     struct code code[IPUFS_X_MAX_LANES];
     uint32_t *candidates;   /* [tiles]: the tiles of the pass under way */
-    struct record *records; /* [tiles]: what each did on its lane */
+    struct record *records; /* [tiles]: what each did on the lanes */
+    int32_t *todo;          /* [tiles]: the records a round runs */
+    struct segment *later;  /* [tiles][SEGMENTS - 1]: the records' segments after the first, or NULL */
     /* the parallel part of the pass under way */
     struct ipufs_x *x;
-    int32_t m, first, chunk;
+    int32_t m, first, lanes;
+    int32_t todos;          /* of todo */
+    int again;              /* a round after the first: tiles go on from where they stopped */
+    uint64_t tried[2];      /* the cache's size and generation when a round after the first was last sought */
     int64_t share;
     int32_t next __attribute__((aligned(64)));  /* the next chunk, taken atomically */
 };
@@ -68,9 +88,11 @@ void *ipufs_x_lanes_new(uint32_t tiles, uint32_t region1, int lanes, uint32_t ev
     l->dirty = dirty;
     l->candidates = calloc(tiles ? tiles : 1, sizeof *l->candidates);
     l->records = calloc(tiles ? tiles : 1, sizeof *l->records);
-    if (!l->candidates || !l->records) {
+    l->todo = calloc(tiles ? tiles : 1, sizeof *l->todo);
+    if (!l->candidates || !l->records || !l->todo) {
         free(l->candidates);
         free(l->records);
+        free(l->todo);
         free(l);
         return NULL;
     }
@@ -99,6 +121,8 @@ void ipufs_x_lanes_free(void *lanes)
     }
     free(l->candidates);
     free(l->records);
+    free(l->todo);
+    free(l->later);
     free(l);
 }
 
@@ -106,7 +130,10 @@ void ipufs_x_lanes_free(void *lanes)
 int64_t ipufs_x_lanes_bytes(const void *lanes)
 {
     const struct lanes *l = lanes;
-    int64_t bytes = (int64_t)sizeof *l + (int64_t)l->tiles * (int64_t)(sizeof *l->candidates + sizeof *l->records);
+    int64_t bytes = (int64_t)sizeof *l
+                    + (int64_t)l->tiles * (int64_t)(sizeof *l->candidates + sizeof *l->records + sizeof *l->todo);
+    if (l->later)
+        bytes += (int64_t)l->tiles * (SEGMENTS - 1) * (int64_t)sizeof *l->later;
     for (int i = 0; i < IPUFS_X_MAX_LANES; i++) {
         if (l->code[i].table)
             bytes += (int64_t)l->words * (int64_t)sizeof(struct slot);
@@ -114,6 +141,12 @@ int64_t ipufs_x_lanes_bytes(const void *lanes)
             bytes += 4 * (5 * (int64_t)l->events + 2 * (int64_t)l->dirty);
     }
     return bytes;
+}
+
+/* Segment k of record j. */
+static inline struct segment *segment_of(struct lanes *l, int32_t j, int32_t k)
+{
+    return k ? &l->later[(int64_t)j * (SEGMENTS - 1) + k - 1] : &l->records[j].first;
 }
 
 /* Lane i's code slots, valid for the cache as it is now (NULL: none to be had). */
@@ -158,7 +191,27 @@ static int lane_ready(struct lanes *l, int i, const struct ipufs_x *x, const str
     return 1;
 }
 
-/* The tiles of the pass under way on lane `index`, chunk by chunk. */
+/* The next chunk of the round under way, [*from, return value): a share
+ * of what is left over twice the lanes, so that the lanes run out at
+ * about the same time (the last chunks are single tiles). */
+static int32_t next_chunk(struct lanes *l, int32_t *from)
+{
+    int32_t i = __atomic_load_n(&l->next, __ATOMIC_RELAXED);
+    for (;;) {
+        if (i >= l->todos)
+            return *from = i;
+        int32_t n = (l->todos - i) / (2 * l->lanes);
+        int32_t end = i + (n > 0 ? n : 1) < l->todos ? i + (n > 0 ? n : 1) : l->todos;
+        if (__atomic_compare_exchange_n(&l->next, &i, end, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+            *from = i;
+            return end;
+        }
+    }
+}
+
+/* The tiles of the round under way on lane `index`, chunk by chunk. A
+ * tile a first round does not run is NOT_RUN; one a later round does not
+ * run stays as it stopped. */
 static void run_lane(void *arg, int index)
 {
     struct lanes *l = arg;
@@ -166,33 +219,60 @@ static void run_lane(void *arg, int index)
     struct lane *lane = &l->lane[index];
     int stopping = !arrive(x);
     for (;;) {
-        int32_t i = __atomic_fetch_add(&l->next, l->chunk, __ATOMIC_RELAXED);
-        if (i >= l->m)
+        int32_t i, end = next_chunk(l, &i);
+        if (i >= end)
             break;
-        int32_t end = i + l->chunk < l->m ? i + l->chunk : l->m;
-        for (int32_t j = i; j < end; j++) {
+        for (int32_t k = i; k < end; k++) {
+            int32_t j = l->todo[k];
             struct record *r = &l->records[j];
-            r->lane = index;
+            if (!l->again) {
+                r->taken = 0;
+                r->segments = r->copied = 0;
+            }
             if (stopping) {
-                r->rc = NOT_RUN;
+                if (!l->again)
+                    r->rc = NOT_RUN;
                 continue;
             }
             int32_t at = l->first + j;
-            r->events_from = lane->event_count;
-            r->dirty_from = lane->dirty_count;
-            r->taken = 0;
+            struct segment *s = segment_of(l, j, r->segments++);
+            s->lane = index;
+            s->events_from = lane->event_count;
+            s->dirty_from = lane->dirty_count;
+            uint32_t tile = l->candidates[at < l->m ? at : at - l->m];
             do
-                r->rc = run_tile(x, x->cache, lane, l->candidates[at < l->m ? at : at - l->m], l->share, &r->taken);
+                r->rc = run_tile(x, x->cache, lane, tile, l->share, &r->taken);
             while (r->rc == IPUFS_X_HOLD && held(x));
             if (r->rc == IPUFS_X_HOLD)  /* the hold ends the call */
                 r->rc = IPUFS_X_STOP;
             r->miss = lane->miss;
-            r->events_to = lane->event_count;
-            r->dirty_to = lane->dirty_count;
+            s->events_to = lane->event_count;
+            s->dirty_to = lane->dirty_count;
             stopping = r->rc == IPUFS_X_STOP;
         }
     }
     depart(x);
+}
+
+/* The round in l->todo on the lanes; 0 when it did not run (the pool is
+ * busy). An abort shows in x->hold. */
+static int run_round(struct lanes *l, struct ipufs_x *x)
+{
+    l->next = 0;
+    for (int i = 0; i < l->lanes; i++) {
+        l->lane[i].grace = l->main.grace;
+        l->lane[i].retired = 0;
+        l->lane[i].changed = 0;
+    }
+    depart(x);  /* the lanes count themselves, this thread's included */
+    int ran = ipufs_x_pool_run(l->lanes, run_lane, l) == 0;
+    if (!arrive(x) || !ran)
+        return 0;
+    for (int i = 0; i < l->lanes; i++) {
+        l->main.retired += l->lane[i].retired;
+        l->main.changed |= l->lane[i].changed;
+    }
+    return 1;
 }
 
 /* The pass's tiles (m of them from `first`, `share` turns each) on the
@@ -211,34 +291,72 @@ static int run_lanes(struct lanes *l, struct ipufs_x *x, int32_t m, int32_t firs
     l->m = m;
     l->first = first;
     l->share = share;
-    l->chunk = m / (8 * lanes) > 0 ? m / (8 * lanes) : 1;
-    l->next = 0;
-    for (int i = 0; i < lanes; i++)
-        l->lane[i].grace = l->main.grace;
-    depart(x);  /* the lanes count themselves, this thread's included */
-    int ran = ipufs_x_pool_run(lanes, run_lane, l) == 0;
-    if (!arrive(x) || !ran)
-        return 0;  /* an abort shows in x->hold */
+    l->lanes = lanes;
+    l->again = 0;
+    l->todos = m;
+    for (int32_t j = 0; j < m; j++)
+        l->todo[j] = j;
+    const struct cache *cache = x->cache;
+    l->tried[0] = cache->used;
+    l->tried[1] = cache->generation;
+    if (!run_round(l, x))
+        return 0;
     x->spread++;
-    for (int i = 0; i < lanes; i++) {
-        l->main.retired += l->lane[i].retired;
-        l->main.changed |= l->lane[i].changed;
-    }
     return 1;
 }
 
-/* A tile's record taken in: its events and stores copied into the main
- * lane's logs; 0 when they lack room (Python drains them first). */
-static int replay(struct lanes *l, const struct record *r)
+/* Once Python has decoded words that tiles of the pass stopped at on the
+ * lanes (each tile of a program meets its new words at once), the tiles
+ * from `index` on that stopped at a word now known go on from there on
+ * the lanes, as far as their share, rather than one after another on this
+ * thread; their turns go in their records as further segments. What the
+ * sequential pass does is unchanged: it would have found those words
+ * decoded too. Sought once each time the cache has grown. */
+static void run_again(struct lanes *l, struct ipufs_x *x, int32_t index)
 {
-    struct lane *from = &l->lane[r->lane], *to = &l->main;
-    uint32_t events = r->events_to - r->events_from, dirty = r->dirty_to - r->dirty_from;
-    if (to->event_count + events > to->event_capacity || to->dirty_count + dirty > to->dirty_capacity)
-        return 0;
-    memcpy(to->events + 5 * to->event_count, from->events + 5 * r->events_from, 5 * sizeof(uint32_t) * events);
-    memcpy(to->dirty + 2 * to->dirty_count, from->dirty + 2 * r->dirty_from, 2 * sizeof(uint32_t) * dirty);
-    to->event_count += events;
-    to->dirty_count += dirty;
+    const struct cache *cache = x->cache;
+    if (l->tried[0] == cache->used && l->tried[1] == cache->generation)
+        return;
+    l->tried[0] = cache->used;
+    l->tried[1] = cache->generation;
+    int32_t count = 0;
+    int64_t turns = 0;
+    for (int32_t j = index; j < l->m; j++) {
+        struct record *r = &l->records[j];
+        if (r->rc == IPUFS_X_MISS && r->segments < SEGMENTS && r->taken < l->share && lookup(cache, r->miss)) {
+            l->todo[count++] = j;
+            turns += l->share - r->taken;
+        }
+    }
+    if (count < 2 || turns < x->parallel)
+        return;
+    if (!l->later && !(l->later = malloc((size_t)l->tiles * (SEGMENTS - 1) * sizeof *l->later)))
+        return;
+    for (int i = 0; i < l->lanes; i++)
+        l->lane[i].slots = code_slots(l, i, cache);  /* entries may have moved as the cache grew */
+    l->todos = count;
+    l->again = 1;
+    run_round(l, x);
+}
+
+/* A tile's record taken in: its events and stores copied into the main
+ * lane's logs, segment by segment (each fits logs drained: a lane's are no
+ * larger); 0 when they lack room (Python drains them first). */
+static int replay(struct lanes *l, int32_t j)
+{
+    struct lane *to = &l->main;
+    struct record *r = &l->records[j];
+    for (; r->copied < r->segments; r->copied++) {
+        const struct segment *s = segment_of(l, j, r->copied);
+        const struct lane *from = &l->lane[s->lane];
+        uint32_t events = s->events_to - s->events_from, dirty = s->dirty_to - s->dirty_from;
+        if (to->event_count + events > to->event_capacity || to->dirty_count + dirty > to->dirty_capacity)
+            return 0;
+        memcpy(to->events + 5 * to->event_count, from->events + 5 * s->events_from, 5 * sizeof(uint32_t) * events);
+        memcpy(to->dirty + 2 * to->dirty_count, from->dirty + 2 * s->dirty_from, 2 * sizeof(uint32_t) * dirty);
+        to->event_count += events;
+        to->dirty_count += dirty;
+    }
     return 1;
 }
 
@@ -324,21 +442,26 @@ static int run_passes(struct ipufs_x *x, const uint32_t *order, int32_t n, int64
             int finished = 0;
             pass->tile = tile;
             if (pass->parallel && !pass->replayed) {
-                const struct record *r = &l->records[pass->index];
+                struct record *r = &l->records[pass->index];
+                if (r->rc == IPUFS_X_MISS) {
+                    run_again(l, x, pass->index);
+                    if (__atomic_load_n(&x->hold, __ATOMIC_SEQ_CST) == HOLD_ABORT)
+                        return IPUFS_X_ABORT;
+                }
                 if (r->rc == NOT_RUN) {  /* its lane stopped first: it is served first next time */
                     if (pass->held < 0)
                         pass->held = tile;
                     pass->index++;
                     continue;
                 }
-                if (!replay(l, r))
+                if (!replay(l, pass->index))
                     return IPUFS_X_FULL;
                 pass->replayed = 1;
                 pass->partial = r->taken;
                 if (r->rc == IPUFS_X_STOP)
                     pass->stopped = 1;
                 finished = r->rc == IPUFS_X_DONE || pass->stopped;
-                if (!finished && r->rc == IPUFS_X_MISS) {
+                if (!finished && r->rc == IPUFS_X_MISS && !lookup(cache, r->miss)) {  /* else decoded since */
                     main->miss = r->miss;
                     return IPUFS_X_MISS;
                 }

@@ -4,12 +4,15 @@
 # writes into it (through the model, or into the memory as a mapping
 # would, unseen); different code at the same addresses of different tiles;
 # resets in between. Afterwards every register, counter, memory byte,
-# recorded store, event and exception must be the same. And the decode
-# caches stay within their bounds whatever code writes, and empty after a
-# reset.
+# recorded store, event and exception must be the same. A program's new
+# words, which every tile of a pass on the threads meets, are decoded
+# once. And the decode caches stay within their bounds whatever code
+# writes, and empty after a reset.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -207,6 +210,52 @@ def test_a_bsp_program_on_many_tiles_spreads_over_the_threads_and_runs_the_same(
     _same(ipus["spread"], ipus["python"], tiles)
     _same(ipus["native"], ipus["python"], tiles)
     assert len(ipus["python"].execution.events) > tiles  # syncs, starts, exits: in the same order
+
+
+_COUNTED = """
+.text 0x4C000
+.supervisor
+_start:
+  setzi $m3, 3
+again:
+  setzi $m1, 400
+loop:
+  add $m2, $m2, 3
+  brnzdec $m1, loop
+  brnzdec $m3, again
+  trap 0
+"""
+
+
+def _counting(learn: Callable[..., None], asked: list[int]) -> Callable[..., None]:
+    """``learn``, noting each word it is asked for in ``asked``."""
+    def learned(key: int, *rest: Any) -> None:
+        asked.append(key)
+        learn(key, *rest)
+    return learned
+
+
+def test_a_new_word_every_tile_meets_on_the_threads_is_decoded_once() -> None:
+    # Every tile of a pass on the threads stops at each of the program's
+    # words, new to the cache: Python is asked for each once, as on one
+    # thread, and the tiles go on on the threads; the results are the same.
+    tiles = 48
+    ipus = {how: _ipu("ipu2", how) for how in ("spread", "native", "python")}
+    asked: dict[str, list[int]] = {"spread": [], "native": []}
+    for how, ipu in ipus.items():
+        _start(ipu, [_COUNTED] * tiles, [bytes(4 * WORDS)] * tiles)
+        loop = ipu.execution._loop
+        if how in asked:
+            assert loop is not None
+            setattr(loop, "learn", _counting(loop.learn, asked[how]))
+        for _ in range(50):
+            ipu.execution.run(20_000, 20_000)
+            if not ipu.execution.busy():
+                break
+        assert not ipu.execution.busy()
+    assert asked["spread"] == asked["native"] and len(asked["native"]) == len(set(asked["native"])) >= 5
+    _same(ipus["spread"], ipus["python"], tiles)
+    _same(ipus["native"], ipus["python"], tiles)
 
 
 def test_the_decode_caches_stay_bounded_while_code_writes_new_words_and_empty_after_a_reset() -> None:
