@@ -210,6 +210,7 @@ int ipufs_xx_put(struct ipufs_x *x, uint32_t tile, uint32_t index, uint32_t valu
                  struct ipufs_xx_fault *fault);
 int ipufs_xx_ready(struct ipufs_x *x, uint32_t tile);
 int ipufs_xx_error(struct ipufs_x *x, uint32_t tile, struct ipufs_xx_fault *fault);
+void ipufs_xx_log_stores(struct ipufs_x *x, int on);
 int ipufs_xx_release(struct ipufs_x *x);
 int32_t ipufs_xx_end_phase(struct ipufs_x *x, const uint32_t *tiles, int32_t n, uint32_t *failed);
 void ipufs_xx_start(struct ipufs_x *x, uint32_t tile);

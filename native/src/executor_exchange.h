@@ -89,6 +89,9 @@ struct ipufs_xx {
     struct xsender *senders;
     struct xreceiver *receivers;
     uint8_t *receiving;           /* [tiles]: a receiver is resolved before each issue */
+    uint8_t *ahead;               /* [tiles]: ran on the threads in the pass under way, not yet gone over */
+    int64_t *before;              /* [tiles]: for those, what reached() gave before the pass */
+    uint32_t log_stores;          /* keep `stores` (Python wants them: dirty pages, parity marks) */
     uint32_t waiting;             /* receivers standing still */
     uint32_t busy;                /* tiles sent or set a receiver up this phase */
     XVEC(uint32_t, stores);       /* (tile, SRAM offset, bytes) of each store, for Python (dirty pages, parity) */
@@ -151,9 +154,9 @@ static struct xreceiver *receiver(struct ipufs_x *x, uint32_t tile)
     struct ipufs_xx *xx = xx_of(x);
     struct xreceiver *rx = &xx->receivers[tile];
     if (!xx->receiving[tile]) {
+        rx->muxes_n = rx->pending_n = rx->head = rx->code_n = 0;
         if (!XGROW(rx, muxes))
             return NULL;
-        rx->muxes_n = rx->pending_n = rx->head = rx->code_n = 0;
         rx->muxes[rx->muxes_n++] = (struct xmux){ X_NEVER, xcsrs(x, tile)[XC_INCOMING_MUX] };
         rx->done = X_NEVER;
         rx->waiting = 0;
@@ -183,9 +186,14 @@ static void drop(struct ipufs_x *x, uint32_t tile)
     xx_of(x)->receiving[tile] = 0;
 }
 
-/* How far `tile`'s sends are logged; -1: it sends no more this phase. */
+/* How far `tile`'s sends are logged; -1: it sends no more this phase.
+ * A tile that ran ahead on the threads shows what it showed before the
+ * pass, as in the sequential pass (ipufs_xx_ahead). */
 static inline int64_t reached(const struct ipufs_x *x, uint32_t tile)
 {
+    const struct ipufs_xx *xx = xx_of(x);
+    if (xx->ahead[tile])
+        return xx->before[tile];
     const int64_t *s = supervisor_of(x, tile);
     int64_t wait = s[IPUFS_X_WAIT];
     if (s[IPUFS_X_STATUS] != IPUFS_X_ACTIVE || wait == IPUFS_X_WAIT_INTERNAL || wait == IPUFS_X_WAIT_EXTERNAL
@@ -240,14 +248,17 @@ static int store(struct ipufs_x *x, uint32_t r, struct xreceiver *rx, const uint
     const struct xsender *own = xx->senders[r].logged ? &xx->senders[r] : NULL;
     if (check(xx, rx, own, address, n, when, pc, &rx->error))
         return 0;
-    if (xx->stores_n + 3 > xx->stores_c && !xgrow((void **)&xx->stores, &xx->stores_c, sizeof *xx->stores))
+    if (xx->log_stores && xx->stores_n + 3 > xx->stores_c
+        && !xgrow((void **)&xx->stores, &xx->stores_c, sizeof *xx->stores))
         return fail(&rx->error, IPUFS_XX_NO_MEMORY, 0, 0, when, pc), 0;
     uint32_t offset = address - xx->first;
     memcpy(x->memory + (uint64_t)r * x->window + offset, words, 4 * (size_t)n);
+    csrs[XC_INCOMING_DELTA] += 4 * n;
+    if (!xx->log_stores)
+        return 1;
     xx->stores[xx->stores_n++] = r;
     xx->stores[xx->stores_n++] = offset;
     xx->stores[xx->stores_n++] = 4 * n;
-    csrs[XC_INCOMING_DELTA] += 4 * n;
     return 1;
 }
 
@@ -575,6 +586,39 @@ int ipufs_xx_ready(struct ipufs_x *x, uint32_t tile)
     return rc;
 }
 
+/* A pass is about to run tiles `order` (m of them) on the threads: what
+ * each shows its receivers stays what it was until the caller's thread
+ * goes over it (xx_gone_over), so that a receiver earlier in the pass
+ * never sees a sender further on than the sequential pass would. */
+static void xx_ahead(struct ipufs_x *x, const uint32_t *order, int32_t m)
+{
+    struct ipufs_xx *xx = xx_of(x);
+    if (!xx)
+        return;
+    memset(xx->ahead, 0, xx->tiles);  /* none left from a pass given up */
+    for (int32_t i = 0; i < m; i++) {
+        xx->before[order[i]] = reached(x, order[i]);
+        xx->ahead[order[i]] = 1;
+    }
+}
+
+static inline void xx_gone_over(struct ipufs_x *x, uint32_t tile)
+{
+    struct ipufs_xx *xx = xx_of(x);
+    if (xx)
+        xx->ahead[tile] = 0;
+}
+
+void ipufs_xx_log_stores(struct ipufs_x *x, int on)
+{
+    struct ipufs_xx *xx = xx_of(x);
+    if (xx) {
+        xx->log_stores = (uint32_t)on;
+        if (!on)
+            xx->stores_n = 0;
+    }
+}
+
 int ipufs_xx_error(struct ipufs_x *x, uint32_t tile, struct ipufs_xx_fault *fault)
 {
     struct ipufs_xx *xx = xx_of(x);
@@ -663,6 +707,7 @@ void ipufs_xx_reset(struct ipufs_x *x)
         xx->receivers[t].waiting = 0;
         xx->receivers[t].error.kind = 0;
         xx->receiving[t] = 0;
+        xx->ahead[t] = 0;
     }
     xx->waiting = xx->busy = 0;
     xx->stores_n = 0;
@@ -696,7 +741,9 @@ void *ipufs_xx_new(uint32_t tiles, uint32_t sources, const int16_t *time, const 
     xx->senders = calloc(tiles, sizeof *xx->senders);
     xx->receivers = calloc(tiles, sizeof *xx->receivers);
     xx->receiving = calloc(tiles, 1);
-    if (!xx->senders || !xx->receivers || !xx->receiving) {
+    xx->ahead = calloc(tiles, 1);
+    xx->before = calloc(tiles, sizeof *xx->before);
+    if (!xx->senders || !xx->receivers || !xx->receiving || !xx->ahead || !xx->before) {
         ipufs_xx_free(xx);
         return NULL;
     }
@@ -721,6 +768,8 @@ void ipufs_xx_free(void *exchange)
     free(xx->senders);
     free(xx->receivers);
     free(xx->receiving);
+    free(xx->ahead);
+    free(xx->before);
     free(xx->stores);
     free(xx);
 }

@@ -429,8 +429,11 @@ static int run_passes(struct ipufs_x *x, const uint32_t *order, int32_t n, int64
             pass->replayed = 0;
             pass->held = -1;
             pass->parallel = x->parallel > 0 && m > 1 && l->count > 1 && ipufs_x_pool_lanes() > 1
-                             && pass->share * m <= budget - pass->done && pass->share * m >= x->parallel
-                             && run_lanes(l, x, m, pass->first, pass->share);
+                             && pass->share * m <= budget - pass->done && pass->share * m >= x->parallel;
+            if (pass->parallel) {
+                xx_ahead(x, l->candidates, m);  /* what each shows the exchange waits for its turn */
+                pass->parallel = run_lanes(l, x, m, pass->first, pass->share);
+            }
             if (__atomic_load_n(&x->hold, __ATOMIC_SEQ_CST) == HOLD_ABORT)
                 return IPUFS_X_ABORT;
         }
@@ -441,6 +444,7 @@ static int run_passes(struct ipufs_x *x, const uint32_t *order, int32_t n, int64
             int64_t allowance = limit - pass->base < pass->share ? limit - pass->base : pass->share;
             int finished = 0;
             pass->tile = tile;
+            xx_gone_over(x, tile);
             if (pass->parallel && !pass->replayed) {
                 struct record *r = &l->records[pass->index];
                 if (r->rc == IPUFS_X_MISS) {
@@ -487,6 +491,8 @@ static int run_passes(struct ipufs_x *x, const uint32_t *order, int32_t n, int64
                 break;
         }
         pass->underway = 0;
+        for (int32_t i = 0; i < m; i++)  /* a pass that ended early: none runs ahead now */
+            xx_gone_over(x, l->candidates[i]);
         pass->done += pass->base;
         pass->last = pass->base;
         if (pass->held >= 0)

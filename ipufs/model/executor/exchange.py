@@ -25,6 +25,8 @@ from ipufs.model.tiles import TileMemory
 
 #: the multiplexer's neutral value (TILE_MUX_EXCHANGE): it selects nothing
 NEUTRAL = 0x640
+#: the multiplexer's CSR (the supervisor's)
+INCOMING_MUX = 0xA0
 #: the receive-error codes of CTXT_STS.ERERR (TileExchangeReceiveError)
 CLASH_INSTR, CLASH_IFETCH, BAD_ADDRESS, BAD_CONFIGURATION = 1, 2, 3, 6
 _RECEIVE_ERRORS = {nx.XX_FAULTS["receive_read"]: CLASH_INSTR, nx.XX_FAULTS["receive_fetch"]: CLASH_IFETCH,
@@ -41,15 +43,18 @@ def not_modelled(c: Context, what: str) -> TileFault:
 
 class Exchange:
     """The exchange of one IPU's tiles: ``loop()`` gives the native loop
-    that holds its state, ``state(tile)`` a tile's TileState, ``fault``
-    raises an exception on a context."""
+    that holds its state (made on first use), ``made()`` it if it was
+    made, ``state(tile)`` a tile's TileState, ``fault`` raises an
+    exception on a context."""
 
     def __init__(self, profile: Profile, tiles: TileMemory, loop: Callable[[], Loop],
-                 state: Callable[[int], TileState], fault: Fault) -> None:
+                 made: Callable[[], Loop | None], state: Callable[[int], TileState], fault: Fault) -> None:
         self.has_fabric = profile.tile_numbering == "c600"
         self.profile = profile
         self.tiles = tiles
         self.loop = loop
+        #: the loop if it was made: an IPU that never ran holds no exchange state
+        self.made = made
         self.state = state
         self.fault = fault
 
@@ -107,7 +112,8 @@ class Exchange:
 
     def receiving(self, tile: int) -> bool:
         """Whether ``tile`` is resolved before each issue."""
-        return bool(self.loop().xx.receiving[tile])
+        loop = self.made()
+        return loop is not None and bool(loop.xx.receiving[tile])
 
     def _failed(self, t: TileState) -> None:
         error = self.loop().xx.error(t.tile)
@@ -134,7 +140,8 @@ class Exchange:
     @property
     def waiting(self) -> int:
         """Receivers standing still for a sender."""
-        return self.loop().xx.waiting()
+        loop = self.made()
+        return 0 if loop is None else loop.xx.waiting()
 
     def settle(self) -> bool:
         """Let receivers go on whose sender has caught up or finished;
@@ -151,5 +158,11 @@ class Exchange:
             self._failed(self.state(tile))
 
     def start(self, t: TileState) -> None:
-        """``t`` starts afresh (the host starts it): no exchange of its own under way."""
+        """``t`` starts afresh (the host starts it): no exchange of its own
+        under way; a receiver if its multiplexer names a tile."""
+        loop = self.made()
+        names_tile = self.has_fabric and int(t.supervisor.csrs[INCOMING_MUX]) & 0x1FFF < self.profile.tiles
+        if loop is None and not names_tile:
+            t.events = 0
+            return
         self.loop().xx.start(t.tile)

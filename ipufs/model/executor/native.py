@@ -308,6 +308,7 @@ class Loop:
         they are now."""
         x, p = self._x, self._pass
         x.dirty_capacity = _DIRTY_PAIRS if self.exchange.track_dirty else 0
+        self.xx.logging()
         x.retired = 0
         p.done, p.last, p.cursor, p.underway, p.settle, p.handed, p.stopped = 0, 0, cursor, 0, 1, 0, 0
         p.fresh = 1

@@ -70,6 +70,10 @@ class NativeExchange:
         self.receiving: NDArray[np.uint8] = np.zeros(tiles, np.uint8)
         if fabric is None:
             return
+        if fabric.time.shape != (tiles, tiles) or fabric.direction.shape != (tiles, tiles) \
+                or fabric.latency.shape != (tiles,) or not (0 <= fabric.logical).all() \
+                or not (fabric.logical < tiles).all():
+            raise ValueError(f"the fabric's timing does not fit {tiles} tiles")
         self._timing = [np.ascontiguousarray(a, t) for a, t in ((fabric.time, np.int16), (fabric.direction, np.uint8),
                                                                 (fabric.latency, np.int64), (fabric.logical, np.int64))]
         pointers = [_ffi.cast(c, _ffi.from_buffer(a)) for c, a in
@@ -83,7 +87,8 @@ class NativeExchange:
 
     def issue(self, tile: int, context: int, op: int, operands: tuple[int, ...], pc: int) -> ExchangeFault | None:
         """Exchange instruction ``op`` (XX_*) of ``tile``'s ``context`` at
-        ``pc``: its fault (nothing changed then), or None."""
+        ``pc``: its fault (nothing changed then, but for no_memory, after
+        which the exchange's state is not to be trusted), or None."""
         o = self._operands
         for i, v in enumerate(operands):
             o[i] = v & 0xFFFFFFFF
@@ -94,9 +99,14 @@ class NativeExchange:
         rc = _lib.ipufs_xx_put(self._x, tile, index, value & 0xFFFFFFFF, pc, self._fault)
         return self._taken() if rc < 0 else bool(rc)
 
+    def logging(self) -> None:
+        """Keep the stores for ``stored`` if it wants them (before a run)."""
+        _lib.ipufs_xx_log_stores(self._x, int(self.stored is not None and self.stored.wants_stores))
+
     def ready(self, tile: int) -> int:
         """Resolve receiver ``tile`` up to its count: XX_RESOLVED,
         XX_BLOCKED (it stands still) or XX_FAILED (error())."""
+        self.logging()
         rc = int(_lib.ipufs_xx_ready(self._x, tile))
         self.drain_stores()
         return rc
@@ -114,6 +124,7 @@ class NativeExchange:
         Returns the receivers that met an error (error())."""
         order = np.array(tiles, np.uint32)
         failed = np.zeros(len(self.receiving), np.uint32)
+        self.logging()
         n = _lib.ipufs_xx_end_phase(self._x, _ffi.from_buffer("uint32_t[]", order), len(order),
                                     _ffi.from_buffer("uint32_t[]", failed, require_writable=True))
         self.drain_stores()

@@ -20,13 +20,13 @@ from ipufs.abi.registers import ExceptionCause
 from ipufs.model.executor import csr, native, system
 from ipufs.model.executor.access import TileAccess
 from ipufs.model.executor.exchange import NEUTRAL, Exchange
-from ipufs.model.fabric import Fabric
 from ipufs.model.executor.interpreter import Interpreter
 from ipufs.model.executor.ports import Debugger, Device
 from ipufs.model.executor.state import (
     ERPT, ETYPE_MASK, ETYPE_SHIFT, MASK, Context, Etype, Status, TileFault, TileState, Wait, excepted_status,
 )
 from ipufs.model.executor.syncs import Syncs
+from ipufs.model.fabric import Fabric
 from ipufs.model.isa import Arch
 from ipufs.model.profile import Profile
 from ipufs.model.tiles import TileMemory
@@ -100,7 +100,7 @@ class Execution:
         self.states: dict[int, TileState] = {}
         #: tiles with an active context (a tile that stopped leaves at the next settle)
         self.running = native.RunningTiles()
-        self.exchange = Exchange(profile, tiles, self._the_loop, self.state, self.fault)
+        self.exchange = Exchange(profile, tiles, self._the_loop, lambda: self._loop, self.state, self.fault)
         self.syncs = Syncs(self.arrays, self.running, device, debugger, self.exchange)
         self.arm = self.syncs.arm  # `sans` (ports.Machine)
         # $DBG_DATA and the break CSRs (ports.Machine): the debug unit's

@@ -441,3 +441,13 @@ def test_a_bsp_all_reduce_over_all_1472_tiles() -> None:
     assert not [e for e in ipu.execution.events if e.kind == "exception"]
     assert {words(ipu, t, ACC, 1)[0] for t in range(tiles)} == {tiles * (tiles + 1) // 2}
     assert not ipu.execution.running  # every supervisor branched to 0
+
+
+def test_an_ipu_whose_tiles_start_receiving_nothing_makes_no_exchange_state_until_it_runs() -> None:
+    ipu = ipu21()
+    start(ipu, [0, 1])  # the multiplexers hold the neutral value
+    ipu.execution.reset()
+    assert ipu.execution._loop is None  # no native loop, no fabric tables, no logs
+    ipu.execution.state(2).supervisor.csrs[0xA0] = 5  # a start that selects a tile receives
+    start(ipu, [2])
+    assert ipu.execution._loop is not None and ipu.execution.exchange.receiving(2)
