@@ -217,3 +217,4 @@ void ipufs_xx_start(struct ipufs_x *x, uint32_t tile);
 void ipufs_xx_reset(struct ipufs_x *x);
 int32_t ipufs_xx_waiting(const struct ipufs_x *x);
 int32_t ipufs_xx_stores(struct ipufs_x *x, uint32_t **stores);
+int32_t ipufs_xx_host(struct ipufs_x *x, uint32_t tile, uint32_t **words);

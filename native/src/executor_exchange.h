@@ -64,6 +64,7 @@ struct xsender {
     XVEC(struct xrun, runs);
     XVEC(uint32_t, words);
     XVEC(struct xread, reads);
+    XVEC(uint32_t, host);  /* words sent while its multiplexer held a host endpoint, since its last sync 0 */
     uint32_t sctl;     /* the sctl of the stream a sendoff or sendpic continues */
     uint32_t logged;   /* it sent this phase */
 };
@@ -132,6 +133,13 @@ static inline uint32_t *xcsrs(const struct ipufs_x *x, uint32_t tile)
 static inline int64_t *events_of(const struct ipufs_x *x, uint32_t tile)
 {
     return x->tiles + (uint64_t)tile * IPUFS_X_TILE_FIELDS + IPUFS_X_EVENTS;
+}
+
+/* Whether a multiplexer value is a host endpoint: what the tile sends then are host packets (ours). */
+static inline int is_host(uint32_t value)
+{
+    value &= 0x1FFFu;
+    return X_HOST <= value && value < X_NEUTRAL;
 }
 
 /* The logical tile a multiplexer value selects, or -1 (the neutral value, a host endpoint). */
@@ -367,6 +375,8 @@ static int set_mux(struct ipufs_x *x, uint32_t tile, uint32_t value, int64_t eve
 {
     struct ipufs_xx *xx = xx_of(x);
     uint32_t *csrs = xcsrs(x, tile);
+    if (!is_host(value))  /* host packets no sync 0 took are dropped (ours) */
+        xx->senders[tile].host_n = 0;
     if (!xx->receiving[tile] && source_of(xx, value) < 0) {  /* nothing arrives: no receiver to follow */
         csrs[XC_INCOMING_MUX] = value;
         return 1;
@@ -445,7 +455,15 @@ static int transmit(struct ipufs_x *x, uint32_t tile, uint32_t item, uint32_t co
     if (!XGROW(tx, runs) || !XGROW(tx, reads))
         return 0;
     int64_t first = *events_of(x, tile) + 1;
-    memcpy(tx->words + tx->words_n, x->memory + (uint64_t)tile * x->window + (address - xx->first), 4 * (size_t)count);
+    const uint8_t *source = x->memory + (uint64_t)tile * x->window + (address - xx->first);
+    memcpy(tx->words + tx->words_n, source, 4 * (size_t)count);
+    if (is_host(csrs[XC_INCOMING_MUX])) {  /* host packets, for its next sync 0 (ipufs_xx_host) */
+        while (tx->host_n + count > tx->host_c)
+            if (!xgrow((void **)&tx->host, &tx->host_c, sizeof *tx->host))
+                return 0;
+        memcpy(tx->host + tx->host_n, source, 4 * (size_t)count);
+        tx->host_n += count;
+    }
     tx->runs[tx->runs_n++] = (struct xrun){ first, count, tx->words_n, sctl };
     tx->reads[tx->reads_n++] = (struct xread){ first, first + count - 1, elements_of(address, address + 4 * count) };
     tx->words_n += count;
@@ -691,6 +709,7 @@ void ipufs_xx_start(struct ipufs_x *x, uint32_t tile)
     if (!xx)
         return;
     xx->senders[tile].logged = 0;
+    xx->senders[tile].host_n = 0;
     drop(x, tile);
     xx->receivers[tile].error.kind = 0;
     if (source_of(xx, xcsrs(x, tile)[XC_INCOMING_MUX] & 0x1FFF) >= 0)
@@ -704,6 +723,7 @@ void ipufs_xx_reset(struct ipufs_x *x)
         return;
     for (uint32_t t = 0; t < xx->tiles; t++) {
         xx->senders[t].logged = 0;
+        xx->senders[t].host_n = 0;
         xx->receivers[t].waiting = 0;
         xx->receivers[t].error.kind = 0;
         xx->receiving[t] = 0;
@@ -727,6 +747,21 @@ int32_t ipufs_xx_stores(struct ipufs_x *x, uint32_t **stores)
     *stores = xx->stores;
     int32_t n = (int32_t)xx->stores_n / 3;
     xx->stores_n = 0;
+    return n;
+}
+
+/* The host packets `tile` sent since its last sync 0 (its multiplexer a
+ * host endpoint): their count, the words at *words until the next send;
+ * they are taken (docs/exchange.md, "Host exchange"). */
+int32_t ipufs_xx_host(struct ipufs_x *x, uint32_t tile, uint32_t **words)
+{
+    struct ipufs_xx *xx = xx_of(x);
+    if (!xx)
+        return 0;
+    struct xsender *tx = &xx->senders[tile];
+    *words = tx->host;
+    int32_t n = (int32_t)tx->host_n;
+    tx->host_n = 0;
     return n;
 }
 
@@ -759,6 +794,7 @@ void ipufs_xx_free(void *exchange)
         free(xx->senders[t].runs);
         free(xx->senders[t].words);
         free(xx->senders[t].reads);
+        free(xx->senders[t].host);
     }
     for (uint32_t t = 0; xx->receivers && t < xx->tiles; t++) {
         free(xx->receivers[t].muxes);

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from ipufs.abi.registers import ExceptionCause
 from ipufs.model.executor import native_exchange as nx
+from ipufs.model.executor.host_exchange import HostExchange
 from ipufs.model.executor.native import Loop
 from ipufs.model.executor.state import Context, Etype, Status, TileFault, TileState
 from ipufs.model.profile import Profile
@@ -45,7 +46,7 @@ class Exchange:
     """The exchange of one IPU's tiles: ``loop()`` gives the native loop
     that holds its state (made on first use), ``made()`` it if it was
     made, ``state(tile)`` a tile's TileState, ``fault`` raises an
-    exception on a context."""
+    exception on a context; ``host`` carries out the tiles' host packets."""
 
     def __init__(self, profile: Profile, tiles: TileMemory, loop: Callable[[], Loop],
                  made: Callable[[], Loop | None], state: Callable[[int], TileState], fault: Fault) -> None:
@@ -57,6 +58,8 @@ class Exchange:
         self.made = made
         self.state = state
         self.fault = fault
+        physical = profile.tile_map.physical
+        self.host = HostExchange(tiles, lambda: self.loop().xx, lambda tile: int(physical[tile]))
 
     def reset(self) -> None:
         self.loop().xx.reset()
@@ -74,6 +77,14 @@ class Exchange:
         if isinstance(done, nx.ExchangeFault):
             raise self._worded(t, c, done, "put")
         return done
+
+    def receive(self, t: TileState, c: Context) -> None:
+        """`sync 0` (RECV): ``t``'s host packets carried out (host_exchange.py)."""
+        if not self.has_fabric:
+            raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc,
+                            f"sync 0: the host exchange of {self.profile.name} is not public: only the GC200's "
+                            "(ipu2, ipu21) is modelled")
+        self.host.receive(t, c)
 
     def _worded(self, t: TileState, c: Context, fault: nx.ExchangeFault, mnemonic: str) -> TileFault:
         kind, address, value, _, _ = fault

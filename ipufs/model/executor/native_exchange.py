@@ -141,6 +141,12 @@ class NativeExchange:
         """Receivers standing still for a sender."""
         return int(_lib.ipufs_xx_waiting(self._x))
 
+    def host(self, tile: int) -> list[int]:
+        """The words ``tile`` sent while its multiplexer held a host
+        endpoint since it last asked (its host packets), taken."""
+        n = _lib.ipufs_xx_host(self._x, tile, self._log)
+        return list(_ffi.unpack(self._log[0], n)) if n else []
+
     def drain_stores(self) -> None:
         """Tell ``stored`` of the exchange's stores since the last call."""
         n = _lib.ipufs_xx_stores(self._x, self._log)

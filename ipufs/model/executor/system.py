@@ -93,10 +93,9 @@ def _uput(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
 
 def _sync(ex: Machine, t: TileState, c: Context, o: tuple[int, ...]) -> None:
     zone = o[0]
-    if zone == Zone.RECV:
-        raise TileFault(Etype.INVALID_INSTR, ExceptionCause.NOT_EXECUTABLE, c.pc,
-                        "sync 0 waits for words from the host (host exchange), which ipufs does not model")
-    if zone == Zone.ANS:  # until the syncs `sans` armed have passed (none armed: at once)
+    if zone == Zone.RECV:  # the tile's host packets, answered at once (host_exchange.py)
+        ex.exchange.receive(t, c)
+    elif zone == Zone.ANS:  # until the syncs `sans` armed have passed (none armed: at once)
         if c.csrs[csr.ANS_DCOUNT]:
             c.wait = Wait.ANS
     elif zone == Zone.LOCAL:

@@ -331,7 +331,7 @@ def test_a_send_from_its_own_code_element_is_a_conflict() -> None:
 
 
 def test_what_is_not_modelled_says_so() -> None:
-    for source in ("\tsend 3, 0x18000, 5\n", "\tdelayxpic 0, 1, 5\n", "\tdelaypic 0, 1, 1\n", "\tsync 0\n"):
+    for source in ("\tsend 3, 0x18000, 5\n", "\tdelayxpic 0, 1, 5\n", "\tdelaypic 0, 1, 1\n"):
         ipu = ipu21()
         load(ipu, 2, CODE, assemble(source + "\tbr $m15\n"))
         start(ipu, [2])
