@@ -23,7 +23,7 @@ from ipufs.driver import buffer_ioctls, device_ioctls, events, mailbox_ioctls, p
 from ipufs.driver.arguments import U64, Arg, Arguments, Command, Sizes
 from ipufs.driver.attachments import Attachment, AttachmentTable
 from ipufs.driver.devices import DeviceSet
-from ipufs.driver.dma import BufferDma
+from ipufs.driver.dma import AttachedBuffers, BufferDma
 from ipufs.driver.events import EventSink
 from ipufs.driver.nodes import Node
 from ipufs.driver.signals import SignalDelivery
@@ -130,6 +130,8 @@ class IpuDriver:
         self.signals = SignalDelivery(devices, self.attachments, system, events, self.detach)
         #: The device side's transfers into the attached processes' buffers.
         self.dma = BufferDma(self.attachments, system)
+        for index, model in enumerate(devices.ipus):  # the tiles' host packets reach the buffers
+            model.execution.exchange.host.memory = AttachedBuffers(self.dma, index)
         #: Who may change an IPU while a process is attached to it.
         self.while_attached = WhileAttached(while_attached, self.attachments, system.alive)
         self._alive = system.alive

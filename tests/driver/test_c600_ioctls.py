@@ -17,6 +17,7 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi.icu import MESSAGE
 from ipufs.driver.devices import DeviceSet
 from ipufs.fuse import requests as rq
+from ipufs.model.executor.ports import HostRangeError
 from ipufs.model.profile import PROFILES
 from tests.driver.rig import Events, Rig
 from tests.driver.test_driver import APP, OTHER, open_node, result
@@ -134,3 +135,22 @@ def test_set_secondary_ipu_id_reads_the_u32_it_points_at(rig: Rig) -> None:
     other = open_node(rig, "ipu0", OTHER)
     rig.processes.processes[OTHER].map(0x50000, bytes(8))
     assert call(rig, other, abi.Dir.WRITE, 47, 8, 0x50000, pid=OTHER).error == errno.EPERM
+
+
+def test_host_packets_reach_the_buffers_end_to_end_in_attach_order(rig: Rig) -> None:
+    app = rig.processes.processes[APP]
+    app.map(0x10000, bytes(64))
+    app.map(0x40000, bytes(64))
+    app.map(0x20000, abi.REAL_BUFFER.pack(1, 64, 0x10000) + abi.REAL_BUFFER.pack(0, 64, 0x40000))
+    memory = rig.driver.devices.ipus[0].execution.exchange.host.memory
+    with pytest.raises(HostRangeError, match="no attached process"):
+        memory.write(0, b"x")
+    fh = attached(rig)
+    for at in (0x20000, 0x20010):  # index 1 first: host offsets 0-63 are its, 64-127 index 0's
+        result(call(rig, fh, abi.Dir.READ_WRITE, 11, 8, at))
+    memory.write(60, b"abcdefgh")  # across the two
+    assert bytes(app.memory[0x1003C + i] for i in range(4)) == b"abcd"
+    assert bytes(app.memory[0x40000 + i] for i in range(4)) == b"efgh"
+    assert memory.read(60, 8) == b"abcdefgh"
+    with pytest.raises(HostRangeError, match="hold 128 bytes: none covers host offset 0x7c\\+8"):
+        memory.read(124, 8)
