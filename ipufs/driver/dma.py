@@ -9,7 +9,7 @@ from __future__ import annotations
 from ipufs.abi import ioctls as abi
 from ipufs.driver.attachments import Attachment, AttachmentTable, Buffer
 from ipufs.driver.system import SystemCalls
-from ipufs.model.executor.ports import HostRangeError
+from ipufs.model.host_memory import HostRangeError
 
 
 class DmaError(Exception):

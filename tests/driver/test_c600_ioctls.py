@@ -17,7 +17,7 @@ from ipufs.abi import ioctls as abi
 from ipufs.abi.icu import MESSAGE
 from ipufs.driver.devices import DeviceSet
 from ipufs.fuse import requests as rq
-from ipufs.model.executor.ports import HostRangeError
+from ipufs.model.host_memory import HostRangeError
 from ipufs.model.profile import PROFILES
 from tests.driver.rig import Events, Rig
 from tests.driver.test_driver import APP, OTHER, open_node, result

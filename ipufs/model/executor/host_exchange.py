@@ -3,7 +3,7 @@
 # packets (native/src/executor_exchange.h); at `sync 0` they are parsed
 # (ipufs/model/host_packets.py) and carried out in order: a tile->host
 # write goes to the host's memory (the attached buffers, through the
-# device's HostMemory port), a host->tile read request is answered at once
+# HostMemory port: ipufs/model/host_memory.py), a host->tile read request is answered at once
 # into the tile's window, an XREQ bitmap is taken, a zero-byte read (the
 # close) is answered with nothing. The sync completes when the words that
 # arrived (each read's words, one for each close) are $INCOMING_DCOUNT;
@@ -18,13 +18,14 @@ from collections.abc import Callable
 import numpy as np
 
 from ipufs.abi.registers import ExceptionCause
-from ipufs.model.executor.csr import INCOMING_DCOUNT
 from ipufs.model.executor.native_exchange import NativeExchange
-from ipufs.model.executor.ports import HostMemory, HostRangeError
 from ipufs.model.executor.state import Context, Etype, TileFault, TileState
+from ipufs.model.host_memory import HostMemory, HostRangeError, NoHostMemory
 from ipufs.model.host_packets import HostRead, HostWrite, PacketError, parse
 from ipufs.model.tiles import TileMemory
 
+#: the supervisor's $INCOMING_DCOUNT (csr.py's, which imports what imports this module)
+INCOMING_DCOUNT = 0xA6
 #: CTXT_STS.ERERR of a bad packet and of a host range no buffer covers (exchange.py's codes)
 BAD_ADDRESS, BAD_CONFIGURATION = 3, 6
 
@@ -81,12 +82,3 @@ class HostExchange:
         self.tiles.write_words(t.tile, p.address, np.frombuffer(data, np.uint32))
         return p.length // 4
 
-
-class NoHostMemory:
-    """The host's memory of an IPU no driver gave one (a model alone): no buffer covers anything."""
-
-    def read(self, offset: int, length: int) -> bytes:
-        raise HostRangeError("no buffers are attached")
-
-    def write(self, offset: int, data: bytes) -> None:
-        raise HostRangeError("no buffers are attached")

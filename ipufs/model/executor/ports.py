@@ -59,24 +59,6 @@ class Machine(Protocol):
         """`sans`: ``t`` takes part in the IPU's next ``syncs`` syncs without waiting at them."""
 
 
-class HostRangeError(Exception):
-    """Raised by a HostMemory for a range no attached buffer covers, or
-    one a buffer does not let the device move data through that way."""
-
-
-class HostMemory(Protocol):
-    """The host's memory as host exchange packets reach it: the buffers
-    the attached process attached, laid end to end in attach order; a
-    host offset is a byte offset into them (docs/exchange.md, "Host
-    exchange"). Both raise HostRangeError."""
-
-    def read(self, offset: int, length: int) -> bytes:
-        """``length`` bytes from host offset ``offset`` (host to tile)."""
-
-    def write(self, offset: int, data: bytes) -> None:
-        """``data`` to host offset ``offset`` (tile to host)."""
-
-
 class Device(Protocol):
     """What the scheduler asks of the IPU it runs in."""
 

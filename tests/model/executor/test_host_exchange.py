@@ -13,7 +13,7 @@ import pytest
 from ipufs.abi.registers import ExceptionCause
 from ipufs.model import host_packets as hp
 from ipufs.model.debug import TdiRegister
-from ipufs.model.executor.ports import HostRangeError
+from ipufs.model.host_memory import HostRangeError
 from ipufs.model.executor.state import ETYPE_MASK, ETYPE_SHIFT, Etype, Status
 from ipufs.model.ipu import Ipu
 from tests.model.executor.exchange_kit import assemble, ipu21, load, run, start, words
