@@ -136,7 +136,8 @@ RULES: dict[str, Rule] = {
     "uget_aaan_zi": Rule(_uget, A.format("uget"), "uget"),
     "uput_aaan_zi": Rule(_uput, A.format("uput"), "uput"),
     "sync_mmmn_zi": Rule(_sync, "R docs/sync zones.md (zones); LOCAL waits for the workers: inferred from R's "
-                        "boot loader (runall then sync 2); ANS waits for the armed syncs: inferred",
+                        "boot loader (runall then sync 2); ANS waits for the armed syncs: inferred; "
+                        "RECV carries out the tile's host packets (host_exchange.py: ours)",
                         "sync"),  # native: LOCAL and INTERNAL
     "trap_mmmn_zi": Rule(_trap, A.format("trap") + " (patched breakpoint; R's PBRK0 and PBRK1: the immediate "
                          "picks one, inferred; above 1 not public)"),

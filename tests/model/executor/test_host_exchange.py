@@ -210,3 +210,22 @@ def test_words_sent_with_the_neutral_mux_are_no_host_packets() -> None:
     start(ipu, [TILE])
     run(ipu)
     assert ipu.exception is None and ipu.execution.state(TILE).supervisor.status is Status.INACTIVE
+
+
+def test_a_read_in_two_packets_across_a_host_page_with_sendoff() -> None:
+    """The runtime's plan for 128 bytes from host offset 0xfc0: a long
+    packet up to the page's end, then one after it; one `send` of the
+    first header, a `sendoff 1, 0, 3` for the next (E 1760-1797)."""
+    ipu, host = ipu21(), FakeHostMemory(0x2000)
+    host.data[0xFC0:0x1040] = _word_bytes([0xAB000000 + k for k in range(32)])
+    ipu.execution.exchange.host.memory = host
+    packets = [*hp.xreq_bitmap([TILE]), *hp.host_to_tile_header(TILE, 0x50200, 0xFC0, 64, last=False),
+               *hp.host_to_tile_header(TILE, 0x50240, 0x1000, 64)]
+    body = FROM_HOST.format(count=32, header=(PACKETS + 8) >> 2).replace("\tsync 0\n", "\tsendoff 1, 0, 3\n\tsync 0\n")
+    load(ipu, TILE, 0x4C000, assemble(WRAP.format(mux=hp.host_mux(TILE), xreq=PACKETS >> 2, body=body)))
+    load(ipu, TILE, PACKETS, _word_bytes(packets))
+    start(ipu, [TILE])
+    run(ipu)
+    assert ipu.exception is None
+    assert words(ipu, TILE, 0x50200, 32) == [0xAB000000 + k for k in range(32)]
+    assert packets[2] & hp.STREAM_END == 0 and packets[4] & hp.STREAM_END == hp.STREAM_END
