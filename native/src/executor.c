@@ -658,16 +658,19 @@ static inline int issue(const struct ipufs_x *x, const struct cache *cache, stru
     uint32_t *a = w->m + 16, *u = w->csrs + ctx * IPUFS_X_CSRS + IPUFS_X_UPPER;
     uint32_t next = pc + (e->pair ? 8 : 4);
     int rc;
-    if (e->h[0].form == F_SYNC) {  /* LOCAL and INTERNAL: the context waits; Python settles it */
+    if (e->h[0].form == F_SYNC) {  /* LOCAL, INTERNAL and the host's: the context waits; Python settles it */
         uint32_t zone = e->h[0].o[0];
         int64_t wait = zone == x->zone_local ? IPUFS_X_WAIT_WORKERS
-                     : zone == x->zone_internal ? IPUFS_X_WAIT_INTERNAL : -1;
+                     : zone == x->zone_internal ? IPUFS_X_WAIT_INTERNAL
+                     : zone < 32 && (x->zones_external >> zone & 1) ? IPUFS_X_WAIT_EXTERNAL : -1;
         if (wait < 0 || e->pair)
             return IPUFS_X_PYTHON;
         if (!room(lane, 1))
             return IPUFS_X_FULL;
         log_event(lane, IPUFS_X_EVENT_SYNC, w, ctx, pc, zone);
         f[IPUFS_X_WAIT] = wait;
+        if (wait == IPUFS_X_WAIT_EXTERNAL)  /* as system.py's rule: the zone of an external sync only */
+            f[IPUFS_X_WAIT_ZONE] = zone;
         f[IPUFS_X_PC] = next;
         *at = next;
         lane->changed = 1;

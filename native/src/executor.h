@@ -23,6 +23,7 @@ enum {
     IPUFS_X_REPEAT_LEFT = 7,   /* iterations still to start after the current one */
     IPUFS_X_EXIT = 8,    /* the Boolean the worker's exit handed over; -1: none */
     IPUFS_X_BREAK = 9,   /* 1 while a breakpoint applies to the context (Python's turns) */
+    IPUFS_X_WAIT_ZONE = 10,  /* the zone of the external sync it waits at */
     IPUFS_X_CONTEXT_FIELDS = 16,
     /* per tile, IPUFS_X_TILE_FIELDS int64 each */
     IPUFS_X_TURN = 0,          /* the context whose turn comes next */
@@ -117,6 +118,7 @@ struct ipufs_x {
     uint32_t dirty_count;
     uint32_t zone_local;      /* sync 2 and 3: what the sync instruction's zone field holds for them */
     uint32_t zone_internal;
+    uint32_t zones_external;  /* bit z set: zone z is a sync with the host (GS1, GS2 and their kinds) */
     uint32_t memory_base;     /* the tile address of SRAM's first byte (run's vertex base adds it) */
     uint32_t region1;         /* the SRAM offset where region 1 starts: code is fetched below it */
     uint32_t bounded;         /* 1: only [memory_base, + sram) is memory (GC200); 0: addresses alias (GC2) */

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from ipufs import _native  # type: ignore[attr-defined]
 from ipufs.model.executor.native_exchange import NativeExchange, Stores, Timing
 from ipufs.model.memory import BarMemory
-from ipufs.model.sync import Zone
+from ipufs.model.sync import HOST_ZONES, Zone
 
 _lib: Any = _native.lib
 _ffi: Any = _native.ffi
@@ -27,6 +27,7 @@ _ffi: Any = _native.ffi
 PC, STATUS, WAIT, DELAY, REPEAT = _lib.IPUFS_X_PC, _lib.IPUFS_X_STATUS, _lib.IPUFS_X_WAIT, _lib.IPUFS_X_DELAY, \
     _lib.IPUFS_X_REPEAT
 BREAK = _lib.IPUFS_X_BREAK  # a breakpoint applies to the context: the C loop hands its turns to Python
+WAIT_ZONE = _lib.IPUFS_X_WAIT_ZONE  # the zone of the external sync the context waits at
 REPEAT_FIRST, REPEAT_END, REPEAT_LEFT, EXIT = _lib.IPUFS_X_REPEAT_FIRST, _lib.IPUFS_X_REPEAT_END, \
     _lib.IPUFS_X_REPEAT_LEFT, _lib.IPUFS_X_EXIT
 CONTEXT_FIELDS = _lib.IPUFS_X_CONTEXT_FIELDS
@@ -230,6 +231,7 @@ class Loop:
         x.window, x.sram, x.count, x.memory_base = window, sram, arrays.registers.shape[1], memory_base
         x.region1, x.bounded = region1, int(bounded)
         x.zone_local, x.zone_internal, x.event_capacity = Zone.LOCAL, Zone.INTERNAL, _EVENTS
+        x.zones_external = sum(1 << zone for zone in HOST_ZONES)
         x.cache, x.lanes = self._cache, self._lanes
         x.grace, x.parallel = GRACE_TURNS, PARALLEL_TURNS
         #: the exchange between the tiles (native_exchange.py), run in C on both paths

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from ipufs.model.executor.native import (
     CONTEXT_FIELDS, COUNT_OFFSET, CSRS, DELAY, EVENTS, EXIT, INSTRUCTIONS, LINK, PC, REGISTERS, REPEAT, REPEAT_END,
     REPEAT_FIRST, REPEAT_LEFT, STATUS, TILE_FIELDS, TURN, TURNS, UPPER, WAIT, WAIT_ANS, WAIT_EXCHANGE, WAIT_INTERNAL,
-    WAIT_NONE, WAIT_WORKERS,
+    WAIT_NONE, WAIT_WORKERS, WAIT_ZONE,
 )
 
 MASK = 0xFFFFFFFF
@@ -141,7 +141,7 @@ class Context:
     wait, delay, a running rpt, the exit status) live in its tile's arrays
     (native.Arrays) and are read and written there in place."""
 
-    __slots__ = ("number", "m", "a", "fields", "csr_row", "csrs", "upper", "next_pc", "wait_zone", "resumed",
+    __slots__ = ("number", "m", "a", "fields", "csr_row", "csrs", "upper", "next_pc", "resumed",
                  "retired_break", "held_idle", "redirected", "doomed")
 
     def __init__(self, number: int, registers: memoryview | None = None, fields: memoryview | None = None,
@@ -151,13 +151,12 @@ class Context:
             registers = np.zeros(REGISTERS, np.uint32).data
         self.m: memoryview = registers[:16]  # $m0..$m15: ints, read and written in place
         self.a: memoryview = registers[16:]  # $a0..$a15
-        #: PC, status, wait, delay, rpt, exit status (native.py's layout)
+        #: PC, status, wait, delay, rpt, exit status, sync zone (native.py's layout)
         self.fields = fields if fields is not None else np.zeros(CONTEXT_FIELDS, np.int64).data
         self.csr_row = csrs if csrs is not None else np.zeros(CSRS, np.uint32).data
         self.csrs: memoryview = self.csr_row[:UPPER]  # lower space, by index: held as written
         self.upper: memoryview = self.csr_row[UPPER:]  # upper space (workers), by index
         self.next_pc = 0
-        self.wait_zone = 0
         self.exit_status = None
         #: resumed from a stop by the host: its next instruction ignores IBRK and DBRK (breaks.py)
         self.resumed = False
@@ -172,6 +171,7 @@ class Context:
 
     pc = _Field(PC)
     delay = _Field(DELAY)  # turns still to stall (delay)
+    wait_zone = _Field(WAIT_ZONE)  # the zone of the external sync it waits at
 
     @property
     def sr(self) -> int:

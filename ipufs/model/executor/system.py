@@ -138,7 +138,7 @@ RULES: dict[str, Rule] = {
     "sync_mmmn_zi": Rule(_sync, "R docs/sync zones.md (zones); LOCAL waits for the workers: inferred from R's "
                         "boot loader (runall then sync 2); ANS waits for the armed syncs: inferred; "
                         "RECV carries out the tile's host packets (host_exchange.py: ours)",
-                        "sync"),  # native: LOCAL and INTERNAL
+                        "sync"),  # native: LOCAL, INTERNAL and HOST_ZONES
     "trap_mmmn_zi": Rule(_trap, A.format("trap") + " (patched breakpoint; R's PBRK0 and PBRK1: the immediate "
                          "picks one, inferred; above 1 not public)"),
 }

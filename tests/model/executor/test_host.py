@@ -166,3 +166,29 @@ def test_a_reset_sets_tile_state_aside_and_sweep_frees_it() -> None:
     assert all(tdi_read(ipu, t, TdiRegister.CTXT_STS) == 0 for t in tiles)
     # 8 tiles' contexts and 8 tiles' TDI registers, freed 3 at a time
     assert [ex.sweep(3) for _ in range(6)] == [True] * 5 + [False]
+
+
+def test_the_native_loop_takes_the_syncs_with_the_host_itself() -> None:
+    """sync 4 (GS1) in the C loop, as on the Python path: every tile waits
+    at it, the IPU raises GS1 once, and all go on; no turn of the
+    program goes to Python."""
+    source = SYNCS.replace("trap 0", "add $m2, $m1, 7\nspin:\n  bri spin")
+    tiles = (0, 1, 2, 3)
+    results = []
+    for native in (True, False):
+        ipu = _loaded(source, tiles)
+        ipu.execution.native = native
+        _name(ipu, tiles)
+        for tile in tiles:
+            _stop_and_inject(ipu, tile)
+        ipu.execution.run(0)  # the injected branches retire
+        retired = ipu.execution.interpreter.retired
+        for tile in tiles:
+            _go(ipu, tile)
+        ipu.execution.run(1000)
+        ex = ipu.execution
+        assert ipu.host_sync.counts[1] == 1 and ipu.interrupts.raised[Interrupt.GS1_E0] == 1
+        assert all(ex.states[t].supervisor.wait is Wait.NONE and ex.states[t].supervisor.m[2] == t + 7 for t in tiles)
+        assert native is False or ex.interpreter.retired == retired  # C took every turn, sync 4's too
+        results.append([ex.states[t].turns for t in tiles])
+    assert results[0] == results[1]
