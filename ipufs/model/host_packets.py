@@ -16,7 +16,7 @@ WINDOW_BASE, WINDOW_BYTES = 0x50000, 0x4000
 SHORT_MAX, LONG_MAX = 60, 1024
 #: the largest tile->host payload; no packet crosses a host page
 TILE_TO_HOST_MAX, HOST_PAGE = 256, 4096
-#: the multiplexer's host endpoints (0x600 + ...) and its neutral value
+#: the multiplexer's host endpoints (0x600 + ...) and its neutral value (TILE_MUX_EXCHANGE: it selects nothing)
 HOST_MUX, NEUTRAL = 0x600, 0x640
 #: set in word 0 of the last header of a host->tile stream only
 STREAM_END = 0x0C000000

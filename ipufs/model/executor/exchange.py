@@ -21,13 +21,14 @@ from ipufs.model.executor import native_exchange as nx
 from ipufs.model.executor.host_exchange import HostExchange
 from ipufs.model.executor.native import Loop
 from ipufs.model.executor.state import Context, Etype, Status, TileFault, TileState
+from ipufs.model.host_packets import NEUTRAL
 from ipufs.model.profile import Profile
 from ipufs.model.tiles import TileMemory
 
-#: the multiplexer's neutral value (TILE_MUX_EXCHANGE): it selects nothing
-NEUTRAL = 0x640
-#: the multiplexer's CSR (the supervisor's)
+#: the multiplexer's CSR, the supervisor's (csr.INCOMING_MUX: csr.py's type-only import of
+#: ports.py, which names Exchange, would close a circle)
 INCOMING_MUX = 0xA0
+
 #: the receive-error codes of CTXT_STS.ERERR (TileExchangeReceiveError)
 CLASH_INSTR, CLASH_IFETCH, BAD_ADDRESS, BAD_CONFIGURATION = 1, 2, 3, 6
 _RECEIVE_ERRORS = {nx.XX_FAULTS["receive_read"]: CLASH_INSTR, nx.XX_FAULTS["receive_fetch"]: CLASH_IFETCH,

@@ -19,7 +19,7 @@ from typing import Any
 from ipufs.abi.registers import ExceptionCause
 from ipufs.model.executor import csr, native, system
 from ipufs.model.executor.access import TileAccess
-from ipufs.model.executor.exchange import NEUTRAL, Exchange
+from ipufs.model.executor.exchange import Exchange
 from ipufs.model.executor.interpreter import Interpreter
 from ipufs.model.executor.ports import Debugger, Device
 from ipufs.model.executor.state import (
@@ -27,6 +27,7 @@ from ipufs.model.executor.state import (
 )
 from ipufs.model.executor.syncs import Syncs
 from ipufs.model.fabric import Fabric
+from ipufs.model.host_packets import NEUTRAL
 from ipufs.model.isa import Arch
 from ipufs.model.profile import Profile
 from ipufs.model.tiles import TileMemory
