@@ -246,6 +246,7 @@ struct lane {
     int64_t retired;          /* instructions retired */
     uint32_t changed;         /* a sync or an exit: _settle reads what it changed */
     uint64_t miss;            /* IPUFS_X_MISS: the word to decode */
+    int64_t offer;            /* turns between its offers of the CPU (0: never): x->offer or x->offer_alone */
     int64_t since_yield;      /* turns since the CPU was last offered */
     int serial;               /* the caller's thread (the sequential path): it may run the exchange */
     int64_t grace;            /* turns still to take once `stop` is seen; -1: not seen */
@@ -859,12 +860,12 @@ int32_t ipufs_x_runnable(const struct ipufs_x *x, const uint32_t *order, int32_t
 
 /* A run that took `turns` more turns in this lane: whether it is to end
  * now (`stop` has been set for x->grace of the lane's turns); every
- * x->offer turns it offers its CPU. */
+ * lane->offer turns it offers its CPU. */
 static int stop_due(const struct ipufs_x *x, struct lane *lane, int64_t turns)
 {
-    if (x->offer) {
+    if (lane->offer) {
         lane->since_yield += turns;
-        if (lane->since_yield >= x->offer) {
+        if (lane->since_yield >= lane->offer) {
             lane->since_yield = 0;
             /* The daemon's thread runs this on the CPU its FUSE reader may
                need: a woken reader would otherwise wait for the scheduler to

@@ -138,7 +138,9 @@ struct ipufs_x {
     int64_t parallel;     /* a pass that gives its tiles at least this many turns in all spreads them over
                            * the lanes (0: never) */
     int64_t spread;       /* passes that did, ever */
-    int64_t offer;        /* turns between offers of the CPU (sched_yield; 0: never) */
+    int64_t offer;        /* turns between offers of the CPU by a thread of a pass spread over the lanes
+                           * (sched_yield; 0: never) */
+    int64_t offer_alone;  /* the same for the caller's thread running tiles by itself */
     uint32_t hold;        /* ipufs_x_hold/_resume: 0 run, 1 wait, 2 end (atomic) */
     int32_t active;       /* threads running tiles now (atomic) */
     int32_t paused;       /* of them, waiting for a hold to end (atomic) */

@@ -184,6 +184,7 @@ static int lane_ready(struct lanes *l, int i, const struct ipufs_x *x, const str
     lane->dirty_capacity = !x->dirty_capacity ? 0 : l->dirty < x->dirty_capacity ? l->dirty : x->dirty_capacity;
     lane->memory = x->memory;
     lane->serial = 0;
+    lane->offer = x->offer;
     lane->event_count = lane->dirty_count = 0;
     lane->retired = 0;
     lane->changed = 0;
@@ -373,6 +374,7 @@ static void enter(struct lanes *l, struct ipufs_x *x, const struct ipufs_x_pass 
     main->dirty_capacity = x->dirty_capacity;
     main->memory = x->memory;
     main->serial = 1;
+    main->offer = x->offer_alone;
     main->retired = x->retired;
     main->changed = x->changed;
     if (pass->fresh)  /* a new Execution.run: a stop flag set now is seen afresh */

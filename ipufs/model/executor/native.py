@@ -353,11 +353,16 @@ class Loop:
         x = self._x
         x.hold = 0  # an end a hold asked for is over: nobody holds the loop while the caller has the lock
         if lent is None or not lent[0].lend(self, lent[1]):
-            x.offer = 0
+            x.offer = x.offer_alone = 0
             return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
         # On one CPU the FUSE reader gets it only when offered, sooner; with more
-        # it has one (but for every thread of a pass) and the threads spin at holds
-        x.offer, x.spin = (YIELD_TURNS, _lib.IPUFS_X_HOLD_SPINS) if self.cpus > 1 else (YIELD_TURNS // 4, 0)
+        # it has one but while a pass takes every CPU (a thread alone offering
+        # its CPU would hand it to other processes), and the threads spin at holds
+        if self.cpus > 1:
+            x.offer, x.offer_alone, x.spin = YIELD_TURNS, 0, _lib.IPUFS_X_HOLD_SPINS
+        else:
+            x.offer = x.offer_alone = YIELD_TURNS // 4
+            x.spin = 0
         try:
             return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
         finally:
