@@ -80,7 +80,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         os.unlink(config.stash[MACHINE_LOCK])
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)  # around pytest-timeout's: the wait is no part of a test's time
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     """Under pytest-xdist, a readers-writer lock over each test's setup,
     call and teardown (module fixtures included): a test that changes
