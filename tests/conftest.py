@@ -84,14 +84,17 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, None, None]:
     """Under pytest-xdist, a readers-writer lock over each test's setup,
     call and teardown (module fixtures included): a test that changes
-    what the machine shares (_alone) runs while no other test of the run
-    does, and every other test shares the machine with the rest."""
+    what the machine shares (_alone) runs while no other mount test of
+    the run does, and mount tests share the machine with each other.
+    The rest (the model, the protocol in memory, the tables) start no
+    daemon and make no namespace, so they go on meanwhile, unlocked."""
     path = getattr(item.config, "workerinput", {}).get("machine_lock")
-    if path is None:
+    alone = _alone(item)
+    if path is None or not (alone or item.get_closest_marker("mount")):
         yield
         return
     with open(path) as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if _alone(item) else fcntl.LOCK_SH)
+        fcntl.flock(lock, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
         yield
 
 
