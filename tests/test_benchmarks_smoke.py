@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.mount
+@pytest.mark.alone  # its io_uring rows set enable_uring
 @pytest.mark.timeout(300)
 def test_benchmark_smoke_run_produces_every_figure() -> None:
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "run.py"), "--smoke"],

@@ -82,6 +82,10 @@ class EngineSpace:
         self.cdi_dir = base / "cdi"
         self.holder: subprocess.Popen[bytes] | None = None
         self.ns = ""
+        #: the namespace held open until close() has seen its processes
+        #: end: a namespace's number is used again once it is gone, and
+        #: the next one could be another test's (a run under pytest-xdist)
+        self.ns_fd: int | None = None
         self.docker_sock = base / "docker.sock"
         self.env = dict(os.environ, DOCKER_HOST=f"unix://{self.docker_sock}",
                         CONTAINERS_CONF=str(base / "containers.conf"),
@@ -104,7 +108,8 @@ class EngineSpace:
         line = self.holder.stdout.readline()
         if line.strip() != b"ready":
             raise RuntimeError(f"engine namespace failed: {self.holder.stderr.read() if self.holder.stderr else ''!r}")
-        self.ns = os.readlink(f"/proc/{self.holder.pid}/ns/mnt")
+        self.ns_fd = os.open(f"/proc/{self.holder.pid}/ns/mnt", os.O_RDONLY | os.O_CLOEXEC)
+        self.ns = os.readlink(f"/proc/self/fd/{self.ns_fd}")
         self._write_podman_config()
         self._start_docker()
 
@@ -216,13 +221,18 @@ class EngineSpace:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
-        if self.ns:
-            for pid in self._processes():
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            _wait(lambda: not self._processes(), 20, "processes in the engine namespace did not end")
+        try:
+            if self.ns:
+                for pid in self._processes():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
+                _wait(lambda: not self._processes(), 20, "processes in the engine namespace did not end")
+        finally:
+            if self.ns_fd is not None:
+                os.close(self.ns_fd)
+                self.ns_fd = None
         if self.holder is not None:
             self.holder.wait()
             for pipe in (self.holder.stdout, self.holder.stderr):

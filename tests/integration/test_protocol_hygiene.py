@@ -21,6 +21,7 @@ from tests.integration.harness import daemon_process, is_mounted, running_daemon
 pytestmark = [pytest.mark.mount, pytest.mark.uring]
 
 
+@pytest.mark.alone  # it drops the kernel's dentries and inodes, every mount's
 def test_forget_returns_every_lookup(tmp_path: Path) -> None:
     with running_daemon(tmp_path / "mnt", ipus=2, profile="ipu1") as d:
         fs = d.daemon.filesystem

@@ -21,7 +21,10 @@ REPORT = ('echo "$$"; echo "$IPUFS_MOUNT"; echo "$IPUFS_CONTROL"; echo "$LD_PREL
 
 
 def in_namespace(ns: str) -> list[int]:
-    """Processes still in mount namespace ``ns``."""
+    """Processes still in mount namespace ``ns``. Once a namespace is gone
+    its number is used again, by the next one made anywhere: a test that
+    looks for processes by namespace after its run may end is marked
+    `alone`, so that no other test's run can be made meanwhile."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -63,6 +66,7 @@ def assert_clean(run_dir: Path, ns: str) -> None:
     assert not run_dir.exists()
 
 
+@pytest.mark.alone  # looks processes up by mount namespace (in_namespace)
 def test_exit_status_and_environment() -> None:
     before = host_dev()
     run = Run(["--ipus", "2"], ["sh", "-c", REPORT + "ls /dev/ | grep ^ipu | tr '\\n' ' '; echo; "
@@ -95,6 +99,7 @@ def test_statuses(command: list[str], status: int) -> None:
     assert got == status, err
 
 
+@pytest.mark.alone  # looks processes up by mount namespace (in_namespace)
 def test_kill_9_of_the_command() -> None:
     run = Run(["--ipus", "1"], ["sh", "-c", REPORT + "sleep 60 & echo ready; wait"])
     try:
@@ -108,6 +113,7 @@ def test_kill_9_of_the_command() -> None:
         run.close()
 
 
+@pytest.mark.alone  # looks processes up by mount namespace (in_namespace)
 def test_kill_9_of_the_daemon() -> None:
     run = Run(["--ipus", "1"], ["sh", "-c", REPORT + "getfattr --only-values -n user.ipufs.pid \"$IPUFS_MOUNT\" "
                                 "2>/dev/null || python3 -c 'import os; print(os.getxattr(os.environ[\"IPUFS_MOUNT\"], "
@@ -123,6 +129,7 @@ def test_kill_9_of_the_daemon() -> None:
         run.close()
 
 
+@pytest.mark.alone  # looks processes up by mount namespace (in_namespace)
 def test_sigterm_to_ipufs_run_reaches_the_command() -> None:
     run = Run(["--ipus", "1"], ["sh", "-c", REPORT + "trap 'echo got TERM; exit 3' TERM; echo ready; "
                                 "while :; do sleep 0.05; done"])
@@ -138,6 +145,7 @@ def test_sigterm_to_ipufs_run_reaches_the_command() -> None:
         run.close()
 
 
+@pytest.mark.alone  # looks processes up by mount namespace (in_namespace)
 def test_dev_reuses_an_existing_mount(tmp_path: Path) -> None:
     with running_daemon(tmp_path / "mnt", ipus=2, profile="ipu1") as d:
         run = Run(["--dev", str(d.mountpoint)], ["sh", "-c", REPORT + "ls /sys/bus/pci/devices | tr '\\n' ' '; "

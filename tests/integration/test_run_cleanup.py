@@ -73,6 +73,7 @@ def private_runtime_dir(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         yield
 
 
+@pytest.mark.alone  # looks processes up by mount namespace (in_namespace)
 def test_a_command_whose_processes_keep_forking_leaves_nothing() -> None:
     # A subshell that ignores SIGTERM keeps making orphans (a subshell that
     # starts a sleep and exits) as fast as it can, up to 30000 of them,
@@ -93,6 +94,7 @@ def test_a_command_whose_processes_keep_forking_leaves_nothing() -> None:
             kill_all(ns)
 
 
+@pytest.mark.alone  # looks processes up by mount namespace (in_namespace)
 def test_sigkill_of_ipufs_run_ends_everything_and_the_next_run_removes_its_directory() -> None:
     run = Run(["--ipus", "1"], ["sh", "-c", REPORT + "sh -c 'sleep 60 & wait' & echo ready; wait"])
     ns = ""

@@ -113,6 +113,7 @@ def _metrics(port: int) -> str | None:
 
 
 @pytest.mark.mount
+@pytest.mark.alone  # the container's systemd opens /dev/fuse to all meanwhile
 @pytest.mark.skipif(not shutil.which("systemd-nspawn") or os.geteuid() != 0,
                     reason="needs systemd-nspawn (Debian's systemd-container) and root")
 def test_the_unit_serves_a_configured_exporter_under_systemd(tmp_path: Path) -> None:

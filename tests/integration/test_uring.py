@@ -22,7 +22,7 @@ from ipufs.run import services
 from tests.integration import harness
 from tests.integration.harness import daemon_process, ipufs_command, is_mounted, running_daemon, stop_processes
 
-pytestmark = pytest.mark.mount
+pytestmark = [pytest.mark.mount, pytest.mark.alone]  # each sets enable_uring
 
 #: What a caller of a daemon that went away may see: its request in flight
 #: aborted (ECONNABORTED) or cancelled with its ring (ECANCELED), and

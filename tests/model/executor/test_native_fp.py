@@ -20,7 +20,8 @@ from ipufs.model.executor import fp
 from ipufs.model.isa import Row, encode_row
 from ipufs.model.isa.rows import ROWS
 from tests.model.executor.kit import assemble, reg, run_until_idle
-from tests.model.executor.test_native import EDGES, MAIN_HALVES, _IPUS, _one_turn_both_ways, operand_value
+from tests.model.executor.test_native import (EDGES, MAIN_HALVES, PLAIN_SEED, _IPUS, _one_turn_both_ways,
+                                              operand_value)
 
 FP_ROWS = sorted((r for r in ROWS if r.variant in fp.RULES), key=lambda r: r.variant)
 NATIVE_FP_ROWS = [r for r in FP_ROWS if fp.RULES[r.variant].native]
@@ -97,7 +98,7 @@ def test_the_native_loop_takes_special_values_itself() -> None:
         edge = _IPUS.get(("edge", True))
         before = edge.execution._loop.retired if edge is not None and edge.execution._loop is not None else 0
         registers = [0] * 17 + values + [0] * (15 - len(values))
-        _one_turn_both_ways([word], 1, registers, seed=0)  # this seed: $FP_CTL 0, $FP_STS 0
+        _one_turn_both_ways([word], 1, registers, PLAIN_SEED)
         ex = _IPUS["edge", True].execution
         worker = ex.state(0).contexts[1]
         assert ex._loop is not None and ex._loop.retired - before == 1, source
