@@ -55,7 +55,7 @@ enum {
     IPUFS_X_INTERNAL = 2,   /* of them, waiting in sync 3 */
     IPUFS_X_EXTERNAL = 3,   /* of them, waiting in an external sync */
     IPUFS_X_COUNTS = 4,
-    /* turns between the offers of the CPU of a loop that runs beside a FUSE reader (ipufs_x.offer) */
+    /* turns between the offers of the CPU of a loop that runs beside a FUSE reader (ipufs_x.offer, offer_alone) */
     IPUFS_X_YIELD_TURNS = 4096,
     /* turns between the looks at `stop`; what a visit to a tile counts as */
     IPUFS_X_CHECK_TURNS = 256,

@@ -71,7 +71,8 @@ CACHE_ENTRIES = 1 << 16
 GRACE_TURNS = 1024
 #: a pass that gives its tiles at least this many turns in all spreads them over the threads
 PARALLEL_TURNS = 1 << 16
-#: turns between the loop's offers of its CPU while it runs with a lock lent (a FUSE reader may need the CPU)
+#: turns between the loop's offers of its CPU while it runs with a lock lent (a FUSE reader may need the
+#: CPU): by each thread of a pass that takes every CPU, or by any thread with one CPU (_call)
 YIELD_TURNS = _lib.IPUFS_X_YIELD_TURNS
 
 
@@ -277,9 +278,8 @@ class Loop:
     def stop_when(self, flag: bytearray | None, grace: int = GRACE_TURNS) -> None:
         """End each run() ``grace`` turns after it sees ``flag[0]`` nonzero
         (within IPUFS_X_CHECK_TURNS more, or at the end of the tile in
-        hand), and offer the CPU to other threads every IPUFS_X_YIELD_TURNS
-        turns meanwhile (None: neither). The daemon's FUSE reader sets it
-        while a request waits for the lock."""
+        hand); None: never. The daemon's FUSE reader sets it while a
+        request waits for the lock."""
         # The buffer held as long as the loop reads it (which also keeps
         # the bytearray from being resized under the pointer).
         self._stop = _ffi.from_buffer("uint8_t[]", flag) if flag is not None else _ffi.NULL
