@@ -72,6 +72,21 @@ def become_subreaper() -> None:
     _check(_lib.ipufs_become_subreaper(), "prctl")
 
 
+#: the shortest slice the kernel keeps (thread_slice)
+SHORTEST_SLICE_S = 100e-6
+
+
+def thread_slice(seconds: float) -> float:
+    """Give the calling thread a fair-scheduler slice of ``seconds``
+    (sched_setattr; Linux 6.12 and later keep one per thread, from 0.1 to
+    100 ms): woken, a thread preempts a running one whose slice is longer
+    at once, and waits for the end of a shorter one. A hint: returns the
+    slice the kernel keeps, 0.0 where it keeps none per thread or refuses
+    (each thread keeps the kernel's default then)."""
+    kept: int = _lib.ipufs_thread_slice(round(seconds * 1e9))
+    return max(0, kept) / 1e9
+
+
 def vm_read(pid: int, address: int, length: int) -> bytes:
     """Read `length` bytes at `address` in process `pid` (process_vm_readv)."""
     buf = _ffi.new("char[]", length)

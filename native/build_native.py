@@ -9,8 +9,8 @@
 # and the FUSE reader's spin, which scans the same watches while it waits.
 # Further sources are compiled beside it: the fast path (src/fastpath.c),
 # which answers hot requests natively, FUSE over io_uring (src/uring.c),
-# and the tile executor's hot loop (src/executor.c), each declared once in
-# its header.
+# the tile executor's hot loop (src/executor.c) and a thread's slice in the
+# fair scheduler (src/thread_slice.c), each declared once in its header.
 from __future__ import annotations
 
 import pathlib
@@ -22,7 +22,7 @@ HERE = pathlib.Path(__file__).resolve().parent
 SOURCE = (HERE / "src" / "ipufs_native.c").read_text()
 #: other sources of the module and their headers
 SOURCES = {"fastpath.c": "fastpath.h", "uring.c": "uring.h", "executor.c": "executor.h",
-           "executor_pool.c": "executor_pool.h"}
+           "executor_pool.c": "executor_pool.h", "thread_slice.c": "thread_slice.h"}
 #: headers whose text is plain declarations (no preprocessor lines), given to cdef whole
 HEADERS = [(HERE / "src" / "executor.h").read_text()]
 
@@ -76,6 +76,7 @@ ffibuilder.cdef(
                 re.M | re.S).group(0)  # type: ignore[union-attr]
     + "".join(HEADERS)
     + declarations("uring.h")
+    + declarations("thread_slice.h")
     + """
     long ipufs_uring_watch_receive(struct ipufs_uring *u, void *buffer, size_t length, long spin_ns,
                                    uint64_t *tag, struct ipufs_watch *watches, int n, unsigned char *ready,

@@ -23,12 +23,14 @@ import time
 
 import trio
 
+from ipufs import native
 from ipufs.daemon.tile_lock import TileLock
 from ipufs.daemon.utilisation import Utilisation
 from ipufs.driver.devices import DeviceSet
 from ipufs.driver.events import EventSink, ProgramEvent
 from ipufs.driver.work import DeviceWork
 from ipufs.model.executor import Execution
+from ipufs.model.executor.native import LANE_SLICE_S
 from ipufs.model.ipu import Ipu
 
 #: turns of an IPU's first slice, in the Python path and in the native loop;
@@ -178,6 +180,7 @@ class ExecutionRunner:
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Run tiles until cancelled."""
         self._token = trio.lowlevel.current_trio_token()
+        native.thread_slice(LANE_SLICE_S)  # this thread runs tiles: whatever wakes comes first
         with self.lock:
             for ipu in self.devices.ipus:
                 ipu.execution.wake = self._wake

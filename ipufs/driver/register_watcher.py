@@ -127,6 +127,7 @@ class RegisterWatcher:
         return started
 
     def _watch(self) -> None:
+        native.thread_slice(native.SHORTEST_SLICE_S)  # woken, it takes a CPU from the tiles at once
         try:
             while not self._stop.is_set():
                 self.round()

@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import trio
 
+from ipufs import native
 from ipufs.fuse import mount as fmount
 from ipufs.fuse.devfuse import DevFuse
 from ipufs.fuse.kernel import KernelLink
@@ -133,6 +134,7 @@ class FuseServer:
 
     def _reader(self, transport: Transport, token: trio.lowlevel.TrioToken, ready: trio.Event,
                 done: trio.Event) -> None:
+        native.thread_slice(native.SHORTEST_SLICE_S)  # woken, it takes a CPU from the tiles at once
         try:
             self.serve(transport, lambda: token.run_sync_soon(ready.set))
         except BaseException:

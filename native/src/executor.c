@@ -246,7 +246,7 @@ struct lane {
     int64_t retired;          /* instructions retired */
     uint32_t changed;         /* a sync or an exit: _settle reads what it changed */
     uint64_t miss;            /* IPUFS_X_MISS: the word to decode */
-    int64_t offer;            /* turns between its offers of the CPU (0: never): x->offer or x->offer_alone */
+    int64_t offer;            /* turns between its offers of the CPU (0: never): x->offer */
     int64_t since_yield;      /* turns since the CPU was last offered */
     int serial;               /* the caller's thread (the sequential path): it may run the exchange */
     int64_t grace;            /* turns still to take once `stop` is seen; -1: not seen */

@@ -55,8 +55,8 @@ enum {
     IPUFS_X_INTERNAL = 2,   /* of them, waiting in sync 3 */
     IPUFS_X_EXTERNAL = 3,   /* of them, waiting in an external sync */
     IPUFS_X_COUNTS = 4,
-    /* turns between the offers of the CPU of a loop that runs beside a FUSE reader (ipufs_x.offer, offer_alone) */
-    IPUFS_X_YIELD_TURNS = 4096,
+    /* turns between the offers of the CPU of a loop that shares one CPU with a FUSE reader (ipufs_x.offer) */
+    IPUFS_X_YIELD_TURNS = 1024,
     /* turns between the looks at `stop`; what a visit to a tile counts as */
     IPUFS_X_CHECK_TURNS = 256,
     /* looks at a hold before a thread sleeps until it changes (with more than one CPU) */
@@ -138,9 +138,7 @@ struct ipufs_x {
     int64_t parallel;     /* a pass that gives its tiles at least this many turns in all spreads them over
                            * the lanes (0: never) */
     int64_t spread;       /* passes that did, ever */
-    int64_t offer;        /* turns between offers of the CPU by a thread of a pass spread over the lanes
-                           * (sched_yield; 0: never) */
-    int64_t offer_alone;  /* the same for the caller's thread running tiles by itself */
+    int64_t offer;        /* turns between each thread's offers of its CPU (sched_yield; 0: never) */
     uint32_t hold;        /* ipufs_x_hold/_resume: 0 run, 1 wait, 2 end (atomic) */
     int32_t active;       /* threads running tiles now (atomic) */
     int32_t paused;       /* of them, waiting for a hold to end (atomic) */
@@ -188,7 +186,7 @@ void *ipufs_x_lanes_new(uint32_t tiles, uint32_t region1, int lanes, uint32_t ev
 void ipufs_x_lanes_free(void *lanes);
 void ipufs_x_lanes_clear(void *lanes);
 int64_t ipufs_x_lanes_bytes(const void *lanes);
-int ipufs_x_pool_start(int lanes);
+int ipufs_x_pool_start(int lanes, long slice_ns);
 int ipufs_x_pool_lanes(void);
 int ipufs_x_form_count(void);
 const char *ipufs_x_form_name(int form);

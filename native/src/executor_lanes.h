@@ -374,7 +374,7 @@ static void enter(struct lanes *l, struct ipufs_x *x, const struct ipufs_x_pass 
     main->dirty_capacity = x->dirty_capacity;
     main->memory = x->memory;
     main->serial = 1;
-    main->offer = x->offer_alone;
+    main->offer = x->offer;
     main->retired = x->retired;
     main->changed = x->changed;
     if (pass->fresh)  /* a new Execution.run: a stop flag set now is seen afresh */

@@ -12,12 +12,14 @@
 #include <unistd.h>
 
 #include "executor_pool.h"
+#include "thread_slice.h"
 
 struct pool {
     pthread_mutex_t mutex;
     pthread_cond_t wake, done;
     pthread_mutex_t owner;  /* held by the caller of a round */
     int lanes;              /* the caller's and the threads' */
+    long slice_ns;          /* the threads' slice (0: the default) */
     pid_t pid;              /* the process the threads run in */
     uint64_t round;
     int lanes_now;          /* lanes of the round under way */
@@ -27,7 +29,7 @@ struct pool {
 };
 
 static struct pool pool = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-                            PTHREAD_MUTEX_INITIALIZER, 1, 0, 0, 0, 0, NULL, NULL };
+                            PTHREAD_MUTEX_INITIALIZER, 1, 0, 0, 0, 0, 0, NULL, NULL };
 static pthread_mutex_t starting = PTHREAD_MUTEX_INITIALIZER;
 
 static void *thread_main(void *data)
@@ -35,6 +37,8 @@ static void *thread_main(void *data)
     int lane = (int)(intptr_t)data;
     uint64_t seen = 0;
     pthread_mutex_lock(&pool.mutex);
+    if (pool.slice_ns > 0)
+        ipufs_thread_slice(pool.slice_ns);  /* a kernel without per-thread slices keeps its default */
     for (;;) {
         while (pool.round == seen)
             pthread_cond_wait(&pool.wake, &pool.mutex);
@@ -52,11 +56,14 @@ static void *thread_main(void *data)
     return NULL;
 }
 
-int ipufs_x_pool_start(int lanes)
+int ipufs_x_pool_start(int lanes, long slice_ns)
 {
     int rc = 0;
     pthread_mutex_lock(&starting);
     if (pool.pid == 0 && lanes > 1) {
+        pthread_mutex_lock(&pool.mutex);
+        pool.slice_ns = slice_ns;  /* read by each thread as it starts */
+        pthread_mutex_unlock(&pool.mutex);
         sigset_t all, before;
         sigfillset(&all);
         pthread_sigmask(SIG_BLOCK, &all, &before);  /* the threads take no signal: the process's threads do */

@@ -9,9 +9,10 @@
 
 typedef void ipufs_x_lane_fn(void *arg, int lane);
 
-/* Threads for `lanes` lanes in all (the caller's included); 0 on success. A
- * pool that exists keeps its size. */
-int ipufs_x_pool_start(int lanes);
+/* Threads for `lanes` lanes in all (the caller's included), each with a
+ * fair-scheduler slice of `slice_ns` (thread_slice.c; 0: the default); 0 on
+ * success. A pool that exists keeps its size and slices. */
+int ipufs_x_pool_start(int lanes, long slice_ns);
 /* The lanes a call of ipufs_x_pool_run may use now: 1 without a pool. */
 int ipufs_x_pool_lanes(void);
 /* fn(arg, lane) on every lane of `lanes` (at most ipufs_x_pool_lanes()), the

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "fastpath.h"
+#include "thread_slice.h"
 #include "uring.h"
 
 #ifndef SYS_pidfd_send_signal

@@ -13,6 +13,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -112,6 +113,28 @@ def test_each_tile_sums_its_slice_and_syncs_with_the_host(ipu1: RunningDaemon, t
     assert lines[-1] == STOPPED  # the tiles spin after their sync: exec stops them
     ipu = ipu1.daemon.devices.ipus[0]
     assert ipu1.call(lambda: sorted(ipu.execution.running)) == []
+
+
+def test_whatever_wakes_for_a_client_takes_a_cpu_from_the_tiles(ipu1: RunningDaemon, tmp_path: Path) -> None:
+    """The FUSE reader and the register watcher have the shortest slice,
+    the threads that run tiles a long one: woken, the first preempt the
+    others at once (docs/executor-speed.md)."""
+    from ipufs import native
+    from ipufs.model.executor.native import LANE_SLICE_S, _lib
+    from tests.daemon.test_thread_slices import kept, slice_of
+
+    if not kept():
+        pytest.skip("this kernel keeps no slice per thread (Linux 6.12 and later do)")
+    done = _exec(ipu1, _elf(tmp_path, SYNC), "0-15")  # tiles run: the pool of lanes exists
+    assert done.returncode == 0, done.stdout + done.stderr
+    named = {t.name: t.native_id for t in threading.enumerate() if t.name.startswith("ipufs-")}
+    short, long = round(native.SHORTEST_SLICE_S * 1e9), round(LANE_SLICE_S * 1e9)
+    assert slice_of(named["ipufs-fuse"]) == short
+    assert slice_of(named["ipufs-registers"]) == short
+    assert slice_of(named["ipufs-daemon"]) == long  # it runs the executor task
+    python = {t.native_id for t in threading.enumerate()}
+    lanes = [tid for tid in map(int, os.listdir("/proc/self/task")) if tid not in python and slice_of(tid) == long]
+    assert len(lanes) == _lib.ipufs_x_pool_lanes() - 1  # the pool's threads (it keeps its first size)
 
 
 def test_a_misaligned_store_arrives_as_signal_44_with_tile_and_address(ipu1: RunningDaemon, tmp_path: Path) -> None:

@@ -71,9 +71,13 @@ CACHE_ENTRIES = 1 << 16
 GRACE_TURNS = 1024
 #: a pass that gives its tiles at least this many turns in all spreads them over the threads
 PARALLEL_TURNS = 1 << 16
-#: turns between the loop's offers of its CPU while it runs with a lock lent (a FUSE reader may need the
-#: CPU): by each thread of a pass that takes every CPU, or by any thread with one CPU (_call)
+#: turns between the loop's offers of its CPU (sched_yield) while it runs with a lock lent on one CPU,
+#: which a FUSE reader needs too (_call)
 YIELD_TURNS = _lib.IPUFS_X_YIELD_TURNS
+#: the fair-scheduler slice of the threads that run tiles (the pool's, and the daemon's executor task's:
+#: ipufs.native.thread_slice): longer than any other thread's, so that a thread that wakes (a FUSE reader,
+#: the register watcher, a client) takes a CPU from the tiles at once, and they never offer theirs
+LANE_SLICE_S = 0.02
 
 
 def enabled() -> bool:
@@ -219,7 +223,8 @@ class Loop:
         lanes = threads() if lanes is None else lanes
         region1 = sram // 2 if region1 is None else region1
         if lanes > 1:
-            _lib.ipufs_x_pool_start(lanes)  # once per process; a pool that cannot start leaves one thread
+            # once per process; a pool that cannot start leaves one thread
+            _lib.ipufs_x_pool_start(lanes, round(LANE_SLICE_S * 1e9))
         self._lanes = _ffi.gc(_lib.ipufs_x_lanes_new(arrays.registers.shape[0], region1, lanes, _EVENTS,
                                                       _DIRTY_PAIRS), _lib.ipufs_x_lanes_free)
         if self._lanes == _ffi.NULL:
@@ -353,15 +358,17 @@ class Loop:
         x = self._x
         x.hold = 0  # an end a hold asked for is over: nobody holds the loop while the caller has the lock
         if lent is None or not lent[0].lend(self, lent[1]):
-            x.offer = x.offer_alone = 0
+            x.offer = 0
             return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
-        # On one CPU the FUSE reader gets it only when offered, sooner; with more
-        # it has one but while a pass takes every CPU (a thread alone offering
-        # its CPU would hand it to other processes), and the threads spin at holds
+        # With more than one CPU the threads spin at holds, and a thread that
+        # wakes takes a CPU from them (LANE_SLICE_S): an offer would only hand
+        # theirs to another process. With one, the FUSE reader gets the CPU
+        # soonest when the loop offers it, and nobody spins
         if self.cpus > 1:
-            x.offer, x.offer_alone, x.spin = YIELD_TURNS, 0, _lib.IPUFS_X_HOLD_SPINS
+            x.offer = 0
+            x.spin = _lib.IPUFS_X_HOLD_SPINS
         else:
-            x.offer = x.offer_alone = YIELD_TURNS // 4
+            x.offer = YIELD_TURNS
             x.spin = 0
         try:
             return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
