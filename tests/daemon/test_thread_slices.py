@@ -68,6 +68,14 @@ def test_the_slice_keeps_the_threads_nice_and_leaves_threads_it_starts_alone() -
         assert child != 30_000_000  # the default, not the parent's
 
 
-def test_a_kernel_without_slices_or_a_refusal_is_no_error() -> None:
-    got = in_thread(lambda: native.thread_slice(native.SHORTEST_SLICE_S))
+def test_a_thread_outside_the_normal_policies_keeps_its_own() -> None:
+    """A hint, never an error: a SCHED_IDLE thread gets no slice and
+    keeps its policy."""
+    def ask() -> tuple[float, int]:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # this thread (Linux: per thread)
+        return native.thread_slice(native.SHORTEST_SLICE_S), os.sched_getscheduler(0)
+
+    got, policy = in_thread(ask)  # type: ignore[misc]
     assert got in (0.0, native.SHORTEST_SLICE_S)
+    assert got == 0.0
+    assert policy == os.SCHED_IDLE

@@ -364,12 +364,7 @@ class Loop:
         # wakes takes a CPU from them (LANE_SLICE_S): an offer would only hand
         # theirs to another process. With one, the FUSE reader gets the CPU
         # soonest when the loop offers it, and nobody spins
-        if self.cpus > 1:
-            x.offer = 0
-            x.spin = _lib.IPUFS_X_HOLD_SPINS
-        else:
-            x.offer = YIELD_TURNS
-            x.spin = 0
+        x.offer, x.spin = (0, _lib.IPUFS_X_HOLD_SPINS) if self.cpus > 1 else (YIELD_TURNS, 0)
         try:
             return int(_lib.ipufs_x_run(x, at, n, slice_turns, budget, self._pass))
         finally:
