@@ -172,6 +172,7 @@ class Daemon:
             lock=lock,
             contended=contended,
             transport=functools.partial(self.transport.kind.build, given),
+            quiet=self.filesystem.leaves_tiles,  # an ioctl that leaves the tiles alone does not stop them
         )
         self.links = DevLinks(config.dev_dir, config.mountpoint, tree) if config.link_dev else None
         mount_dir = os.path.realpath(config.mountpoint)  # now: later a lookup would ask this daemon

@@ -10,7 +10,10 @@
 # more than one CPU the tiles are owed as much time as the last hold took:
 # a holder that comes sooner waits for the rest first, so requests that
 # come back to back leave the tiles at least half the time, and wait at
-# most one request's time longer. docs/executor-speed.md, "In the daemon".
+# most one request's time longer. A request that leaves the tiles alone
+# (an ioctl the driver's table marks so) takes the lock quietly: the loop
+# is held only if it takes the lock again the usual way (still()).
+# docs/executor-speed.md, "In the daemon".
 from __future__ import annotations
 
 import _thread
@@ -33,6 +36,7 @@ class TileLock(_thread.RLock):  # type: ignore[misc]
         super().__init__()
         self._depth = 0  # how often the owner holds it (only the owner touches it)
         self._lent: tuple[Loop, Callable[[], bool]] | None = None
+        self._held = False  # whether the owner holds the lent loop
         self._since = self._resumed = self._last = 0.0
         #: seconds holders held lent loops, added up, and the holds (the runner reads them)
         self.held = 0.0
@@ -42,19 +46,34 @@ class TileLock(_thread.RLock):  # type: ignore[misc]
         if not super().acquire(blocking, timeout):
             return False
         self._depth += 1
-        if self._depth == 1 and self._lent is not None:
-            loop = self._lent[0]
-            # the tiles' due; on one CPU the scheduler shares it between
-            # them and the holder anyway, and a wait would only add to it
-            due = self._last - (time.perf_counter() - self._resumed) if loop.cpus > 1 else 0.0
-            loop.hold(min(due, DUE_S))
-            self._since = time.perf_counter()
+        self.still()
         return True
 
+    def acquire_quietly(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Take it without holding a lent loop: for what leaves the tiles
+        alone. Taking it again the usual way meanwhile holds the loop."""
+        if not super().acquire(blocking, timeout):
+            return False
+        self._depth += 1
+        return True
+
+    def still(self) -> None:
+        """The owner holds the lent loop, if it does not yet."""
+        if self._lent is None or self._held:
+            return
+        loop = self._lent[0]
+        # the tiles' due; on one CPU the scheduler shares it between them
+        # and the holder anyway, and a wait would only add to it
+        due = self._last - (time.perf_counter() - self._resumed) if loop.cpus > 1 else 0.0
+        loop.hold(min(due, DUE_S))
+        self._held = True
+        self._since = time.perf_counter()
+
     def release(self) -> None:
-        if self._depth == 1 and self._lent is not None:
+        if self._depth == 1 and self._held and self._lent is not None:
             loop, go_on = self._lent
             loop.resume(end=not go_on())
+            self._held = False
             self._resumed = time.perf_counter()
             self._last = self._resumed - self._since
             self.held += self._last

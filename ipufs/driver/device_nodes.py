@@ -208,6 +208,13 @@ class DeviceNodes(MappedStoreRequests):
             self.pollers.add(node.ipu, req.kh)
         return rp.PollReply(req.events & ready)
 
+    def leaves_tiles(self, cmd: int) -> bool:
+        """Whether serving ioctl ``cmd`` leaves running tiles running: the
+        ioctl does (the driver's table), and nothing around it acts on the
+        model (mapped stores seen first in page-cache mode, a fault plan
+        counting the request)."""
+        return self.mapping.stores is None and not self.accesses.counting and self.driver.leaves_tiles(cmd)
+
     def ioctl(self, req: rq.Ioctl, f: OpenFile) -> rp.IoctlReply:
         ipu = f.node.ipu
         if self.mapping.stores is not None:  # page-cache mode only (the ioctl path is hot)

@@ -91,12 +91,17 @@ class IoctlRole(NamedTuple):
     _IOC_SIZE values it is served with (None: any); and how the native
     fast path answers it without Python (ipufs/driver/fast_path.py;
     NONE: only here), which must be what the handler answers, byte for
-    byte, in the cases the fast path takes."""
+    byte, in the cases the fast path takes; and whether it leaves the
+    tiles alone: the handler touches only the driver's state and the
+    model's that running tiles never see (not their state or memory, nor
+    registers or anything the model derives from them), so the daemon
+    serves it without stopping them (TileLock.acquire_quietly)."""
 
     handler: Handler
     caller_matters: bool
     sizes: Sizes | None
     fast: FastAnswer = FastAnswer.NONE
+    leaves_tiles: bool = False
 
 
 #: Decoded commands kept at most (random numbers must not grow the cache).
@@ -193,6 +198,12 @@ class IpuDriver:
         else:
             tgid = pid  # who asks does not matter: spare the /proc lookup
         return command.handler(ipu, fh, tgid, arg, data, command)
+
+    def leaves_tiles(self, cmd: int) -> bool:
+        """Whether ioctl ``cmd`` leaves the tiles alone (IoctlRole)."""
+        _, type_, nr, _ = abi.ioc_fields(cmd)
+        spec = abi.BY_NR.get(nr) if type_ == abi.IOCTL_TYPE else None
+        return spec is not None and IOCTL_ROLES[spec].leaves_tiles
 
     def _decode(self, cmd: int) -> Command:
         """Match ``cmd`` on (type, nr) and take its size from _IOC_SIZE: any
@@ -329,8 +340,9 @@ class IpuDriver:
 
 #: The driver's side of the ioctl table: for each ioctl of ipufs/abi/ioctls.py
 #: (numbers, encodings, needs a writable open, docs), its handler, whether
-#: the caller matters, and the sizes it is served with. Adding an ioctl: a
-#: row there, a row here, a handler above.
+#: the caller matters, the sizes it is served with, and whether it leaves
+#: running tiles running. Adding an ioctl: a row there, a row here, a
+#: handler above.
 IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
     abi.BY_NAME["ATTACH"]: IoctlRole(IpuDriver._attach, caller_matters=True, sizes=None),
     abi.BY_NAME["ATTACH_BUFFER"]: IoctlRole(
@@ -340,7 +352,7 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
         buffer_ioctls.detach, caller_matters=True,
         sizes=Sizes((0, 4), U64, "a buffer id: by value (size 0), a u32 or a u64")),
     abi.BY_NAME["BUFFER_DETACH_ALL"]: IoctlRole(buffer_ioctls.detach_all, caller_matters=True, sizes=None),
-    abi.BY_NAME["SET_IPU_ID"]: IoctlRole(IpuDriver._set_ipu_id, caller_matters=True, sizes=None),
+    abi.BY_NAME["SET_IPU_ID"]: IoctlRole(IpuDriver._set_ipu_id, caller_matters=True, sizes=None, leaves_tiles=True),
     abi.BY_NAME["MASK_INTERRUPT"]: IoctlRole(
         IpuDriver._mask, caller_matters=True,
         sizes=Sizes((0, 4), U64, "interrupt bits: by value (size 0), a u32 or a u64")),
@@ -348,20 +360,24 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
         IpuDriver._unmask, caller_matters=True,
         sizes=Sizes((0, 4), U64, "interrupt bits: by value (size 0), a u32 or a u64")),
     abi.BY_NAME["RESET"]: IoctlRole(IpuDriver._reset, caller_matters=False, sizes=None),
-    abi.BY_NAME["STOP_MONITORING"]: IoctlRole(device_ioctls.stop_monitoring, caller_matters=False, sizes=None),
-    abi.BY_NAME["START_MONITORING"]: IoctlRole(device_ioctls.start_monitoring, caller_matters=False, sizes=None),
-    abi.BY_NAME["ACCUMULATE_ERRORS"]: IoctlRole(device_ioctls.accumulate_errors, caller_matters=False, sizes=None),
+    abi.BY_NAME["STOP_MONITORING"]: IoctlRole(
+        device_ioctls.stop_monitoring, caller_matters=False, sizes=None, leaves_tiles=True),
+    abi.BY_NAME["START_MONITORING"]: IoctlRole(
+        device_ioctls.start_monitoring, caller_matters=False, sizes=None, leaves_tiles=True),
+    abi.BY_NAME["ACCUMULATE_ERRORS"]: IoctlRole(
+        device_ioctls.accumulate_errors, caller_matters=False, sizes=None, leaves_tiles=True),
     abi.BY_NAME["SET_HEXOPT_IDENTITY_TABLE"]: IoctlRole(
-        device_ioctls.set_hexopt_identity_table, caller_matters=False, sizes=None),
+        device_ioctls.set_hexopt_identity_table, caller_matters=False, sizes=None, leaves_tiles=True),
     abi.BY_NAME["SET_SECONDARY_IPU_ID"]: IoctlRole(
         device_ioctls.set_secondary_ipu_id, caller_matters=True,
-        sizes=Sizes((0,), 4, "a u32: by value (size 0) or at the argument (4 bytes or more)")),
+        sizes=Sizes((0,), 4, "a u32: by value (size 0) or at the argument (4 bytes or more)"),
+        leaves_tiles=True),
     # The mailbox ioctls serve any process that has a node of the IPU open,
     # as board management tools do not attach.
     abi.BY_NAME["MAILBOX_READ_ONLY"]: IoctlRole(
         mailbox_ioctls.read, caller_matters=False,
         sizes=Sizes((U64,), icu_message.size, "room for a message (20 bytes) or a u64 count"),
-        fast=FastAnswer.MAILBOX_READ),
+        fast=FastAnswer.MAILBOX_READ, leaves_tiles=True),
     abi.BY_NAME["MAILBOX_WRITE_ONLY"]: IoctlRole(
         mailbox_ioctls.write, caller_matters=False,
         sizes=Sizes((), icu_message.size, "a message of 5 x u32 (20 bytes)")),
@@ -370,7 +386,7 @@ IOCTL_ROLES: dict[IoctlSpec, IoctlRole] = {
         sizes=Sizes((U64,), icu_message.size, "a message of 5 x u32 (20 bytes) or two pointers (8)")),
     abi.BY_NAME["MAILBOX_GET_OFFSETS"]: IoctlRole(
         mailbox_ioctls.offsets, caller_matters=False, sizes=Sizes((), U64, "room for a u64 (or 16 bytes)"),
-        fast=FastAnswer.MAILBOX_OFFSETS),
+        fast=FastAnswer.MAILBOX_OFFSETS, leaves_tiles=True),
 }
 if set(IOCTL_ROLES) != set(abi.IOCTLS):  # fail at import, never silently
     raise ImportError(f"ioctls without a handler: {sorted(s.name for s in set(abi.IOCTLS) - set(IOCTL_ROLES))}")

@@ -23,7 +23,7 @@ from ipufs.driver.devices import DeviceSet
 from ipufs.driver.mapping import BarMapping
 from ipufs.driver.nodes import ROOT_INO, Node, NodeTree, Ownership
 from ipufs.driver.view_files import SysfsView
-from ipufs.fuse import abi
+from ipufs.fuse import abi, decoding
 from ipufs.fuse import replies as rp
 from ipufs.fuse import requests as rq
 from ipufs.fuse.errors import FUSEError
@@ -255,6 +255,13 @@ class IpuFilesystem(Operations):
         if f is None:
             raise FUSEError(errno.EBADF)
         return self.nodes.poll(req, f)
+
+    def leaves_tiles(self, message: memoryview) -> bool:
+        """Whether the request ``message`` (as read, not yet decoded) leaves
+        running tiles running: an ioctl that does (DeviceNodes); the
+        daemon's FUSE reader then takes its lock quietly."""
+        cmd = decoding.ioctl_command(message)
+        return cmd is not None and self.nodes.leaves_tiles(cmd)
 
     def ioctl(self, req: rq.Ioctl) -> rp.IoctlReply:
         f = self.files.get(req.fh)

@@ -10,7 +10,9 @@
 # (docs/performance.md). How the transport waits for the next request
 # (spinning, scanning mapped memory meanwhile) is its own affair. The
 # reader holds ``lock`` while it handles a request; whoever else touches
-# what the operations own (the daemon's trio tasks) holds it too. The
+# what the operations own (the daemon's trio tasks) holds it too. Given
+# ``quiet``, the reader takes the lock quietly for the requests it accepts
+# (the daemon's TileLock: they leave running tiles running). The
 # server connects its KernelLink (ipufs/fuse/kernel.py: backing files,
 # notifications) to the transport while mounted. A reply that may wait
 # (Operations.reply_may_wait) while notifications are still queued is
@@ -22,6 +24,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from typing import Protocol, cast
 
 import trio
 
@@ -41,6 +44,20 @@ log = logging.getLogger(__name__)
 LINGER = 0.5
 
 
+def _nothing() -> None:
+    pass
+
+
+class QuietLock(Protocol):
+    """What a server given ``quiet`` needs of its lock besides an RLock's."""
+
+    def acquire_quietly(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Take it for a request that leaves what it guards running."""
+
+    def still(self) -> None:
+        """The request, taken quietly, needs it in full after all."""
+
+
 class FuseServer:
     """Serves ``operations`` at ``mountpoint`` over a transport made by
     ``transport`` (a new /dev/fuse connection by default); ``kernel`` is
@@ -57,6 +74,7 @@ class FuseServer:
         source: str = "ipufs",
         transport: Callable[[], Transport] = DevFuse.open,
         contended: bytearray | None = None,
+        quiet: Callable[[memoryview], bool] | None = None,
     ) -> None:
         self.operations = operations
         self.kernel = kernel
@@ -69,6 +87,10 @@ class FuseServer:
         #: nonzero while a request waits for ``lock``: tasks that hold it long
         #: give way, and native code reads it (the executor's loop ends its run)
         self.contended = contended if contended is not None else bytearray(1)
+        #: the requests that take ``lock`` quietly (a QuietLock); asked under it
+        self.quiet = quiet
+        if quiet is not None and not hasattr(lock, "acquire_quietly"):
+            raise TypeError("quiet requests need a lock that can be taken quietly")
 
     @property
     def waiting(self) -> bool:
@@ -86,7 +108,11 @@ class FuseServer:
         the connection ends or the session is destroyed; call ``started``
         once INIT is answered (after ``transport.initialized``). Exceptions of the operations' own are the
         session's concern; anything raised here is a bug of the server's."""
-        session, lock, kernel, contended = self.session, self.lock, self.kernel, self.contended
+        session, lock, kernel, contended, quiet = self.session, self.lock, self.kernel, self.contended, self.quiet
+        take: Callable[..., bool] = lock.acquire
+        still: Callable[[], None] = _nothing
+        if quiet is not None:
+            take, still = cast(QuietLock, lock).acquire_quietly, cast(QuietLock, lock).still
         receive, reply_on = transport.receive, transport.reply
         session.want |= transport.init_flags  # what the transport needs agreed at INIT
 
@@ -108,11 +134,13 @@ class FuseServer:
             if got is None:
                 return
             n, tag = got
-            if not lock.acquire(blocking=False):
+            if not take(False):
                 contended[0] = 1
-                lock.acquire()
+                take()
                 contended[0] = 0
             try:
+                if quiet is not None and not quiet(view[:n]):
+                    still()
                 reply = session.handle(view[:n], tag)
                 later = session.outbox
                 if later:  # postponed replies released (page-cache mode): rare

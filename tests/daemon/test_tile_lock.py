@@ -5,8 +5,10 @@
 # with the lock never let go.
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -53,29 +55,23 @@ def _run_lent(ipu: Ipu, lock: TileLock, budget: int, stop: threading.Event) -> N
                 return
 
 
-@pytest.mark.parametrize("tiles", [1, 24])
-@pytest.mark.timeout(120)
-def test_a_holder_finds_the_tiles_still_and_the_results_are_those_of_a_run_never_let_go(tiles: int) -> None:
-    lock = TileLock()
-    lent = _ipu(tiles, 1_000_000, threads=4)
+@contextlib.contextmanager
+def _lent_run(ipu: Ipu, lock: TileLock, budget: int) -> Iterator[threading.Thread]:
+    """A thread that runs ``ipu``'s tiles with ``lock`` lent, stopped and
+    joined at the end."""
     stop = threading.Event()
-    runner = threading.Thread(target=_run_lent, args=(lent, lock, 400_000, stop))
+    runner = threading.Thread(target=_run_lent, args=(ipu, lock, budget, stop))
     runner.start()
-    holds = still = 0
     try:
-        while runner.is_alive():
-            with lock:
-                before = lent.execution.arrays.counters.copy(), lent.execution.arrays.registers.copy()
-                time.sleep(0.0002)
-                after = lent.execution.arrays.counters, lent.execution.arrays.registers
-                still += np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
-                holds += 1
-            time.sleep(0.0005)
+        yield runner
     finally:
         stop.set()
         runner.join(60)
-    assert holds > 5 and still == holds  # while held, not a turn was taken
-    assert lock.holds > 0  # some of them held the loop mid-run
+
+
+def _as_if_never_let_go(lent: Ipu, tiles: int) -> None:
+    """The state and memory of ``lent``'s first ``tiles`` are those of the
+    same program run with the lock never let go."""
     whole = _ipu(tiles, 1_000_000)
     while whole.execution.busy():
         whole.execution.run(1 << 30)
@@ -86,38 +82,51 @@ def test_a_holder_finds_the_tiles_still_and_the_results_are_those_of_a_run_never
     assert whole.tiles.exchange.bytes[:tiles * window].tobytes() == lent.tiles.exchange.bytes[:tiles * window].tobytes()
 
 
+@pytest.mark.parametrize("tiles", [1, 24])
+@pytest.mark.timeout(120)
+def test_a_holder_finds_the_tiles_still_and_the_results_are_those_of_a_run_never_let_go(tiles: int) -> None:
+    lock = TileLock()
+    lent = _ipu(tiles, 1_000_000, threads=4)
+    holds = still = 0
+    with _lent_run(lent, lock, 400_000) as runner:
+        while runner.is_alive():
+            with lock:
+                before = lent.execution.arrays.counters.copy(), lent.execution.arrays.registers.copy()
+                time.sleep(0.0002)
+                after = lent.execution.arrays.counters, lent.execution.arrays.registers
+                still += np.array_equal(before[0], after[0]) and np.array_equal(before[1], after[1])
+                holds += 1
+            time.sleep(0.0005)
+    assert holds > 5 and still == holds  # while held, not a turn was taken
+    assert lock.holds > 0  # some of them held the loop mid-run
+    _as_if_never_let_go(lent, tiles)
+
+
 @pytest.mark.timeout(120)
 def test_a_reset_made_while_the_lock_is_lent_ends_the_run_and_leaves_nothing_of_it() -> None:
     lock = TileLock()
     ipu = _ipu(16, 1_000_000, threads=4)
-    stop = threading.Event()
-    runner = threading.Thread(target=_run_lent, args=(ipu, lock, 1 << 30, stop))
-    runner.start()
-    try:
+    with _lent_run(ipu, lock, 1 << 30) as runner:
         time.sleep(0.05)  # the run is under way, the lock lent
         with lock:
             ipu.reset()
-        stop.set()
         runner.join(60)
         assert not runner.is_alive()
-        ex = ipu.execution
-        assert not ex.running and not ex.events and ex.instructions == 0
-        # The same IPU then runs a new program as a new IPU does.
-        program = assemble(SOURCE.format(count=1000))
-        load(ipu, program, (0,))
-        start(ipu, program.entry, (0,))
-        with lock:
-            while ex.busy():
-                ex.run(1 << 20)
-        fresh = _ipu(1, 1000)
-        while fresh.execution.busy():
-            fresh.execution.run(1 << 20)
-        for name in ("counters", "fields", "registers"):
-            assert np.array_equal(getattr(fresh.execution.arrays, name)[:1], getattr(ex.arrays, name)[:1]), name
-        assert [e.kind for e in ex.events] == [e.kind for e in fresh.execution.events]
-    finally:
-        stop.set()
-        runner.join(60)
+    ex = ipu.execution
+    assert not ex.running and not ex.events and ex.instructions == 0
+    # The same IPU then runs a new program as a new IPU does.
+    program = assemble(SOURCE.format(count=1000))
+    load(ipu, program, (0,))
+    start(ipu, program.entry, (0,))
+    with lock:
+        while ex.busy():
+            ex.run(1 << 20)
+    fresh = _ipu(1, 1000)
+    while fresh.execution.busy():
+        fresh.execution.run(1 << 20)
+    for name in ("counters", "fields", "registers"):
+        assert np.array_equal(getattr(fresh.execution.arrays, name)[:1], getattr(ex.arrays, name)[:1]), name
+    assert [e.kind for e in ex.events] == [e.kind for e in fresh.execution.events]
 
 
 @pytest.mark.timeout(120)
@@ -200,3 +209,33 @@ def test_an_injection_made_while_the_lock_is_lent_ends_the_run_and_retires_at_on
         with lock:
             ipu.reset()
         thread.join(60)
+
+@pytest.mark.timeout(120)
+def test_a_quiet_holder_leaves_the_tiles_running_until_it_takes_the_lock_the_usual_way() -> None:
+    lock = TileLock()
+    lent = _ipu(8, 1_000_000, threads=4)
+
+    def total() -> int:  # what the loop stored so far, tile 7's
+        return int.from_bytes(lent.tiles.read(7, 0xA0000, 4), "little")
+
+    with _lent_run(lent, lock, 1 << 30) as runner:
+        time.sleep(0.05)  # the run is under way, the lock lent
+        assert lock.acquire_quietly()
+        try:
+            first = total()
+            deadline = time.monotonic() + 30
+            while total() == first and time.monotonic() < deadline:
+                time.sleep(0.001)
+            assert total() != first and lock.holds == 0  # held quietly: the tiles went on
+            with lock:  # the usual way: now the loop is held
+                held = total(), lent.execution.arrays.registers.copy()
+                time.sleep(0.005)
+                assert total() == held[0] and np.array_equal(lent.execution.arrays.registers, held[1])
+                lock.still()  # held already: nothing more
+            assert total() == held[0]  # still held until the quiet holder lets go too
+        finally:
+            lock.release()
+        assert lock.holds == 1
+        runner.join(60)
+        assert not runner.is_alive()
+    _as_if_never_let_go(lent, 8)

@@ -71,6 +71,42 @@ def test_every_ioctl_of_the_abi_has_a_handler_and_a_caller_rule() -> None:
         "UNMASK_INTERRUPT", "SET_SECONDARY_IPU_ID"}
 
 
+class Counting:
+    """A fault plan's access counter, counting."""
+
+    counting = True
+
+    def count(self, ipu: int) -> None:
+        pass
+
+
+def test_the_ioctls_that_leave_running_tiles_running_are_served_without_stopping_them(rig: Rig) -> None:
+    # Only what touches the driver's state, or the model's that tiles never see.
+    assert {s.name for s, role in IOCTL_ROLES.items() if role.leaves_tiles} == {
+        "SET_IPU_ID", "SET_SECONDARY_IPU_ID", "STOP_MONITORING", "START_MONITORING", "ACCUMULATE_ERRORS",
+        "SET_HEXOPT_IDENTITY_TABLE", "MAILBOX_READ_ONLY", "MAILBOX_GET_OFFSETS"}
+    ctx = rq.Context(0, 0, APP)
+
+    def message(r: rq.Request) -> memoryview:
+        return memoryview(fk.encode(r))
+
+    def ioctl_message(cmd: int) -> memoryview:
+        return message(rq.Ioctl(1, 2, ctx, 1, 0, cmd, 0, memoryview(b""), 0))
+
+    for spec in abi.IOCTLS:  # every form a caller may use, as the kernel sends it
+        for enc in spec.encodings:
+            assert rig.fs.leaves_tiles(ioctl_message(enc.cmd(spec.nr))) == IOCTL_ROLES[spec].leaves_tiles, spec.name
+    set_id = abi.BY_NAME["SET_IPU_ID"]
+    quiet = ioctl_message(set_id.encodings[0].cmd(set_id.nr))
+    assert not rig.fs.leaves_tiles(quiet[:60])  # cut short: not an ioctl to go by
+    assert not rig.fs.leaves_tiles(ioctl_message(0x1234_5678))  # another driver's
+    assert not rig.fs.leaves_tiles(message(rq.Getattr(1, 2, ctx, None)))
+    counted = Rig(rig.devices, accesses=Counting())  # a fault plan counts requests: it may act on the tiles
+    assert not counted.fs.leaves_tiles(quiet)
+    rig.fs.mapping.fall_back("a test")  # page-cache mode: an ioctl first carries out the stores mapped before it
+    assert not rig.fs.leaves_tiles(quiet)
+
+
 def test_attach_from_a_thread_attaches_its_process_and_signals_carry_the_id(rig: Rig) -> None:
     fh = open_node(rig, "ipu0", pid=THREAD)
     result(ioctl(rig, fh, "ATTACH", pid=THREAD))

@@ -9,6 +9,7 @@ import errno
 import struct
 import threading
 
+import pytest
 import trio
 
 from ipufs.fuse import requests as rq
@@ -165,3 +166,65 @@ def test_a_request_that_finds_the_lock_taken_says_so_and_is_answered_before_it_l
     assert not serving.is_alive()
     assert fuse.contended[0] == 0 and not fuse.waiting
     assert [(r.unique, tag) for r, tag in transport.replies] == [(2, 10), (4, 11)] and transport.held == [True, True]
+
+
+class Quietly:
+    """A lock that may be taken quietly: it notes how each request took it
+    and what the operations saw."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.taken: list[str] = []
+        self.stilled = False
+        self.depth = 0
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        self.taken.append("usual")
+        return self._take(blocking, timeout)
+
+    def acquire_quietly(self, blocking: bool = True, timeout: float = -1) -> bool:
+        self.taken.append("quietly")
+        self.stilled = False
+        return self._take(blocking, timeout)
+
+    def _take(self, blocking: bool, timeout: float) -> bool:
+        got = self.lock.acquire(blocking, timeout)
+        self.depth += got
+        return got
+
+    def still(self) -> None:
+        self.stilled = True
+
+    def release(self) -> None:
+        self.depth -= 1
+        self.lock.release()
+
+
+class Seen(NoNames):
+    def __init__(self, lock: Quietly) -> None:
+        self.lock = lock
+        self.seen: list[tuple[bytes, bool]] = []
+
+    def lookup(self, req: rq.Lookup) -> object:  # type: ignore[override]
+        self.seen.append((req.name, self.lock.stilled))
+        raise FUSEError(errno.ENOENT)
+
+
+def test_requests_the_predicate_accepts_take_the_lock_quietly_and_the_rest_in_full() -> None:
+    lock = Quietly()
+    ops = Seen(lock)
+    asked: list[bytes] = []
+
+    def quiet(message: memoryview) -> bool:
+        assert lock.depth == 1  # asked under the lock
+        asked.append(bytes(message[40:]))
+        return bytes(message[40:]) == b"quiet\0"
+
+    fuse = FuseServer(ops, KernelLink(), "/nowhere", passthrough=False, lock=lock,  # type: ignore[arg-type]
+                      quiet=quiet)
+    fuse.serve(Scripted([(init(2), 1), (fk.encode(rq.Lookup(4, 1, CTX, b"quiet")), 2),
+                         (fk.encode(rq.Lookup(6, 1, CTX, b"loud")), 3)]))
+    assert set(lock.taken) == {"quietly"} and len(asked) == 3
+    assert ops.seen == [(b"quiet", False), (b"loud", True)]  # the loud one found it taken in full
+    with pytest.raises(TypeError, match="taken quietly"):
+        FuseServer(ops, KernelLink(), "/nowhere", passthrough=False, lock=threading.RLock(), quiet=quiet)
