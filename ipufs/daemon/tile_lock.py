@@ -46,7 +46,11 @@ class TileLock(_thread.RLock):  # type: ignore[misc]
         if not super().acquire(blocking, timeout):
             return False
         self._depth += 1
-        self.still()
+        try:
+            self.still()
+        except BaseException:
+            self.release()
+            raise
         return True
 
     def acquire_quietly(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -57,8 +61,16 @@ class TileLock(_thread.RLock):  # type: ignore[misc]
         self._depth += 1
         return True
 
+    @property
+    def is_lent(self) -> bool:
+        """Whether a run has it lent now (the owner of the lock knows for
+        as long as it holds it)."""
+        return self._lent is not None
+
     def still(self) -> None:
         """The owner holds the lent loop, if it does not yet."""
+        if not self._is_owned():  # type: ignore[attr-defined]  # CPython RLock's; typeshed omits it
+            raise RuntimeError("only the lock's owner may hold the loop")
         if self._lent is None or self._held:
             return
         loop = self._lent[0]

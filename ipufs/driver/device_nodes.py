@@ -212,8 +212,10 @@ class DeviceNodes(MappedStoreRequests):
         """Whether serving ioctl ``cmd`` leaves running tiles running: the
         ioctl does (the driver's table), and nothing around it acts on the
         model (mapped stores seen first in page-cache mode, a fault plan
-        counting the request)."""
-        return self.mapping.stores is None and not self.accesses.counting and self.driver.leaves_tiles(cmd)
+        counting the request, signals waiting to go: one that finds its
+        process gone detaches it, which publishes the tiles' registers)."""
+        return (self.mapping.stores is None and not self.accesses.counting and not self.devices.deliverable
+                and self.driver.leaves_tiles(cmd))
 
     def ioctl(self, req: rq.Ioctl, f: OpenFile) -> rp.IoctlReply:
         ipu = f.node.ipu

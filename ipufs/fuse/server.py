@@ -89,7 +89,7 @@ class FuseServer:
         self.contended = contended if contended is not None else bytearray(1)
         #: the requests that take ``lock`` quietly (a QuietLock); asked under it
         self.quiet = quiet
-        if quiet is not None and not hasattr(lock, "acquire_quietly"):
+        if quiet is not None and not (hasattr(lock, "acquire_quietly") and hasattr(lock, "still")):
             raise TypeError("quiet requests need a lock that can be taken quietly")
 
     @property
@@ -139,7 +139,7 @@ class FuseServer:
                 take()
                 contended[0] = 0
             try:
-                if quiet is not None and not quiet(view[:n]):
+                if quiet is not None and not self._quiet(quiet, view[:n]):
                     still()
                 reply = session.handle(view[:n], tag)
                 later = session.outbox
@@ -159,6 +159,16 @@ class FuseServer:
                 waiting = False
                 transport.initialized(session.negotiated.flags)
                 started()
+
+    @staticmethod
+    def _quiet(quiet: Callable[[memoryview], bool], message: memoryview) -> bool:
+        """Whether ``message`` may be served with the lock taken quietly; a
+        predicate that fails says no (taken in full is always safe)."""
+        try:
+            return quiet(message)
+        except Exception:
+            log.exception("deciding how to take the lock for a request failed")
+            return False
 
     def _reader(self, transport: Transport, token: trio.lowlevel.TrioToken, ready: trio.Event,
                 done: trio.Event) -> None:

@@ -8,10 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from ipufs.abi import ioctls as abi
 from ipufs.daemon.config import DaemonConfig
 from ipufs.daemon.daemon import Daemon
 from ipufs.daemon.faults import FaultError
 from ipufs.daemon.trace import TraceFileRefused
+from ipufs.fuse import requests as rq
+from tests.fuse import fakekernel as fk
 
 
 def _fds() -> set[str]:
@@ -54,3 +57,21 @@ def test_a_trace_file_refused_after_the_devices_were_made_holds_nothing(tmp_path
     del refused  # its traceback holds the daemon's frames
     assert _fds() == before
     _built_and_released(_config(tmp_path))
+
+
+def test_the_fuse_reader_takes_the_lock_quietly_for_an_ioctl_that_leaves_the_tiles_alone(tmp_path: Path) -> None:
+    daemon = Daemon(_config(tmp_path))
+    try:
+        quiet = daemon.server.quiet
+        assert quiet is not None and hasattr(daemon.lock, "acquire_quietly")
+
+        def ioctl(name: str) -> memoryview:
+            spec = abi.BY_NAME[name]
+            return memoryview(fk.encode(rq.Ioctl(1, 2, rq.Context(0, 0, 1), 1, 0, spec.encodings[0].cmd(spec.nr), 0,
+                                                 memoryview(b""), 0)))
+
+        assert quiet(ioctl("SET_IPU_ID")) and not quiet(ioctl("RESET"))
+    finally:
+        daemon.devices.close()
+        assert daemon.state_lock is not None
+        daemon.state_lock.release()

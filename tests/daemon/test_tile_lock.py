@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import pytest
@@ -34,6 +34,10 @@ loop:
   trap 0
 """
 
+#: a loop that stores its count for ever
+SPIN = ".text 0x4c000\n.supervisor\n_start:\n  setzi $m14, 0xa0000\nloop:\n  add $m1, $m1, 1\n" \
+       "  st32 $m1, $m14, $m15, 0\n  bri loop\n"
+
 
 def _ipu(tiles: int, count: int, threads: int | None = None) -> Ipu:
     ipu = _make("ipu2")
@@ -46,21 +50,21 @@ def _ipu(tiles: int, count: int, threads: int | None = None) -> Ipu:
     return ipu
 
 
-def _run_lent(ipu: Ipu, lock: TileLock, budget: int, stop: threading.Event) -> None:
+def _run_lent(ipu: Ipu, lock: TileLock, budget: int, stop: threading.Event, slice_turns: int | None = None) -> None:
     ipu.execution.lend_lock(lock)
     while not stop.is_set():
         with lock:
-            ipu.execution.run(budget, budget)
+            ipu.execution.run(budget, slice_turns or budget)
             if not ipu.execution.busy():
                 return
 
 
 @contextlib.contextmanager
-def _lent_run(ipu: Ipu, lock: TileLock, budget: int) -> Iterator[threading.Thread]:
+def _lent_run(ipu: Ipu, lock: TileLock, budget: int, slice_turns: int | None = None) -> Iterator[threading.Thread]:
     """A thread that runs ``ipu``'s tiles with ``lock`` lent, stopped and
     joined at the end."""
     stop = threading.Event()
-    runner = threading.Thread(target=_run_lent, args=(ipu, lock, budget, stop))
+    runner = threading.Thread(target=_run_lent, args=(ipu, lock, budget, stop, slice_turns))
     runner.start()
     try:
         yield runner
@@ -213,29 +217,64 @@ def test_an_injection_made_while_the_lock_is_lent_ends_the_run_and_retires_at_on
 @pytest.mark.timeout(120)
 def test_a_quiet_holder_leaves_the_tiles_running_until_it_takes_the_lock_the_usual_way() -> None:
     lock = TileLock()
-    lent = _ipu(8, 1_000_000, threads=4)
+    lent = _make("ipu2")
+    spin = assemble(SPIN)
+    load(lent, spin, tuple(range(8)))
+    start(lent, spin.entry, tuple(range(8)))  # they run until the reset below
+    lent.execution._the_loop().parallel_turns = 1
 
     def total() -> int:  # what the loop stored so far, tile 7's
         return int.from_bytes(lent.tiles.read(7, 0xA0000, 4), "little")
 
-    with _lent_run(lent, lock, 1 << 30) as runner:
-        time.sleep(0.05)  # the run is under way, the lock lent
-        assert lock.acquire_quietly()
-        try:
-            first = total()
-            deadline = time.monotonic() + 30
-            while total() == first and time.monotonic() < deadline:
+    def moves(within: float = 30) -> bool:
+        first, deadline = total(), time.monotonic() + within
+        while total() == first and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return total() != first
+
+    with _lent_run(lent, lock, 1 << 40, 1 << 14) as runner:  # one run: the lock stays lent
+        assert moves()  # the run is under way
+
+        def quietly_moving() -> bool:
+            """Taken quietly while lent, the tiles go on (unless the run
+            came back to Python, whose thread then waits for the lock)."""
+            for _ in range(200):
+                assert lock.acquire_quietly()
+                if lock.is_lent and moves(0.05):
+                    return True  # and still held
+                lock.release()
                 time.sleep(0.001)
-            assert total() != first and lock.holds == 0  # held quietly: the tiles went on
+            return False
+
+        assert quietly_moving()
+        try:
+            assert lock.holds == 0
+            with pytest.raises(RuntimeError, match="owner"):  # another thread cannot hold the loop for it
+                other = threading.Thread(target=lambda: _raised_in(lock.still))
+                other.start()
+                other.join(30)
+                raise _RAISED.pop()
             with lock:  # the usual way: now the loop is held
                 held = total(), lent.execution.arrays.registers.copy()
                 time.sleep(0.005)
                 assert total() == held[0] and np.array_equal(lent.execution.arrays.registers, held[1])
                 lock.still()  # held already: nothing more
+            time.sleep(0.005)
             assert total() == held[0]  # still held until the quiet holder lets go too
         finally:
             lock.release()
-        assert lock.holds == 1
+        assert lock.holds == 1 and moves()  # let go: the tiles go on
+        with lock:
+            lent.reset()  # ends the run
         runner.join(60)
         assert not runner.is_alive()
-    _as_if_never_let_go(lent, 8)
+
+
+_RAISED: list[BaseException] = []
+
+
+def _raised_in(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except BaseException as exc:  # noqa: BLE001 - handed to the test's thread
+        _RAISED.append(exc)

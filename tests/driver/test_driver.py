@@ -103,6 +103,11 @@ def test_the_ioctls_that_leave_running_tiles_running_are_served_without_stopping
     assert not rig.fs.leaves_tiles(message(rq.Getattr(1, 2, ctx, None)))
     counted = Rig(rig.devices, accesses=Counting())  # a fault plan counts requests: it may act on the tiles
     assert not counted.fs.leaves_tiles(quiet)
+    assert rig.fs.leaves_tiles(quiet)
+    rig.driver.raise_interrupt(0, Interrupt.GS1_E0)  # a signal to go: its process gone, delivering detaches it
+    assert rig.devices.deliverable and not rig.fs.leaves_tiles(quiet)
+    rig.effects.deliver()
+    assert rig.fs.leaves_tiles(quiet)
     rig.fs.mapping.fall_back("a test")  # page-cache mode: an ioctl first carries out the stores mapped before it
     assert not rig.fs.leaves_tiles(quiet)
 
