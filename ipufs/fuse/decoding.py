@@ -325,13 +325,14 @@ DECODERS: dict[int, Decoder] = {
 _IOCTL_COMMAND = struct.Struct("<I")
 _IOCTL_COMMAND_AT = abi.IN_HEADER.size + 12  # fuse_ioctl_in: fh (8), flags (4), then cmd
 _OPCODE_AT = 4  # fuse_in_header: len (4), then opcode
+_IOCTL = int(abi.Opcode.IOCTL)  # a plain int: an enum member's lookup costs more than the rest
 
 
 def ioctl_command(message: memoryview) -> int | None:
     """The command of an IOCTL request, read without decoding the message
     (None: another request, or one too short to be an IOCTL)."""
     if len(message) < abi.IN_HEADER.size + abi.IOCTL_IN.size or \
-            _IOCTL_COMMAND.unpack_from(message, _OPCODE_AT)[0] != O.IOCTL:
+            _IOCTL_COMMAND.unpack_from(message, _OPCODE_AT)[0] != _IOCTL:
         return None
     command: int = _IOCTL_COMMAND.unpack_from(message, _IOCTL_COMMAND_AT)[0]
     return command

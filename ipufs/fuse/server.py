@@ -139,8 +139,14 @@ class FuseServer:
                 take()
                 contended[0] = 0
             try:
-                if quiet is not None and not self._quiet(quiet, view[:n]):
-                    still()
+                if quiet is not None:
+                    try:
+                        leaves = quiet(view[:n])
+                    except Exception:
+                        log.exception("deciding how to take the lock for a request failed")
+                        leaves = False  # taken in full: always safe
+                    if not leaves:
+                        still()
                 reply = session.handle(view[:n], tag)
                 later = session.outbox
                 if later:  # postponed replies released (page-cache mode): rare
@@ -159,16 +165,6 @@ class FuseServer:
                 waiting = False
                 transport.initialized(session.negotiated.flags)
                 started()
-
-    @staticmethod
-    def _quiet(quiet: Callable[[memoryview], bool], message: memoryview) -> bool:
-        """Whether ``message`` may be served with the lock taken quietly; a
-        predicate that fails says no (taken in full is always safe)."""
-        try:
-            return quiet(message)
-        except Exception:
-            log.exception("deciding how to take the lock for a request failed")
-            return False
 
     def _reader(self, transport: Transport, token: trio.lowlevel.TrioToken, ready: trio.Event,
                 done: trio.Event) -> None:

@@ -228,3 +228,20 @@ def test_requests_the_predicate_accepts_take_the_lock_quietly_and_the_rest_in_fu
     assert ops.seen == [(b"quiet", False), (b"loud", True)]  # the loud one found it taken in full
     with pytest.raises(TypeError, match="taken quietly"):
         FuseServer(ops, KernelLink(), "/nowhere", passthrough=False, lock=threading.RLock(), quiet=quiet)
+
+
+def test_a_failing_predicate_takes_the_lock_in_full_and_the_reader_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    lock = Quietly()
+    ops = Seen(lock)
+
+    def quiet(message: memoryview) -> bool:
+        raise ValueError("a bug of the predicate's")
+
+    fuse = FuseServer(ops, KernelLink(), "/nowhere", passthrough=False, lock=lock,  # type: ignore[arg-type]
+                      quiet=quiet)
+    transport = Scripted([(init(2), 1), (fk.encode(rq.Lookup(4, 1, CTX, b"a")), 2),
+                          (fk.encode(rq.Lookup(6, 1, CTX, b"b")), 3)])
+    fuse.serve(transport)
+    assert ops.seen == [(b"a", True), (b"b", True)]  # both served, each with the lock in full
+    assert [(r.unique, r.error) for r, _ in transport.replies] == [(2, 0), (4, errno.ENOENT), (6, errno.ENOENT)]
+    assert "deciding how to take the lock" in caplog.text
