@@ -104,6 +104,12 @@ class IoctlRole(NamedTuple):
     leaves_tiles: bool = False
 
 
+def _spec(cmd: int) -> IoctlSpec | None:
+    """The ioctl of the ABI table ``cmd`` names by (type, nr), if any."""
+    _, type_, nr, _ = abi.ioc_fields(cmd)
+    return abi.BY_NR.get(nr) if type_ == abi.IOCTL_TYPE else None
+
+
 #: Decoded commands kept at most (random numbers must not grow the cache).
 _MAX_DECODED = 512
 
@@ -201,15 +207,14 @@ class IpuDriver:
 
     def leaves_tiles(self, cmd: int) -> bool:
         """Whether ioctl ``cmd`` leaves the tiles alone (IoctlRole)."""
-        _, type_, nr, _ = abi.ioc_fields(cmd)
-        spec = abi.BY_NR.get(nr) if type_ == abi.IOCTL_TYPE else None
+        spec = _spec(cmd)
         return spec is not None and IOCTL_ROLES[spec].leaves_tiles
 
     def _decode(self, cmd: int) -> Command:
         """Match ``cmd`` on (type, nr) and take its size from _IOC_SIZE: any
         direction and any size the ioctl can be served with is accepted."""
-        direction, type_, nr, size = abi.ioc_fields(cmd)
-        spec = abi.BY_NR.get(nr) if type_ == abi.IOCTL_TYPE else None
+        direction, _, _, size = abi.ioc_fields(cmd)
+        spec = _spec(cmd)
         if spec is None:
             raise FUSEError(errno.ENOTTY)
         role = IOCTL_ROLES[spec]

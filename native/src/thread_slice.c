@@ -19,10 +19,6 @@
 #ifndef SCHED_FLAG_RESET_ON_FORK
 #define SCHED_FLAG_RESET_ON_FORK 0x01
 #endif
-#ifndef SYS_sched_setattr
-#define SYS_sched_setattr 314
-#define SYS_sched_getattr 315
-#endif
 
 /* struct sched_attr (sched_setattr(2)), which glibc does not declare */
 struct sched_attributes {
@@ -41,6 +37,10 @@ struct sched_attributes {
  * -errno. */
 long ipufs_thread_slice(long ns)
 {
+#ifndef SYS_sched_setattr  /* headers older than the call: no slice to set */
+    (void)ns;
+    return 0;
+#else
     struct sched_attributes attr;
     memset(&attr, 0, sizeof attr);
     if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0)
@@ -56,4 +56,5 @@ long ipufs_thread_slice(long ns)
     if (syscall(SYS_sched_getattr, 0, &attr, sizeof attr, 0) != 0)
         return -errno;
     return (long)attr.runtime;
+#endif
 }
