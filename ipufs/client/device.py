@@ -21,6 +21,9 @@ from ipufs.client.where import default_root
 from ipufs.abi.registers import REGISTERS, TDI_REGISTER_WIDTH, TDI_TILE_STRIDE, TdiCommand, TdiResult
 
 _U64 = struct.Struct("<Q")
+_U32 = struct.Struct("<I")
+#: what a TDI command leaves in the aperture: DATA_LO, DATA_HI, TDI_RESULT (adjacent)
+_TDI_ANSWER = struct.Struct("<3I")
 
 
 class IoctlError(OSError):
@@ -155,12 +158,20 @@ class Device:
 
     # --- the tile debug interface ---------------------------------------------
     def _tdi(self, command: TdiCommand, tile: int, **fields: int) -> tuple[TdiResult, int]:
-        self.write_register("TDI_TILE", tile)
-        for name, value in fields.items():
-            self.write_register(f"TDI_{name.upper()}", value)
+        """One TDI command through the aperture: its fields stored, one
+        pwrite per run of adjacent registers, then CMD_TDI, then DATA_LO,
+        DATA_HI and TDI_RESULT read in one pread (_TDI_ANSWER)."""
+        stores = sorted((REGISTERS[f"TDI_{name.upper()}"].offset, value) for name, value in fields.items())
+        start, run = REGISTERS["TDI_TILE"].offset, bytearray(_U32.pack(tile & 0xFFFFFFFF))
+        for offset, value in stores:
+            if offset != start + len(run):
+                os.pwrite(self.fd, run, start)
+                start, run = offset, bytearray()
+            run += _U32.pack(value & 0xFFFFFFFF)
+        os.pwrite(self.fd, run, start)
         self.write_register("CMD_TDI", command)
-        data = self.read_register("TDI_DATA_LO") | self.read_register("TDI_DATA_HI") << 32
-        return TdiResult(self.read_register("TDI_RESULT")), data
+        lo, hi, result = _TDI_ANSWER.unpack(os.pread(self.fd, _TDI_ANSWER.size, REGISTERS["TDI_DATA_LO"].offset))
+        return TdiResult(result), lo | hi << 32
 
     def tdi_read_memory(self, tile: int, address: int, width: int = 8) -> tuple[TdiResult, int]:
         return self._tdi(TdiCommand.READ_MEM, tile, address=address, width=width)
