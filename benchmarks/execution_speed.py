@@ -22,6 +22,10 @@ rate (wall time throughout). Rows: one tile alone; every tile of the IPU
 (1472) at once, against one tile; one tile while the 1471 others wait at
 `sync 3`, against alone; one tile while another thread of the host reads
 CTXT_STS of every tile, one after another, back to back, against alone.
+Each round runs the naive interpreter, then the modes in ORDER; the
+rows of every tile, of the sync and of the polled tile give the median
+over the rounds of each round's ratio to the run of one tile alone
+beside it.
 Each measurement runs in a process of its own that blocks the signals
 before anything starts a thread.
 benchmarks/run.py adds these rows to docs/performance.md.
@@ -72,10 +76,18 @@ done:
 """
 LOOP_AT = 0xC  # where `loop` is, from BASE
 TIMEOUT_S = 600
-ROUNDS = 5  # the every-tile ratio swings with what the machine gives; five rounds steady its median
+ROUNDS = 7  # the every-tile ratio swings with what the machine gives; seven rounds steady its median
 #: the tiles a smoke run starts at most (it checks the benchmark works, not the figures)
 SMOKE_TILES = 64
 MODES = ("alone", "all", "sync", "polled")
+#: each round's measurements, in order: the rate of one tile alone swings
+#: by up to 2x within seconds on a shared machine (docs/executor-speed.md),
+#: so each row compares with a measurement of one tile alone made right
+#: before or after it; starting every tile takes seconds, so "all" and
+#: "sync" come first and the alone run follows
+ORDER = ("all", "alone", "sync", "alone", "polled")
+#: each row's mode, and the position in ORDER of the alone run it is compared with
+AGAINST = {"all": 1, "sync": 3, "polled": 3}
 
 
 def retired(outer: int, inner: int) -> int:
@@ -169,6 +181,7 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     words = [int.from_bytes(code[at:at + 4], "little") for at in (LOOP_AT, LOOP_AT + 4)]  # add, brnzdec
     cpus = len(os.sched_getaffinity(0))
     rates: dict[str, list[float]] = {key: [] for key in ("naive", "together", *MODES)}
+    paired: dict[str, list[float]] = {mode: [] for mode in AGAINST}  # each row's ratio to its alone run
     polls: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, daemon(1, cpu=None) as (mnt, _pid, _):
         elves = {}
@@ -178,10 +191,15 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
             elves[name] = str(Path(tmp) / f"{name}.elf")
             subprocess.run([sys.executable, "-I", "-m", "ipufs", "asm", str(path), "--arch", "ipu2", "-o",
                             elves[name]], check=True)
+        # a first run builds what the daemon makes once (the native loop, the
+        # fabric's tables: 0.13 s), which no round is to count
+        subprocess.run([sys.executable, __file__, "--measure", str(mnt), "alone", elves["loop"], elves["wait"],
+                        str(outer), str(inner), "1"], capture_output=True, check=True, timeout=TIMEOUT_S)
         for _ in range(rounds):  # each round everything once: the machine's pace drifts
             rates["naive"].append(naive(outer, inner, words))
             rates["together"].append(naive(outer, inner, words, cpus))  # what the CPUs give at once
-            for mode in MODES:
+            got = []
+            for mode in ORDER:
                 loop, counts = (elves["many"], many) if mode == "all" else (elves["loop"], (outer, inner))
                 out = subprocess.run([sys.executable, __file__, "--measure", str(mnt), mode, loop, elves["wait"],
                                       *map(str, counts), str(SMOKE_TILES if smoke else 0)],
@@ -189,15 +207,22 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
                 if out.returncode != 0:
                     raise RuntimeError(f"execution_speed {mode}: {out.stderr.strip()}")
                 result = json.loads(out.stdout)
-                rates[mode].append(result["tiles"] * retired(*counts) / result["seconds"])
+                got.append(result["tiles"] * retired(*counts) / result["seconds"])
+                rates[mode].append(got[-1])
                 if mode == "polled":
                     polls.append(result["polls"])
+            for mode, at in AGAINST.items():
+                paired[mode].append(got[ORDER.index(mode)] / got[at])
 
     def ratios(a: str, b: str) -> str:
-        return spread([x / y for x, y in zip(rates[a], rates[b])])
+        if b == "alone":
+            return spread(paired[a])
+        per = len(rates[a]) // len(rates[b])  # alone: two runs a round, each against its round's naive
+        return spread([x / rates[b][i // per] for i, x in enumerate(rates[a])])
 
     m = {key: statistics.median(values) / 1e6 for key, values in rates.items()}
     per = f"median of {rounds} rounds, the ratio per round"
+    beside = f"median of {rounds} rounds; the ratio per round, to the run of one tile alone beside it"
     return [
         ("Executor: the naive C interpreter of the counted loop's two words (benchmarks/naive_interpreter.c, "
          f"one process; then {cpus} at once, all of them; {per})", f"{m['naive']:.0f} M instr/s",
@@ -206,13 +231,13 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
         (f"Executor through the daemon: one tile of an ipu2 running the counted loop, start to signal 46 ({per})",
          f"{m['alone']:.1f} M instr/s", f"naive interpreter: {m['naive']:.0f} M instr/s", ratios("alone", "naive"),
          "≥ 0.25×"),
-        (f"Executor through the daemon: every tile of an ipu2 running the loop, {cpus} CPUs ({per})",
+        (f"Executor through the daemon: every tile of an ipu2 running the loop, {cpus} CPUs ({beside})",
          f"{m['all']:.1f} M instr/s", f"one tile: {m['alone']:.1f} M instr/s", ratios("all", "alone"),
          f"≥ 1.6× on 2 CPUs (the naive one, {cpus} at once: {m['together'] / m['naive']:.2f}×)"),
-        (f"Executor through the daemon: one tile running the loop while the other 1471 wait at `sync 3` ({per})",
+        (f"Executor through the daemon: one tile running the loop while the other 1471 wait at `sync 3` ({beside})",
          f"{m['sync']:.1f} M instr/s", f"alone: {m['alone']:.1f} M instr/s", ratios("sync", "alone"), "as alone"),
         ("Executor through the daemon: one tile running the loop while a host thread reads CTXT_STS of every "
-         f"tile back to back ({statistics.median(polls):,.0f} reads/s; {per})",
+         f"tile back to back ({statistics.median(polls):,.0f} reads/s; {beside})",
          f"{m['polled']:.1f} M instr/s", f"alone: {m['alone']:.1f} M instr/s", ratios("polled", "alone"),
          "not starved"),
     ]
