@@ -20,31 +20,44 @@
 #define IPUFS_RETIRE_TIMEOUT_NS 10000000000LL
 #define IPUFS_RETIRE_POLL_NS 200000L
 
+/* Store n (at most 2) adjacent u32 registers from `offset` in one pwrite. */
+static inline int ipufs_store_words_(int config_fd, unsigned offset, const uint32_t *values, size_t n)
+{
+    unsigned char b[8];
+    for (size_t i = 0; i < n && i < 2; i++)
+        for (int k = 0; k < 4; k++)
+            b[4 * i + k] = (unsigned char)(values[i] >> 8 * k);
+    n = n < 2 ? n : 2;
+    ssize_t done = pwrite(config_fd, b, 4 * n, offset);
+    return done == (ssize_t)(4 * n) ? 0 : done < 0 ? -errno : -EIO;
+}
+
 static inline int ipufs_store_(int config_fd, unsigned offset, uint32_t value)
 {
-    unsigned char b[4] = {(unsigned char)value, (unsigned char)(value >> 8), (unsigned char)(value >> 16),
-                          (unsigned char)(value >> 24)};
-    ssize_t n = pwrite(config_fd, b, 4, offset);
-    return n == 4 ? 0 : n < 0 ? -errno : -EIO;
+    return ipufs_store_words_(config_fd, offset, &value, 1);
 }
 
 /* One TDI register command on `tile` (IPU_TDI_READ_REG or IPU_TDI_WRITE_REG):
- * the TDI_RESULT (IPU_TDI_RESULT_*, >= 0), or -errno; *value in/out. */
+ * the TDI_RESULT (IPU_TDI_RESULT_*, >= 0), or -errno; *value in/out. The
+ * aperture's fields and its answer are adjacent words (docs/registers.md):
+ * TDI_TILE and TDI_REG go in one pwrite, TDI_DATA_LO and _HI in another,
+ * and DATA_LO, DATA_HI and TDI_RESULT come back in one pread. */
 static inline int ipufs_tdi_register(int config_fd, uint32_t command, uint32_t tile, uint32_t reg,
                                      uint32_t *value)
 {
-    uint32_t result = 0;
+    const uint32_t target[2] = {tile, reg}, data[2] = {*value, 0};
+    unsigned char answer[12];
     int err;
-    if ((err = ipufs_store_(config_fd, IPU_REG_TDI_TILE, tile)) ||
-        (err = ipufs_store_(config_fd, IPU_REG_TDI_REG, reg)) ||
-        (command == IPU_TDI_WRITE_REG && ((err = ipufs_store_(config_fd, IPU_REG_TDI_DATA_LO, *value)) ||
-                                          (err = ipufs_store_(config_fd, IPU_REG_TDI_DATA_HI, 0)))) ||
-        (err = ipufs_store_(config_fd, IPU_REG_CMD_TDI, command)) ||
-        (err = ipufs_register_(config_fd, IPU_REG_TDI_RESULT, &result)))
+    if ((err = ipufs_store_words_(config_fd, IPU_REG_TDI_TILE, target, 2)) ||
+        (command == IPU_TDI_WRITE_REG && (err = ipufs_store_words_(config_fd, IPU_REG_TDI_DATA_LO, data, 2))) ||
+        (err = ipufs_store_(config_fd, IPU_REG_CMD_TDI, command)))
         return err;
-    if (command == IPU_TDI_READ_REG && result == IPU_TDI_RESULT_OK &&
-        (err = ipufs_register_(config_fd, IPU_REG_TDI_DATA_LO, value)))
-        return err;
+    ssize_t n = pread(config_fd, answer, sizeof answer, IPU_REG_TDI_DATA_LO);
+    if (n != (ssize_t)sizeof answer)
+        return n < 0 ? -errno : -EIO;
+    uint32_t result = ipufs_le32_(answer + 8);
+    if (command == IPU_TDI_READ_REG && result == IPU_TDI_RESULT_OK)
+        *value = ipufs_le32_(answer);
     return (int)result;
 }
 
