@@ -51,13 +51,20 @@ class Closed(Event):
         return {"node": self.node, "fh": self.fh}
 
 
+#: the most words of an access whose values a register event shows
+SHOWN_WORDS = 8
+
+
 def _registers(offset: int, data: bytes) -> dict[str, Any]:
     """A config space access: the registers it covers and, for a single
-    register, its value."""
+    register, its value; for up to SHOWN_WORDS whole aligned words, the
+    value of each (a host may store adjacent registers in one write)."""
     names = [BY_OFFSET[o].name for o in range(offset - offset % 4, offset + len(data), 4) if o in BY_OFFSET]
     fields: dict[str, Any] = {"offset": hex(offset), "length": len(data), "registers": names}
     if len(data) == 4 and offset % 4 == 0:
         fields["value"] = hex(int.from_bytes(data, "little"))
+    elif offset % 4 == 0 and len(data) % 4 == 0 and 4 < len(data) <= 4 * SHOWN_WORDS:
+        fields["values"] = [hex(int.from_bytes(data[i:i + 4], "little")) for i in range(0, len(data), 4)]
     return fields
 
 

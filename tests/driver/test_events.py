@@ -75,3 +75,14 @@ def test_a_failed_ioctl_shows_its_errno_and_a_register_write_its_register() -> N
     assert events.IoctlDone(0, 5, spec.cmd, 0, b"", error=1).fields()["error"] == "EPERM"
     write = events.RegisterWrite(0, 5, 0x808, (4).to_bytes(4, "little")).fields()
     assert write == {"pid": 5, "offset": "0x808", "length": 4, "registers": ["CMD_SYNC"], "value": "0x4"}
+
+
+def test_a_write_of_adjacent_registers_shows_each_value() -> None:
+    data = b"".join(v.to_bytes(4, "little") for v in (7, 8))
+    write = events.RegisterWrite(0, 5, 0x1000, data).fields()
+    assert write == {"pid": 5, "offset": "0x1000", "length": 8, "registers": ["TDI_TILE", "TDI_REG"],
+                     "values": ["0x7", "0x8"]}
+    long = events.RegisterWrite(0, 5, 0x1000, bytes(4 * (events.SHOWN_WORDS + 1))).fields()
+    assert "values" not in long and "value" not in long
+    unaligned = events.RegisterWrite(0, 5, 0x1002, bytes(8)).fields()
+    assert "values" not in unaligned
