@@ -22,10 +22,10 @@ rate (wall time throughout). Rows: one tile alone; every tile of the IPU
 (1472) at once, against one tile; one tile while the 1471 others wait at
 `sync 3`, against alone; one tile while another thread of the host reads
 CTXT_STS of every tile, one after another, back to back, against alone.
-Each round runs the naive interpreter, then the modes in ORDER; the
-rows of every tile, of the sync and of the polled tile give the median
-over the rounds of each round's ratio to the run of one tile alone
-beside it.
+Each round runs everything in ORDER, and each ratio is the median over
+the rounds of each round's ratio between two runs side by side (PAIRS):
+every tile, the sync and the polled tile against a run of one tile alone
+beside it, one tile against the naive interpreter right after it.
 Each measurement runs in a process of its own that blocks the signals
 before anything starts a thread.
 benchmarks/run.py adds these rows to docs/performance.md.
@@ -79,15 +79,17 @@ TIMEOUT_S = 600
 ROUNDS = 7  # the every-tile ratio swings with what the machine gives; seven rounds steady its median
 #: the tiles a smoke run starts at most (it checks the benchmark works, not the figures)
 SMOKE_TILES = 64
-MODES = ("alone", "all", "sync", "polled")
 #: each round's measurements, in order: the rate of one tile alone swings
 #: by up to 2x within seconds on a shared machine (docs/executor-speed.md),
-#: so each row compares with a measurement of one tile alone made right
-#: before or after it; starting every tile takes seconds, so "all" and
-#: "sync" come first and the alone run follows
-ORDER = ("all", "alone", "sync", "alone", "polled")
-#: each row's mode, and the position in ORDER of the alone run it is compared with
-AGAINST = {"all": 1, "sync": 3, "polled": 3}
+#: so each row compares with a measurement made right before or after it;
+#: starting every tile takes seconds, so "all" and "sync" come first and a
+#: run of one tile alone follows each; the naive interpreter (one process,
+#: then one per CPU) follows the first
+ORDER = ("all", "alone", "naive", "together", "sync", "alone", "polled")
+#: each ratio's two measurements, by position in ORDER
+PAIRS = {"all": (0, 1), "alone": (1, 2), "together": (3, 2), "sync": (4, 5), "polled": (6, 5)}
+#: the rate each row gives of a mode: its first run in a round
+FIRST = {mode: ORDER.index(mode) for mode in ORDER}
 
 
 def retired(outer: int, inner: int) -> int:
@@ -180,8 +182,8 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
     code = bytes(Assembler(Arch.IPU2).assemble(sources["loop"]).sections[0].data)
     words = [int.from_bytes(code[at:at + 4], "little") for at in (LOOP_AT, LOOP_AT + 4)]  # add, brnzdec
     cpus = len(os.sched_getaffinity(0))
-    rates: dict[str, list[float]] = {key: [] for key in ("naive", "together", *MODES)}
-    paired: dict[str, list[float]] = {mode: [] for mode in AGAINST}  # each row's ratio to its alone run
+    rates: dict[str, list[float]] = {mode: [] for mode in ORDER}  # each round's first run of the mode
+    ratios: dict[str, list[float]] = {mode: [] for mode in PAIRS}  # each round's ratio (PAIRS)
     polls: list[float] = []
     with tempfile.TemporaryDirectory() as tmp, daemon(1, cpu=None) as (mnt, _pid, _):
         elves = {}
@@ -191,54 +193,52 @@ def rows(smoke: bool) -> list[tuple[str, str, str, str, str]]:
             elves[name] = str(Path(tmp) / f"{name}.elf")
             subprocess.run([sys.executable, "-I", "-m", "ipufs", "asm", str(path), "--arch", "ipu2", "-o",
                             elves[name]], check=True)
-        # a first run builds what the daemon makes once (the native loop, the
-        # fabric's tables: 0.13 s), which no round is to count
-        subprocess.run([sys.executable, __file__, "--measure", str(mnt), "alone", elves["loop"], elves["wait"],
-                        str(outer), str(inner), "1"], capture_output=True, check=True, timeout=TIMEOUT_S)
-        for _ in range(rounds):  # each round everything once: the machine's pace drifts
-            rates["naive"].append(naive(outer, inner, words))
-            rates["together"].append(naive(outer, inner, words, cpus))  # what the CPUs give at once
-            got = []
-            for mode in ORDER:
-                loop, counts = (elves["many"], many) if mode == "all" else (elves["loop"], (outer, inner))
-                out = subprocess.run([sys.executable, __file__, "--measure", str(mnt), mode, loop, elves["wait"],
-                                      *map(str, counts), str(SMOKE_TILES if smoke else 0)],
-                                     capture_output=True, text=True, timeout=2 * TIMEOUT_S)
-                if out.returncode != 0:
-                    raise RuntimeError(f"execution_speed {mode}: {out.stderr.strip()}")
-                result = json.loads(out.stdout)
-                got.append(result["tiles"] * retired(*counts) / result["seconds"])
-                rates[mode].append(got[-1])
-                if mode == "polled":
-                    polls.append(result["polls"])
-            for mode, at in AGAINST.items():
-                paired[mode].append(got[ORDER.index(mode)] / got[at])
 
-    def ratios(a: str, b: str) -> str:
-        if b == "alone":
-            return spread(paired[a])
-        per = len(rates[a]) // len(rates[b])  # alone: two runs a round, each against its round's naive
-        return spread([x / rates[b][i // per] for i, x in enumerate(rates[a])])
+        def measure(mode: str) -> float:
+            """One run of ``mode``: instructions per second of wall time."""
+            if mode in ("naive", "together"):
+                return naive(outer, inner, words, cpus if mode == "together" else 1)
+            loop, counts = (elves["many"], many) if mode == "all" else (elves["loop"], (outer, inner))
+            out = subprocess.run([sys.executable, __file__, "--measure", str(mnt), mode, loop, elves["wait"],
+                                  *map(str, counts), str(SMOKE_TILES if smoke else 0)],
+                                 capture_output=True, text=True, timeout=2 * TIMEOUT_S)
+            if out.returncode != 0:
+                raise RuntimeError(f"execution_speed {mode}: {out.stderr.strip()}")
+            result = json.loads(out.stdout)
+            if mode == "polled":
+                polls.append(result["polls"])
+            return float(result["tiles"] * retired(*counts) / result["seconds"])
+
+        measure("alone")  # builds what the daemon makes once (the native loop, the fabric's tables: 0.13 s)
+        for _ in range(rounds):  # each round everything once: the machine's pace drifts
+            got = [measure(mode) for mode in ORDER]
+            for mode, at in FIRST.items():
+                rates[mode].append(got[at])
+            for mode, (a, b) in PAIRS.items():
+                ratios[mode].append(got[a] / got[b])
 
     m = {key: statistics.median(values) / 1e6 for key, values in rates.items()}
     per = f"median of {rounds} rounds, the ratio per round"
     beside = f"median of {rounds} rounds; the ratio per round, to the run of one tile alone beside it"
+    pair = statistics.median(ratios["together"])
+
     return [
         ("Executor: the naive C interpreter of the counted loop's two words (benchmarks/naive_interpreter.c, "
          f"one process; then {cpus} at once, all of them; {per})", f"{m['naive']:.0f} M instr/s",
-         f"{cpus} at once: {m['together']:.0f} M instr/s", ratios("together", "naive"),
+         f"{cpus} at once: {m['together']:.0f} M instr/s", spread(ratios["together"]),
          "the yardstick (wall time)"),
-        (f"Executor through the daemon: one tile of an ipu2 running the counted loop, start to signal 46 ({per})",
-         f"{m['alone']:.1f} M instr/s", f"naive interpreter: {m['naive']:.0f} M instr/s", ratios("alone", "naive"),
+        (f"Executor through the daemon: one tile of an ipu2 running the counted loop, start to signal 46 (median "
+         f"of {rounds} rounds; the ratio per round, to the naive interpreter's run beside it)",
+         f"{m['alone']:.1f} M instr/s", f"naive interpreter: {m['naive']:.0f} M instr/s", spread(ratios["alone"]),
          "≥ 0.25×"),
         (f"Executor through the daemon: every tile of an ipu2 running the loop, {cpus} CPUs ({beside})",
-         f"{m['all']:.1f} M instr/s", f"one tile: {m['alone']:.1f} M instr/s", ratios("all", "alone"),
-         f"≥ 1.6× on 2 CPUs (the naive one, {cpus} at once: {m['together'] / m['naive']:.2f}×)"),
+         f"{m['all']:.1f} M instr/s", f"one tile: {m['alone']:.1f} M instr/s", spread(ratios["all"]),
+         f"≥ 1.6× on 2 CPUs (the naive one, {cpus} at once: {pair:.2f}×)"),
         (f"Executor through the daemon: one tile running the loop while the other 1471 wait at `sync 3` ({beside})",
-         f"{m['sync']:.1f} M instr/s", f"alone: {m['alone']:.1f} M instr/s", ratios("sync", "alone"), "as alone"),
+         f"{m['sync']:.1f} M instr/s", f"alone: {m['alone']:.1f} M instr/s", spread(ratios["sync"]), "as alone"),
         ("Executor through the daemon: one tile running the loop while a host thread reads CTXT_STS of every "
          f"tile back to back ({statistics.median(polls):,.0f} reads/s; {beside})",
-         f"{m['polled']:.1f} M instr/s", f"alone: {m['alone']:.1f} M instr/s", ratios("polled", "alone"),
+         f"{m['polled']:.1f} M instr/s", f"alone: {m['alone']:.1f} M instr/s", spread(ratios["polled"]),
          "not starved"),
     ]
 
