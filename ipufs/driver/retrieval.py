@@ -92,6 +92,10 @@ class Finished:
     stored: bool
 
 
+#: the first unique of a retrieve (MappedStores._uniques)
+FIRST_UNIQUE = 1 << 62
+
+
 class MappedStores:
     """Retrieves the pages clients store registers to (page-cache mode),
     and stores what they changed into the model. Called under the daemon's
@@ -103,7 +107,11 @@ class MappedStores:
         self.tree = tree
         self.use = use
         self.notify = notify
-        self._uniques = itertools.count(1)
+        # The kernel hands a retrieve's answer over with this number as its
+        # unique (over io_uring also the id its entry is committed with):
+        # far above the kernel's own request numbers, so that the commit
+        # can never complete a live request of the same number instead
+        self._uniques = itertools.count(FIRST_UNIQUE)
         self._flight: dict[int, Batch] = {}  # ipu -> its batch in flight
         self._next: dict[int, list[tuple[int, int]]] = {}  # ipu -> (unique, ino) of requests waiting for the next
         self._by_unique: dict[int, Batch] = {}

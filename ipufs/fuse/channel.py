@@ -84,6 +84,10 @@ class OnDevice:
 
     device: FuseChannel
 
+    def unanswered(self, message: bytes | memoryview, tag: int) -> None:
+        """A read from /dev/fuse holds nothing: a request that takes no
+        reply is done once read."""
+
     def notify(self, message: bytes) -> bool:
         return write(message, self.device.fd)
 

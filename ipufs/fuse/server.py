@@ -156,6 +156,8 @@ class FuseServer:
                 # as it may, and the reply would wait for it to let go.
                 if reply is not None:
                     answer(reply, tag, None)  # None: ask the session, if it matters
+                elif not session.kept:  # takes no reply: what receiving it holds goes back
+                    transport.unanswered(view[:n], tag)
             finally:
                 lock.release()
             if later:

@@ -57,6 +57,8 @@ class Session:
     (FORGET, BATCH_FORGET, INTERRUPT, NOTIFY_REPLY) or was postponed. The
     replies of postponed requests handled since appear in ``outbox`` as
     (reply, tag, may_wait): ``tag`` is the caller's (the fd to answer on).
+    ``kept`` says whether the request ``handle`` took last was postponed
+    (its reply comes later) rather than one that takes none.
     """
 
     def __init__(
@@ -76,6 +78,7 @@ class Session:
         #: The request ``handle`` decoded last (may_wait() asks about it).
         self._last: rq.Request | None = None
         self._postponed: dict[int, tuple[bytes, object]] = {}  # unique -> (message, tag)
+        self.kept = False
         # Request type -> handler. Until INIT is answered only the requests
         # that need no negotiation are served; INIT swaps in the full table,
         # so the state is the table and no request pays for a check.
@@ -99,6 +102,7 @@ class Session:
 
     def handle(self, message: bytes | bytearray | memoryview, tag: object = None) -> bytes | None:
         self.requests += 1
+        self.kept = False
         try:
             request = decoding.decode(message)
         except ProtocolError as exc:
@@ -109,6 +113,7 @@ class Session:
             return self.dispatch(request)
         except Postponed:
             self._postponed[request.unique] = (bytes(message), tag)
+            self.kept = True
             return None
 
     def may_wait(self) -> bool:

@@ -77,6 +77,11 @@ class Transport(Protocol):
         """Write the reply to the request received with ``tag``; False when
         the kernel no longer waits for it (withdrawn, or connection ended)."""
 
+    def unanswered(self, message: bytes | memoryview, tag: int) -> None:
+        """The request ``message``, received with ``tag``, takes no reply
+        (NOTIFY_REPLY, FORGET, INTERRUPT): give back whatever receiving it
+        holds (an io_uring entry returns to the kernel only with a commit)."""
+
     def notify(self, message: bytes) -> bool:
         """Write one notification (it may wait on page locks: never from
         the thread that receives); False when the kernel holds no inode of

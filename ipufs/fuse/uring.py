@@ -4,7 +4,9 @@
 # What a ring thread does not answer itself it hands to ``receive``, in
 # order, tagged with its ring entry; ``reply`` commits the answer to that
 # entry from any thread, and the ring thread sends it with the fetch of
-# the entry's next request. INIT, forgets, interrupts and notifications
+# the entry's next request (a request that takes no reply, such as a
+# retrieve's NOTIFY_REPLY, which comes on the rings too, gets an empty one:
+# ``unanswered``). INIT, forgets, interrupts and notifications
 # still go through /dev/fuse: ``receive`` waits on both, without the GIL,
 # scanning the register watcher's mapped memory while it spins (as the
 # /dev/fuse reader does, so that the watcher's thread sleeps meanwhile).
@@ -144,6 +146,16 @@ class Uring(OnDevice):
             assert self.rings is not None
             return self.rings.reply(message, tag)
         return channel.write(message, tag)
+
+    def unanswered(self, message: bytes | memoryview, tag: int) -> None:
+        """The kernel sends NOTIFY_REPLY (a retrieve's answer) on a ring
+        entry too, and an entry comes back for the next request only with a
+        commit: without one, each retrieve took an entry for good, and once
+        a queue's DEPTH were gone requests on that CPU waited forever. So a
+        request on an entry that takes no reply gets an empty one."""
+        if tag >= native.Rings.TAG and self.rings is not None:
+            unique = abi.IN_HEADER.unpack_from(message)[2]
+            self.rings.reply(abi.OUT_HEADER.pack(abi.OUT_HEADER.size, 0, unique), tag)
 
     def close(self) -> None:
         """Stop the ring threads (closing a ring cancels what it waits

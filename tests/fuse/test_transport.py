@@ -34,6 +34,7 @@ class Scripted:
         self.script = list(script)
         self.initialized_with: list[int] = []
         self.replies: list[tuple[fk.Reply, int]] = []
+        self.unanswered_tags: list[int] = []
         self.notes: list[bytes] = []
         self.receives = 0
         self.closed = False
@@ -58,6 +59,9 @@ class Scripted:
     def reply(self, message: bytes, tag: int) -> bool:
         self.replies.append((fk.decode_reply(message), tag))
         return True
+
+    def unanswered(self, message: bytes | memoryview, tag: int) -> None:
+        self.unanswered_tags.append(tag)
 
     def notify(self, message: bytes) -> bool:
         self.notes.append(message)
@@ -103,6 +107,9 @@ def test_a_scripted_transport_drives_the_server_loop() -> None:
     assert transport.initialized_with[0] & Scripted.init_flags
     assert [(r.unique, r.error, tag) for r, tag in transport.replies] == [
         (2, 0, 10), (4, errno.ENOENT, 11), (8, errno.ENOENT, 13)]
+    # FORGET takes no reply: what receiving it holds (an io_uring entry)
+    # is given back all the same, and only for it
+    assert transport.unanswered_tags == [12]
     assert transport.receives == 5  # the fifth said the connection ended
 
 

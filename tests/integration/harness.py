@@ -103,6 +103,17 @@ class RunningDaemon:
         return str(self.mountpoint / name)
 
 
+def abort_connection(mountpoint: str) -> None:
+    """Abort the FUSE connection mounted at ``mountpoint`` (its requests
+    fail with ENOTCONN), found in mountinfo: touching the mount itself
+    could wait on the requests that hang."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            if fields[4] == mountpoint:
+                Path(f"/sys/fs/fuse/connections/{fields[2].split(':')[1]}/abort").write_text("1")
+
+
 def force_unmount(mountpoint: str) -> None:
     if any(m.mountpoint == mountpoint for m in fmount.mounts()):
         fmount.unmount(mountpoint)

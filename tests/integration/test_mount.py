@@ -9,6 +9,7 @@ import os
 import signal
 import stat
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from ipufs.abi.registers import REGISTERS
 from tests.integration.harness import (
     BarClient,
     RunningDaemon,
+    abort_connection,
     daemon_process,
     ipufs_command,
     is_mounted,
@@ -97,6 +99,31 @@ def test_config_space_pread_pwrite_reach_the_model(ipufs: RunningDaemon) -> None
         assert os.pread(fd, 2, 0x8000) == b"\xaa\xbb"
     finally:
         os.close(fd)
+
+
+@pytest.mark.uring
+def test_config_space_takes_many_writes_in_a_row(ipufs: RunningDaemon) -> None:
+    """In page-cache mode each write to an open config space waits for a
+    retrieve of the mapped pages, whose answers (NOTIFY_REPLY) come on the
+    io_uring entries too: every one must give its entry back, or a queue's
+    entries run out and a write waits forever (it did at the fourth). A
+    child process makes the writes, so that a hang ends in a timeout."""
+    script = ("import os, sys\n"
+              "fd = os.open(sys.argv[1], os.O_RDWR)\n"
+              "for i in range(64):\n"
+              "    assert os.pwrite(fd, i.to_bytes(4, 'little'), 0x10C) == 4\n"
+              "    assert os.pread(fd, 4, 0x10C) == i.to_bytes(4, 'little')\n"
+              "print('done')\n")
+    child = subprocess.Popen([sys.executable, "-c", script, str(ipufs.path("ipu0"))], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = child.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        abort_connection(str(ipufs.mountpoint))  # the hung write ends (a kill could not), and the mount can go
+        child.kill()
+        child.communicate()
+        pytest.fail("64 writes to config space did not finish within 30 s")
+    assert out.strip() == "done", err
 
 
 def test_a_second_mapping_sees_a_pwrite(ipufs: RunningDaemon, client: Callable[[str], BarClient]) -> None:
