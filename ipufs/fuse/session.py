@@ -110,11 +110,13 @@ class Session:
             return rp.frame(exc.unique, error=exc.errno) if exc.unique else None
         try:
             self._last = request
-            return self.dispatch(request)
+            reply = self.dispatch(request)
         except Postponed:
             self._postponed[request.unique] = (bytes(message), tag)
             self.kept = True
             return None
+        self.kept = False  # a request handled within this one (a postponed one let go) set its own
+        return reply
 
     def may_wait(self) -> bool:
         """Whether the reply to the request ``handle`` took last may wait

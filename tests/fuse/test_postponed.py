@@ -73,3 +73,24 @@ def test_replies_the_kernel_waits_for_under_page_locks_never_wait() -> None:
     assert not ops.reply_may_wait(rq.Read(2, 2, CTX, 1, 0, 4096, 0))
     assert not ops.reply_may_wait(rq.Write(4, 2, CTX, 1, 0, memoryview(b"x"), 0, 0))
     assert ops.reply_may_wait(rq.Ioctl(6, 2, CTX, 1, 0, 0, 0, memoryview(b""), 0))
+
+
+def test_a_notify_reply_that_lets_a_request_go_only_to_postpone_it_again_is_still_unanswered() -> None:
+    """``kept`` is about the request ``handle`` took, not one it handled
+    within: a NOTIFY_REPLY takes no reply, whatever the request it let go
+    did (here: postponed again), so its io_uring entry goes back."""
+
+    class Ops(Operations):
+        def getattr(self, req: rq.Getattr) -> rp.Reply:
+            raise Postponed  # never let through
+
+        def notify_reply(self, req: rq.NotifyReply) -> list[int]:
+            return [req.offset]
+
+    session = Session(Ops())
+    unique = fk.FakeKernel(session).next_unique()
+    assert session.handle(fk.encode(rq.Getattr(unique, 2, CTX, None))) is None
+    assert session.kept and session.postponed == 1
+    assert session.handle(notify_reply(5, 2, unique, b"")) is None
+    assert not session.kept  # the NOTIFY_REPLY's own: it takes none
+    assert session.postponed == 1 and session.outbox == []  # the request went back to waiting
