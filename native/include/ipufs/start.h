@@ -24,10 +24,10 @@
 static inline int ipufs_store_words_(int config_fd, unsigned offset, const uint32_t *values, size_t n)
 {
     unsigned char b[8];
-    for (size_t i = 0; i < n && i < 2; i++)
+    n = n < 2 ? n : 2;
+    for (size_t i = 0; i < n; i++)
         for (int k = 0; k < 4; k++)
             b[4 * i + k] = (unsigned char)(values[i] >> 8 * k);
-    n = n < 2 ? n : 2;
     ssize_t done = pwrite(config_fd, b, 4 * n, offset);
     return done == (ssize_t)(4 * n) ? 0 : done < 0 ? -errno : -EIO;
 }
